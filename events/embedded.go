@@ -1,0 +1,110 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// EmbeddedConfig configures an in-process nats-server with JetStream.
+type EmbeddedConfig struct {
+	// Dir holds the JetStream file store. Required: an empty store dir
+	// would silently fall back to a temp dir.
+	Dir string
+	// ServerName must be stable across restarts of one store.
+	ServerName string
+	// Listen opens a client port on Host:Port (Port -1 picks one) for
+	// subscribers outside the process. Off by default: the process talks to
+	// its server in memory.
+	Listen bool
+	Host   string
+	Port   int
+	// NoSync turns off the fsync of every append. By default a single
+	// server fsyncs each write, because the file store's own default (every
+	// 2 minutes) loses acknowledged events on power loss.
+	NoSync bool
+	// MaxMemory and MaxStore bound JetStream; MaxMemory defaults to 256 MiB
+	// (the server would otherwise take 75% of the host's memory).
+	MaxMemory int64
+	MaxStore  int64
+	// Logs turns the server's own log on.
+	Logs bool
+}
+
+// Embedded is a running in-process server and a client connection to it.
+type Embedded struct {
+	Server *server.Server
+	Conn   *nats.Conn
+}
+
+// StartEmbedded starts the server and connects to it in process.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("embedded nats: no data dir")
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = "claimstream-0"
+	}
+	if cfg.MaxMemory == 0 {
+		cfg.MaxMemory = 256 << 20
+	}
+	host, port := cfg.Host, cfg.Port
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if !cfg.Listen {
+		port = -1
+	}
+	opts := &server.Options{
+		ServerName:         cfg.ServerName,
+		Host:               host,
+		Port:               port,
+		DontListen:         !cfg.Listen,
+		NoSigs:             true,
+		NoLog:              !cfg.Logs,
+		JetStream:          true,
+		StoreDir:           filepath.Clean(cfg.Dir),
+		JetStreamMaxMemory: cfg.MaxMemory,
+		JetStreamMaxStore:  cfg.MaxStore,
+		SyncAlways:         !cfg.NoSync,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if cfg.Logs {
+		ns.ConfigureLogger()
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("embedded nats: not ready after 30s")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream"))
+	if err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats: connect: %w", err)
+	}
+	return &Embedded{Server: ns, Conn: nc}, nil
+}
+
+// ClientURL is the address of the client listener ("" when not listening).
+func (e *Embedded) ClientURL() string {
+	if e.Server.Addr() == nil {
+		return ""
+	}
+	return e.Server.ClientURL()
+}
+
+// Shutdown closes the connection and stops the server, waiting for it.
+func (e *Embedded) Shutdown() {
+	if e.Conn != nil {
+		e.Conn.Close()
+	}
+	e.Server.Shutdown()
+	e.Server.WaitForShutdown()
+}

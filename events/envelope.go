@@ -1,0 +1,242 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+)
+
+// Event is one entry of the log: a CloudEvent whose data is one of the
+// catalog's payloads.
+//
+// On the wire it is a CloudEvents 1.0 event in binary content mode on NATS
+// headers (the NATS protocol binding): ce-specversion, ce-id, ce-source,
+// ce-type, ce-time, ce-subject, ce-dataschema, the extensions ce-group,
+// ce-slot and ce-claim, traceparent, and content-type for datacontenttype.
+// The message body is the JSON data. The log itself is what CloudEvents
+// subscribers read.
+type Event struct {
+	// ID is the CloudEvents id and the Nats-Msg-Id of the append, so a
+	// retried append is deduplicated. Empty on write: the store derives it.
+	ID string
+	// Source is the writer ("/claimstream/provider"); empty means DefaultSource.
+	Source string
+	// Time is when the transition happened, as the decider's clock read it.
+	Time time.Time
+	// TraceParent is the W3C trace context of the call that caused the event.
+	TraceParent string
+	// Data is the payload. It is nil when the log held an entry this reader
+	// cannot use (Err says why); Type and Aggregate are still set if the
+	// subject could be parsed.
+	Data Data
+
+	// Set by the store on append and on read.
+	Seq       uint64
+	Subject   string
+	Type      Type
+	Aggregate Aggregate
+	Err       error
+}
+
+// DefaultSource is the CloudEvents source of events whose writer named none.
+const DefaultSource = "/claimstream"
+
+// SpecVersion is the CloudEvents version of the envelope.
+const SpecVersion = "1.0"
+
+// CETypePrefix and CETypeVersion build the CloudEvents type of a catalog
+// type: dev.claimstream.ClaimFailed.v1.
+const (
+	CETypePrefix  = "dev.claimstream."
+	CETypeVersion = ".v1"
+)
+
+// CEType is the CloudEvents type of t.
+func CEType(t Type) string { return CETypePrefix + string(t) + CETypeVersion }
+
+// TypeOfCEType reverses CEType.
+func TypeOfCEType(ce string) (Type, bool) {
+	s, ok := strings.CutPrefix(ce, CETypePrefix)
+	if !ok {
+		return "", false
+	}
+	s, ok = strings.CutSuffix(s, CETypeVersion)
+	if !ok {
+		return "", false
+	}
+	return Type(s), true
+}
+
+// SchemaURL is the dataschema of t: the JSON Schema kept in schemas/events.
+func SchemaURL(t Type) string {
+	return "https://claimstream.dev/schemas/events/" + string(t) + ".v1.json"
+}
+
+// Header names of the binary-mode envelope.
+const (
+	HeaderSpecVersion = "ce-specversion"
+	HeaderID          = "ce-id"
+	HeaderSource      = "ce-source"
+	HeaderType        = "ce-type"
+	HeaderTime        = "ce-time"
+	HeaderSubject     = "ce-subject"
+	HeaderDataSchema  = "ce-dataschema"
+	HeaderGroup       = "ce-group"
+	HeaderSlot        = "ce-slot"
+	HeaderClaim       = "ce-claim"
+	HeaderContentType = "content-type"
+	HeaderTraceParent = "traceparent"
+)
+
+// CloudEvent returns the event as an sdk-go CloudEvent, validated.
+func (e Event) CloudEvent() (cloudevents.Event, error) {
+	if e.Data == nil {
+		return cloudevents.Event{}, fmt.Errorf("event %s has no data", e.ID)
+	}
+	t := e.Data.EventType()
+	ref := e.Data.Reference()
+	ce := cloudevents.New(SpecVersion)
+	ce.SetID(e.ID)
+	src := e.Source
+	if src == "" {
+		src = DefaultSource
+	}
+	ce.SetSource(src)
+	ce.SetType(CEType(t))
+	ce.SetTime(e.Time.UTC())
+	ce.SetSubject(ceSubject(ref))
+	ce.SetDataSchema(SchemaURL(t))
+	if ref.Group != "" {
+		ce.SetExtension("group", ref.Group)
+	}
+	if ref.Slot != "" {
+		ce.SetExtension("slot", ref.Slot)
+	}
+	if ref.Claim != "" {
+		ce.SetExtension("claim", ref.Claim)
+	}
+	if e.TraceParent != "" {
+		ce.SetExtension("traceparent", e.TraceParent)
+	}
+	if err := ce.SetData(cloudevents.ApplicationJSON, e.Data); err != nil {
+		return cloudevents.Event{}, fmt.Errorf("set %s data: %w", t, err)
+	}
+	if err := ce.Validate(); err != nil {
+		return cloudevents.Event{}, fmt.Errorf("invalid CloudEvent %s: %w", t, err)
+	}
+	return ce, nil
+}
+
+// ceSubject is the CloudEvents subject: the claim when there is one, else
+// the slot, else the group.
+func ceSubject(r Ref) string {
+	switch {
+	case r.Claim != "":
+		return r.Claim
+	case r.Slot != "":
+		return r.Slot
+	default:
+		return r.Group
+	}
+}
+
+// ToMsg encodes the event as a NATS message on subject, in binary mode.
+func (e Event) ToMsg(subject string) (*nats.Msg, error) {
+	ce, err := e.CloudEvent()
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(subject)
+	m.Header.Set(HeaderSpecVersion, ce.SpecVersion())
+	m.Header.Set(HeaderID, ce.ID())
+	m.Header.Set(HeaderSource, ce.Source())
+	m.Header.Set(HeaderType, ce.Type())
+	m.Header.Set(HeaderTime, ce.Time().Format(time.RFC3339Nano))
+	m.Header.Set(HeaderSubject, ce.Subject())
+	m.Header.Set(HeaderDataSchema, ce.DataSchema())
+	m.Header.Set(HeaderContentType, ce.DataContentType())
+	for _, x := range []struct{ name, header string }{{"group", HeaderGroup}, {"slot", HeaderSlot}, {"claim", HeaderClaim}} {
+		if v, ok := ce.Extensions()[x.name]; ok {
+			m.Header.Set(x.header, fmt.Sprint(v))
+		}
+	}
+	if e.TraceParent != "" {
+		m.Header.Set(HeaderTraceParent, e.TraceParent)
+	}
+	m.Data = ce.Data()
+	return m, nil
+}
+
+// FromMsg decodes a stored message. It never fails: a message this reader
+// cannot use comes back with Data nil and Err set, so the caller can count
+// it and go on.
+func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data []byte) Event {
+	e := Event{Seq: seq, Subject: subject}
+	agg, tok, perr := subjects.Parse(subject)
+	if perr == nil {
+		e.Aggregate = agg
+		e.Type = tok
+	}
+	if h == nil {
+		e.Err = fmt.Errorf("seq %d: no CloudEvents headers", seq)
+		return e
+	}
+	e.ID = h.Get(HeaderID)
+	e.Source = h.Get(HeaderSource)
+	e.TraceParent = h.Get(HeaderTraceParent)
+	if v := h.Get(HeaderSpecVersion); v != SpecVersion {
+		e.Err = fmt.Errorf("seq %d: ce-specversion %q, want %q", seq, v, SpecVersion)
+		return e
+	}
+	t, ok := TypeOfCEType(h.Get(HeaderType))
+	if !ok {
+		e.Err = &UnknownTypeError{Type: h.Get(HeaderType)}
+		return e
+	}
+	e.Type = t
+	if perr != nil {
+		e.Err = perr
+		return e
+	}
+	if ts := h.Get(HeaderTime); ts != "" {
+		tm, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			e.Err = fmt.Errorf("seq %d: ce-time %q: %w", seq, ts, err)
+			return e
+		}
+		e.Time = tm
+	}
+	d, err := DecodeData(t, data)
+	if err != nil {
+		e.Err = err
+		return e
+	}
+	if kind, _ := KindOf(t); kind != agg.Kind || AggregateOf(d).Name != agg.Name {
+		e.Err = fmt.Errorf("seq %d: %s data names %s, subject names %s", seq, t, AggregateOf(d), agg)
+		return e
+	}
+	e.Data = d
+	return e
+}
+
+// deriveID is the id of the index-th event of a write to subject with the
+// given expectation: a digest of where it lands and what it says. A retry of
+// the same append carries the same id and is deduplicated; a different event
+// at the same place has another id and meets the expectation instead.
+func deriveID(subject string, expected uint64, index int, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(subject))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.FormatUint(expected, 10)))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.Itoa(index)))
+	h.Write([]byte{0})
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}

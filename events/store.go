@@ -1,0 +1,428 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// ErrConflict is matched (errors.Is) by every optimistic-concurrency
+// failure of an append: the aggregate moved past the expected sequence.
+// The caller reloads its view and decides again.
+var ErrConflict = errors.New("aggregate changed since it was read")
+
+// ConflictError is the typed conflict. Code is the JetStream error code:
+// 10071 (single server, "wrong last sequence: N") or 10164 (clustered
+// stream, another write with the same expectation filter is in flight).
+type ConflictError struct {
+	Aggregate Aggregate
+	Expected  uint64
+	Code      int
+	Message   string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("append to %s expecting seq %d: %s (code %d)", e.Aggregate, e.Expected, e.Message, e.Code)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// JetStream error codes that mean an expectation was not met.
+const (
+	codeWrongLastSequence         = 10071
+	codeWrongLastSequenceConstant = 10164
+)
+
+// StoreConfig configures the event stream.
+type StoreConfig struct {
+	// Stream is the stream name (default "CLAIMSTREAM").
+	Stream string
+	// Prefix is the first subject token (default "cs").
+	Prefix string
+	// MaxAge bounds retention; audits need months (default 400 days).
+	MaxAge time.Duration
+	// Replicas is 1 on a single server, 3 on a cluster.
+	Replicas int
+	// Duplicates is the Nats-Msg-Id window (default 2m).
+	Duplicates time.Duration
+	// Logger receives a warning for every entry a reader skips.
+	Logger *slog.Logger
+}
+
+func (c StoreConfig) withDefaults() StoreConfig {
+	if c.Stream == "" {
+		c.Stream = "CLAIMSTREAM"
+	}
+	if c.Prefix == "" {
+		c.Prefix = "cs"
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 400 * 24 * time.Hour
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// ReadStats counts what readers of this store met.
+type ReadStats struct {
+	Decoded     uint64 `json:"decoded"`
+	UnknownType uint64 `json:"unknownType"`
+	BadData     uint64 `json:"badData"`
+}
+
+// Store is the event log on one JetStream stream.
+type Store struct {
+	js       jetstream.JetStream
+	cfg      StoreConfig
+	subjects Subjects
+
+	decoded, unknown, bad atomic.Uint64
+}
+
+// OpenStore creates the stream, or updates it to cfg, and returns the store.
+// The stream denies delete and purge: the log is the record.
+func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
+	cfg = cfg.withDefaults()
+	s := &Store{js: js, cfg: cfg, subjects: Subjects{Prefix: cfg.Prefix}}
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:               cfg.Stream,
+		Description:        "claimstream event log",
+		Subjects:           []string{s.subjects.All()},
+		Storage:            jetstream.FileStorage,
+		Retention:          jetstream.LimitsPolicy,
+		MaxAge:             cfg.MaxAge,
+		Replicas:           cfg.Replicas,
+		Duplicates:         cfg.Duplicates,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
+	}
+	return s, nil
+}
+
+// Subjects returns the subject scheme of the store.
+func (s *Store) Subjects() Subjects { return s.subjects }
+
+// Stream is the name of the stream.
+func (s *Store) Stream() string { return s.cfg.Stream }
+
+// JetStream returns the JetStream context the store uses.
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Stats returns the reader counters.
+func (s *Store) Stats() ReadStats {
+	return ReadStats{Decoded: s.decoded.Load(), UnknownType: s.unknown.Load(), BadData: s.bad.Load()}
+}
+
+// Write is the events one decision appends to one aggregate, with the
+// aggregate's last sequence as the decider saw it (0: no event yet).
+type Write struct {
+	Aggregate Aggregate
+	Expected  uint64
+	Events    []Event
+}
+
+// AppendResult is where an append landed.
+type AppendResult struct {
+	First, Last uint64
+	// Duplicate is set when the server recognised a retried single-event
+	// append by its id and stored nothing new.
+	Duplicate bool
+	Events    []Event
+}
+
+// Append writes events to one aggregate if, and only if, its last sequence
+// is still expected. See AppendWrites.
+func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs ...Event) (AppendResult, error) {
+	return s.AppendWrites(ctx, Write{Aggregate: agg, Expected: expected, Events: evs})
+}
+
+// AppendWrites appends the writes of one decision. Each write's first event
+// carries Nats-Expected-Last-Subject-Sequence = Expected with the
+// aggregate's wildcard filter, so a write lands only if nothing else was
+// appended to its aggregate since the decider read it. More than one event
+// goes as one atomic batch: all land or none do. A failed expectation is a
+// *ConflictError (errors.Is(err, ErrConflict)).
+func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
+	var msgs []*nats.Msg
+	var out []Event
+	seen := map[Aggregate]bool{}
+	for _, w := range writes {
+		if len(w.Events) == 0 {
+			continue
+		}
+		if w.Aggregate.Name == "" {
+			return AppendResult{}, fmt.Errorf("append: write to %s has no aggregate name", w.Aggregate.Kind)
+		}
+		if seen[w.Aggregate] {
+			return AppendResult{}, fmt.Errorf("append: two writes to %s in one append", w.Aggregate)
+		}
+		seen[w.Aggregate] = true
+		for i, ev := range w.Events {
+			if ev.Data == nil {
+				return AppendResult{}, fmt.Errorf("append to %s: event %d has no data", w.Aggregate, i)
+			}
+			t := ev.Data.EventType()
+			if got := AggregateOf(ev.Data); got != w.Aggregate {
+				return AppendResult{}, fmt.Errorf("append %s to %s: the event belongs to %s", t, w.Aggregate, got)
+			}
+			subject := s.subjects.Subject(w.Aggregate, t)
+			if ev.ID == "" {
+				body, err := json.Marshal(ev.Data)
+				if err != nil {
+					return AppendResult{}, fmt.Errorf("append %s to %s: %w", t, w.Aggregate, err)
+				}
+				ev.ID = deriveID(subject, w.Expected, i, body)
+			}
+			if ev.Time.IsZero() {
+				return AppendResult{}, fmt.Errorf("append %s to %s: event has no time", t, w.Aggregate)
+			}
+			m, err := ev.ToMsg(subject)
+			if err != nil {
+				return AppendResult{}, fmt.Errorf("append %s to %s: %w", t, w.Aggregate, err)
+			}
+			m.Header.Set(jetstream.MsgIDHeader, ev.ID)
+			if i == 0 {
+				// Only the first event of an aggregate carries the
+				// expectation: in a batch, a later one on the same
+				// subject would be refused.
+				m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(w.Expected, 10))
+				m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, s.subjects.Filter(w.Aggregate))
+			}
+			ev.Subject, ev.Type, ev.Aggregate = subject, t, w.Aggregate
+			msgs = append(msgs, m)
+			out = append(out, ev)
+		}
+	}
+	if len(msgs) == 0 {
+		return AppendResult{}, fmt.Errorf("append: no events")
+	}
+	var first, last uint64
+	var dup bool
+	if len(msgs) == 1 {
+		ack, err := s.js.PublishMsg(ctx, msgs[0])
+		if err != nil {
+			return s.landedBefore(ctx, s.appendError(err, writes), writes, out)
+		}
+		first, last, dup = ack.Sequence, ack.Sequence, ack.Duplicate
+	} else {
+		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+		if err != nil {
+			return s.landedBefore(ctx, s.appendError(err, writes), writes, out)
+		}
+		last = ack.Sequence
+		first = last - uint64(len(msgs)) + 1
+	}
+	for i := range out {
+		out[i].Seq = first + uint64(i)
+	}
+	if dup {
+		// A deduplicated single event: the ack names the original.
+		out[0].Seq = last
+	}
+	return AppendResult{First: first, Last: last, Duplicate: dup, Events: out}, nil
+}
+
+// landedBefore turns a conflict into success when the conflict is our own
+// earlier landing: the server checks expectations before Nats-Msg-Id, so a
+// retried append whose first try landed (and whose ack was lost) meets its
+// own event as the aggregate's last one. If every write's newest event
+// carries the id of the event we meant to put last, the append had landed.
+func (s *Store) landedBefore(ctx context.Context, err error, writes []Write, out []Event) (AppendResult, error) {
+	if !errors.Is(err, ErrConflict) {
+		return AppendResult{}, err
+	}
+	st, serr := s.js.Stream(ctx, s.cfg.Stream)
+	if serr != nil {
+		return AppendResult{}, err
+	}
+	res := AppendResult{Duplicate: true}
+	i := 0
+	for _, w := range writes {
+		if len(w.Events) == 0 {
+			continue
+		}
+		i += len(w.Events)
+		want := out[i-1]
+		raw, gerr := st.GetLastMsgForSubject(ctx, s.subjects.Filter(w.Aggregate))
+		if gerr != nil || raw.Header.Get(jetstream.MsgIDHeader) != want.ID {
+			return AppendResult{}, err
+		}
+		// Events of one write are contiguous in the log.
+		for k := range w.Events {
+			out[i-len(w.Events)+k].Seq = raw.Sequence - uint64(len(w.Events)-1-k)
+		}
+		if res.First == 0 || out[i-len(w.Events)].Seq < res.First {
+			res.First = out[i-len(w.Events)].Seq
+		}
+		res.Last = max(res.Last, raw.Sequence)
+	}
+	res.Events = out
+	return res, nil
+}
+
+func (s *Store) appendError(err error, writes []Write) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant) {
+		ce := &ConflictError{Code: int(apiErr.ErrorCode), Message: apiErr.Description}
+		if len(writes) == 1 {
+			ce.Aggregate, ce.Expected = writes[0].Aggregate, writes[0].Expected
+		}
+		return ce
+	}
+	names := make([]string, 0, len(writes))
+	for _, w := range writes {
+		names = append(names, w.Aggregate.String())
+	}
+	return fmt.Errorf("append to %v: %w", names, err)
+}
+
+// LastSeq is the sequence of the newest event in the log (0 when empty).
+func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
+	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", s.cfg.Stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s info: %w", s.cfg.Stream, err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// Read calls fn for every event with from <= seq <= to, in order. to == 0
+// means the last event at the time of the call. Entries this reader cannot
+// decode are counted, logged and passed to fn with Data nil and Err set.
+func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error) error {
+	if to == 0 {
+		last, err := s.LastSeq(ctx)
+		if err != nil {
+			return err
+		}
+		to = last
+	}
+	if from == 0 {
+		from = 1
+	}
+	if from > to {
+		return nil
+	}
+	done := errors.New("done")
+	err := s.consume(ctx, from, func(e Event) error {
+		if e.Seq > to {
+			return done
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+		if e.Seq == to {
+			return done
+		}
+		return nil
+	})
+	if errors.Is(err, done) {
+		return nil
+	}
+	return err
+}
+
+// Tail calls fn for every event from seq from on, in order, and keeps
+// waiting for new ones until ctx ends or fn returns an error.
+func (s *Store) Tail(ctx context.Context, from uint64, fn func(Event) error) error {
+	if from == 0 {
+		from = 1
+	}
+	return s.consume(ctx, from, fn)
+}
+
+// consume runs an ordered consumer from seq from and hands each decoded
+// event to fn until fn errs or ctx ends.
+func (s *Store) consume(ctx context.Context, from uint64, fn func(Event) error) error {
+	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.subjects.All()},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err != nil {
+		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("read %s: %w", s.cfg.Stream, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("read %s: metadata: %w", s.cfg.Stream, err)
+		}
+		e := s.decode(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data())
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+}
+
+// Get reads the event at seq.
+func (s *Store) Get(ctx context.Context, seq uint64) (Event, error) {
+	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return Event{}, fmt.Errorf("stream %s: %w", s.cfg.Stream, err)
+	}
+	raw, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		return Event{}, fmt.Errorf("get seq %d: %w", seq, err)
+	}
+	return s.decode(raw.Subject, raw.Sequence, raw.Header, raw.Data), nil
+}
+
+func (s *Store) decode(subject string, seq uint64, h nats.Header, data []byte) Event {
+	e := FromMsg(s.subjects, subject, seq, h, data)
+	switch {
+	case e.Err == nil:
+		s.decoded.Add(1)
+	case isUnknownType(e.Err):
+		s.unknown.Add(1)
+		s.cfg.Logger.Warn("skipping event of unknown type", "seq", seq, "subject", subject, "err", e.Err)
+	default:
+		s.bad.Add(1)
+		s.cfg.Logger.Warn("skipping undecodable event", "seq", seq, "subject", subject, "err", e.Err)
+	}
+	return e
+}
+
+func isUnknownType(err error) bool {
+	var u *UnknownTypeError
+	return errors.As(err, &u)
+}

@@ -1,0 +1,289 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
+)
+
+var t0 = time.Date(2026, 3, 4, 9, 38, 15, 0, time.UTC)
+
+func created(slot, claim string) events.Event {
+	return events.Event{Time: t0, Data: events.ClaimCreated{
+		Ref:         events.Ref{Claim: claim, Slot: slot, Group: "g", Attempt: 1, Cause: "test"},
+		RequestedAt: t0, RequestedBy: "test", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
+		DeadlineAt: t0.Add(12 * time.Minute), Budget: events.Duration(12 * time.Minute), TTL: events.Duration(time.Hour),
+	}}
+}
+
+func booting(slot, claim string) events.Event {
+	return events.Event{Time: t0.Add(time.Second), Data: events.ClaimBooting{
+		Ref: events.Ref{Claim: claim, Slot: slot, Group: "g", Attempt: 1, Cause: "test"}, StartupJob: claim + "-start-1",
+	}}
+}
+
+func readAll(t *testing.T, st *events.Store) []events.Event {
+	t.Helper()
+	var out []events.Event
+	if err := st.Read(context.Background(), 1, 0, func(e events.Event) error { out = append(out, e); return nil }); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return out
+}
+
+func TestAppendExpectationAndConflict(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	ctx := context.Background()
+	slot := events.SlotAggregate("node-1")
+
+	r1, err := st.Append(ctx, slot, 0, created("node-1", "c1"))
+	if err != nil {
+		t.Fatalf("first append: %v", err)
+	}
+	if r1.First != 1 || r1.Last != 1 {
+		t.Fatalf("first append landed at %d..%d, want 1..1", r1.First, r1.Last)
+	}
+	// A write to another slot does not disturb node-1's expectation.
+	if _, err := st.Append(ctx, events.SlotAggregate("node-2"), 0, created("node-2", "c2")); err != nil {
+		t.Fatalf("other slot: %v", err)
+	}
+	if _, err := st.Append(ctx, slot, 1, booting("node-1", "c1")); err != nil {
+		t.Fatalf("append with expectation 1: %v", err)
+	}
+	// A stale writer that still believes seq 1 is the last one is refused.
+	_, err = st.Append(ctx, slot, 1, created("node-1", "c3"))
+	if !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale append: got %v, want ErrConflict", err)
+	}
+	var ce *events.ConflictError
+	if !errors.As(err, &ce) || ce.Code != 10071 || ce.Aggregate != slot || ce.Expected != 1 {
+		t.Fatalf("conflict error = %#v", ce)
+	}
+	// Expectation 0 means "no event on this slot yet".
+	if _, err := st.Append(ctx, slot, 0, created("node-1", "c4")); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("append expecting empty slot: got %v, want ErrConflict", err)
+	}
+	if got := len(readAll(t, st)); got != 3 {
+		t.Fatalf("log holds %d events, want 3", got)
+	}
+}
+
+func TestAppendDeduplicatesRetry(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	ctx := context.Background()
+	ev := created("node-1", "c1")
+	r1, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same append again (a retry whose ack was lost) carries the same
+	// derived id, so the server stores nothing new.
+	r2, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, ev)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !r2.Duplicate || r2.Last != r1.Last {
+		t.Fatalf("retry: %+v, want duplicate of seq %d", r2, r1.Last)
+	}
+	if r1.Events[0].ID == "" || r1.Events[0].ID != r2.Events[0].ID {
+		t.Fatalf("ids %q %q", r1.Events[0].ID, r2.Events[0].ID)
+	}
+	if got := len(readAll(t, st)); got != 1 {
+		t.Fatalf("log holds %d events, want 1", got)
+	}
+}
+
+func TestAppendBatchIsAtomic(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	ctx := context.Background()
+	a, b := events.SlotAggregate("a"), events.SlotAggregate("b")
+	if _, err := st.Append(ctx, b, 0, created("b", "b1")); err != nil {
+		t.Fatal(err)
+	}
+	// b is stale (expects 0, has 1): nothing of the batch lands, not even a.
+	_, err := st.AppendWrites(ctx,
+		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{created("a", "a1")}},
+		events.Write{Aggregate: b, Expected: 0, Events: []events.Event{created("b", "b2")}},
+	)
+	if !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale batch: %v, want ErrConflict", err)
+	}
+	if got := len(readAll(t, st)); got != 1 {
+		t.Fatalf("after refused batch the log holds %d, want 1", got)
+	}
+	res, err := st.AppendWrites(ctx,
+		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{created("a", "a1"), booting("a", "a1")}},
+		events.Write{Aggregate: b, Expected: 1, Events: []events.Event{booting("b", "b1")}},
+	)
+	if err != nil {
+		t.Fatalf("batch: %v", err)
+	}
+	if res.First != 2 || res.Last != 4 {
+		t.Fatalf("batch landed %d..%d, want 2..4", res.First, res.Last)
+	}
+	all := readAll(t, st)
+	if len(all) != 4 || all[1].Type != events.TypeClaimCreated || all[2].Type != events.TypeClaimBooting || all[3].Aggregate != b {
+		t.Fatalf("log after batch: %+v", all)
+	}
+}
+
+func TestAppendRejectsEventOfAnotherAggregate(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	_, err := st.Append(context.Background(), events.SlotAggregate("a"), 0, created("b", "b1"))
+	if err == nil || errors.Is(err, events.ErrConflict) {
+		t.Fatalf("got %v, want a plain error", err)
+	}
+}
+
+func TestDottedNamesRoundTrip(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	ctx := context.Background()
+	// node.lan and node-lan must be different aggregates, and a dotted name
+	// must not split the subject into more tokens.
+	for _, name := range []string{"node.lan", "node-lan", "a.b.c", "x%2Ey"} {
+		if _, err := st.Append(ctx, events.SlotAggregate(name), 0, created(name, name+"-c")); err != nil {
+			t.Fatalf("append %q: %v", name, err)
+		}
+	}
+	all := readAll(t, st)
+	if len(all) != 4 {
+		t.Fatalf("got %d events", len(all))
+	}
+	for i, name := range []string{"node.lan", "node-lan", "a.b.c", "x%2Ey"} {
+		if all[i].Err != nil || all[i].Aggregate.Name != name || all[i].Data.Reference().Slot != name {
+			t.Fatalf("event %d: %+v", i, all[i])
+		}
+	}
+	if _, err := st.Append(ctx, events.SlotAggregate("node.lan"), 1, booting("node.lan", "node.lan-c")); err != nil {
+		t.Fatalf("dotted slot expectation: %v", err)
+	}
+}
+
+func TestReaderSkipsUnknownAndBadEntries(t *testing.T) {
+	st, srv := eventstest.NewStore(t)
+	ctx := context.Background()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	js := st.JetStream()
+	// A newer writer's type, a message without headers, and bad data.
+	m := nats.NewMsg("cs.slot.a.ClaimTeleported")
+	m.Header.Set(events.HeaderSpecVersion, "1.0")
+	m.Header.Set(events.HeaderType, "dev.claimstream.ClaimTeleported.v1")
+	m.Data = []byte(`{}`)
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "cs.slot.a.ClaimReady", []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	bad := nats.NewMsg("cs.slot.a.ClaimReady")
+	bad.Header.Set(events.HeaderSpecVersion, "1.0")
+	bad.Header.Set(events.HeaderType, events.CEType(events.TypeClaimReady))
+	bad.Data = []byte(`{"node": 7}`)
+	if _, err := js.PublishMsg(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 4, booting("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	all := readAll(t, st)
+	if len(all) != 5 {
+		t.Fatalf("read %d entries, want 5", len(all))
+	}
+	if all[0].Err != nil || all[4].Err != nil || all[4].Data == nil {
+		t.Fatalf("good entries: %+v / %+v", all[0], all[4])
+	}
+	for _, e := range all[1:4] {
+		if e.Err == nil || e.Data != nil || e.Aggregate.Name != "a" {
+			t.Fatalf("bad entry passed through: %+v", e)
+		}
+	}
+	stats := st.Stats()
+	if stats.UnknownType != 1 || stats.BadData != 2 || stats.Decoded != 2 {
+		t.Fatalf("stats = %+v", stats)
+	}
+	_ = srv
+}
+
+func TestReadRangeAndTail(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	ctx := context.Background()
+	for i, s := range []string{"a", "b", "c", "d"} {
+		if _, err := st.Append(ctx, events.SlotAggregate(s), 0, created(s, s+"1")); err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+	}
+	var seqs []uint64
+	if err := st.Read(ctx, 2, 3, func(e events.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 2 || seqs[0] != 2 || seqs[1] != 3 {
+		t.Fatalf("range 2..3 read %v", seqs)
+	}
+
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var tailed []uint64
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Tail(tctx, 3, func(e events.Event) error {
+			mu.Lock()
+			tailed = append(tailed, e.Seq)
+			mu.Unlock()
+			return nil
+		})
+	}()
+	if _, err := st.Append(ctx, events.SlotAggregate("e"), 0, created("e", "e1")); err != nil {
+		t.Fatal(err)
+	}
+	eventstest.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(tailed) != 3 || tailed[2] != 5 {
+			return errors.New("tail has not seen seq 5 yet")
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("tail ended with %v", err)
+	}
+}
+
+func TestAcknowledgedEventsSurviveRestart(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	srv.NoSync = false
+	srv.Restart()
+	st := srv.Store()
+	ctx := context.Background()
+	for _, s := range []string{"a", "b.c", "d"} {
+		if _, err := st.Append(ctx, events.SlotAggregate(s), 0, created(s, s+"1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := readAll(t, st)
+	srv.Restart()
+	st = srv.Store()
+	after := readAll(t, st)
+	if len(after) != len(before) {
+		t.Fatalf("after restart %d events, before %d", len(after), len(before))
+	}
+	for i := range before {
+		if before[i].ID != after[i].ID || before[i].Seq != after[i].Seq {
+			t.Fatalf("event %d changed across restart", i)
+		}
+	}
+	// The expectations still hold against the restarted log.
+	if _, err := st.Append(ctx, events.SlotAggregate("b.c"), 2, booting("b.c", "b.c1")); err != nil {
+		t.Fatalf("append after restart: %v", err)
+	}
+}

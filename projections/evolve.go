@@ -1,0 +1,507 @@
+package projections
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// RefusedError says why Evolve did not apply a well-formed event. The event
+// stays in the log and its sequence still counts; the views are unchanged.
+type RefusedError struct {
+	Seq    uint64
+	Type   events.Type
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("seq %d %s refused: %s", e.Seq, e.Type, e.Reason)
+}
+
+func refuse(e events.Event, format string, args ...any) error {
+	return &RefusedError{Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Evolve folds one event into s. It is deterministic and does no I/O: the
+// same log always gives the same state. It never panics on what it reads:
+// an entry without data (unknown type, bad data) only advances the
+// sequences; an event the model refuses (an illegal move) is counted,
+// reported as a *RefusedError, and changes nothing else.
+func Evolve(s *State, e events.Event) error {
+	if e.Seq != 0 {
+		if e.Seq <= s.Seq {
+			return nil // already folded (a tail that restarted a little early)
+		}
+		s.Seq = e.Seq
+	}
+	bumpAggregate(s, e)
+	if e.Data == nil {
+		s.Stats.Skipped++
+		return nil
+	}
+	move, ok := moves[e.Data.EventType()]
+	if !ok {
+		s.Stats.Skipped++
+		return nil
+	}
+	if err := move(s, e); err != nil {
+		s.Stats.Refused++
+		return err
+	}
+	s.Stats.Applied++
+	return nil
+}
+
+// bumpAggregate records e's sequence as its aggregate's last, whatever the
+// event is: the store's expectation counts every entry on the subject, so
+// the view must too, or a single unreadable entry would make the slot
+// unwritable.
+func bumpAggregate(s *State, e events.Event) {
+	if e.Seq == 0 || e.Aggregate.Name == "" {
+		return
+	}
+	switch e.Aggregate.Kind {
+	case events.KindSlot:
+		sl := s.Slots[e.Aggregate.Name]
+		if sl == nil {
+			// An event on a slot not (yet) declared: keep the sequence, so
+			// the declaration's expectation is right.
+			sl = &Slot{Name: e.Aggregate.Name, Retired: true, Claims: []string{}}
+			s.Slots[sl.Name] = sl
+		}
+		sl.Seq = e.Seq
+	case events.KindGroup:
+		g := s.Groups[e.Aggregate.Name]
+		if g == nil {
+			g = &Group{Name: e.Aggregate.Name, Retired: true, Slots: []string{}}
+			s.Groups[g.Name] = g
+		}
+		g.Seq = e.Seq
+	}
+}
+
+// moves is the table: one entry per event type, one place per rule.
+var moves = map[events.Type]func(*State, events.Event) error{
+	events.TypeGroupDeclared: groupDeclared,
+	events.TypeGroupChanged:  groupChanged,
+	events.TypeGroupRetired:  groupRetired,
+	events.TypeScaleDecided:  scaleDecided,
+
+	events.TypeSlotDeclared:       slotDeclared,
+	events.TypeSlotChanged:        slotChanged,
+	events.TypeSlotRetired:        slotRetired,
+	events.TypeSlotDecommissioned: slotDecommissioned,
+	events.TypeSlotRecommissioned: slotRecommissioned,
+
+	events.TypeClaimCreated:    claimCreated,
+	events.TypeClaimBooting:    claimMove(PhaseBooting),
+	events.TypeClaimReady:      claimMove(PhaseReady),
+	events.TypeClaimFailed:     claimMove(PhaseFailed),
+	events.TypeClaimCancelled:  claimMove(PhaseCompleted),
+	events.TypeClaimCompleted:  claimMove(PhaseCompleted),
+	events.TypeClaimSuperseded: claimMove(PhaseFailed),
+
+	events.TypeScaleDownRequested:          scaleDownRequested,
+	events.TypeShutdownFired:               shutdownFired,
+	events.TypeShutdownAttemptLimitReached: shutdownLimitReached,
+	events.TypeMachineObservedOff:          machineObserved(false),
+	events.TypeMachineObservedOn:           machineObserved(true),
+	events.TypeClaimCollected:              claimCollected,
+
+	events.TypeNodeObserved:    nodeObserved,
+	events.TypeHostJoined:      hostJoined,
+	events.TypeHostJoinRefused: hostJoinRefused,
+}
+
+// --- groups ---------------------------------------------------------------
+
+func groupDeclared(s *State, e events.Event) error {
+	d := e.Data.(events.GroupDeclared)
+	g := s.Groups[d.Group]
+	if g != nil && !g.Retired {
+		return refuse(e, "group %s is already declared", d.Group)
+	}
+	if g == nil {
+		g = &Group{Name: d.Group, Slots: []string{}}
+		s.Groups[d.Group] = g
+	}
+	g.Spec, g.Retired = d.Spec, false
+	// Slots declared while the group was away (or before it) join it again.
+	g.Slots = g.Slots[:0]
+	for name, sl := range s.Slots {
+		if sl.Group == d.Group && !sl.Retired {
+			g.Slots = append(g.Slots, name)
+		}
+	}
+	slices.Sort(g.Slots)
+	return nil
+}
+
+func groupChanged(s *State, e events.Event) error {
+	d := e.Data.(events.GroupChanged)
+	g := s.Groups[d.Group]
+	if g == nil || g.Retired {
+		return refuse(e, "group %s is not declared", d.Group)
+	}
+	g.Spec = d.Spec
+	return nil
+}
+
+func groupRetired(s *State, e events.Event) error {
+	d := e.Data.(events.GroupRetired)
+	g := s.Groups[d.Group]
+	if g == nil || g.Retired {
+		return refuse(e, "group %s is not declared", d.Group)
+	}
+	g.Retired = true
+	return nil
+}
+
+func scaleDecided(s *State, e events.Event) error {
+	d := e.Data.(events.ScaleDecided)
+	g := s.Groups[d.Group]
+	if g == nil || g.Retired {
+		return refuse(e, "group %s is not declared", d.Group)
+	}
+	g.LastDecision = &ScaleDecided{At: e.Time, Demand: d.Demand, Target: d.Target, Action: d.Action, Reason: d.Reason}
+	return nil
+}
+
+// --- slot config ----------------------------------------------------------
+
+func slotDeclared(s *State, e events.Event) error {
+	d := e.Data.(events.SlotDeclared)
+	sl := s.Slots[d.Slot]
+	if sl != nil && !sl.Retired {
+		return refuse(e, "slot %s is already declared", d.Slot)
+	}
+	if sl == nil {
+		sl = &Slot{Name: d.Slot, Claims: []string{}}
+		s.Slots[d.Slot] = sl
+	}
+	sl.Group, sl.Spec, sl.Retired = d.Group, d.Spec, false
+	joinGroup(s, sl)
+	s.index.providerID[sl.ProviderID()] = sl.Name
+	return nil
+}
+
+func slotChanged(s *State, e events.Event) error {
+	d := e.Data.(events.SlotChanged)
+	sl := s.Slots[d.Slot]
+	if sl == nil || sl.Retired {
+		return refuse(e, "slot %s is not declared", d.Slot)
+	}
+	if sl.Group != d.Group {
+		leaveGroup(s, sl)
+		sl.Group = d.Group
+		joinGroup(s, sl)
+	}
+	delete(s.index.providerID, sl.ProviderID())
+	sl.Spec = d.Spec
+	s.index.providerID[sl.ProviderID()] = sl.Name
+	return nil
+}
+
+func slotRetired(s *State, e events.Event) error {
+	d := e.Data.(events.SlotRetired)
+	sl := s.Slots[d.Slot]
+	if sl == nil || sl.Retired {
+		return refuse(e, "slot %s is not declared", d.Slot)
+	}
+	leaveGroup(s, sl)
+	sl.Retired = true
+	delete(s.index.providerID, sl.ProviderID())
+	return nil
+}
+
+func slotDecommissioned(s *State, e events.Event) error {
+	d := e.Data.(events.SlotDecommissioned)
+	sl := s.Slots[d.Slot]
+	if sl == nil || sl.Retired {
+		return refuse(e, "slot %s is not declared", d.Slot)
+	}
+	sl.Decommissioned = &Mark{At: e.Time, By: d.By, Reason: d.Reason}
+	return nil
+}
+
+func slotRecommissioned(s *State, e events.Event) error {
+	d := e.Data.(events.SlotRecommissioned)
+	sl := s.Slots[d.Slot]
+	if sl == nil || sl.Retired {
+		return refuse(e, "slot %s is not declared", d.Slot)
+	}
+	if sl.Decommissioned == nil {
+		return refuse(e, "slot %s is not decommissioned", d.Slot)
+	}
+	sl.Decommissioned = nil
+	return nil
+}
+
+func joinGroup(s *State, sl *Slot) {
+	g := s.Groups[sl.Group]
+	if g == nil {
+		g = &Group{Name: sl.Group, Retired: true, Slots: []string{}}
+		s.Groups[sl.Group] = g
+	}
+	if i, found := slices.BinarySearch(g.Slots, sl.Name); !found {
+		g.Slots = slices.Insert(g.Slots, i, sl.Name)
+	}
+}
+
+func leaveGroup(s *State, sl *Slot) {
+	g := s.Groups[sl.Group]
+	if g == nil {
+		return
+	}
+	if i, found := slices.BinarySearch(g.Slots, sl.Name); found {
+		g.Slots = slices.Delete(g.Slots, i, i+1)
+	}
+}
+
+// --- claims ---------------------------------------------------------------
+
+func claimCreated(s *State, e events.Event) error {
+	d := e.Data.(events.ClaimCreated)
+	sl := s.Slots[d.Slot]
+	if sl == nil || sl.Retired {
+		return refuse(e, "claim %s names slot %s, which is not declared", d.Claim, d.Slot)
+	}
+	if _, dup := s.Claims[d.Claim]; dup {
+		return refuse(e, "claim %s exists", d.Claim)
+	}
+	deadline := d.DeadlineAt
+	c := &Claim{
+		Name: d.Claim, Slot: d.Slot, Group: d.Group, Phase: PhasePending, Attempt: d.Attempt,
+		RequestedAt: d.RequestedAt, RequestedBy: d.RequestedBy, Request: d.Request,
+		DeadlineAt: &deadline, Budget: d.Budget, MaxNodeProvisionTime: d.MaxNodeProvisionTime, TTL: d.TTL,
+	}
+	s.Claims[c.Name] = c
+	sl.Claims = append(sl.Claims, c.Name)
+	step(c, e, fmt.Sprintf("%s %s by %s, deadline %s", d.Request.Call, signed(d.Request.Delta), d.RequestedBy, d.DeadlineAt.Format(time.RFC3339)))
+	stampDigest(s, sl, c)
+	return nil
+}
+
+// claimMove applies the phase change of a claim event, refusing what the
+// phase table forbids.
+func claimMove(to Phase) func(*State, events.Event) error {
+	return func(s *State, e events.Event) error {
+		ref := e.Data.Reference()
+		c := s.Claims[ref.Claim]
+		if c == nil {
+			return refuse(e, "claim %s is not in the views", ref.Claim)
+		}
+		if !CanMove(c.Phase, to) {
+			return refuse(e, "claim %s cannot move %s -> %s", c.Name, c.Phase.Normal(), to)
+		}
+		at := e.Time
+		var detail string
+		switch d := e.Data.(type) {
+		case events.ClaimBooting:
+			c.Attempt = d.Attempt
+			c.StartupJob = d.StartupJob
+			c.BootCommittedAt = &at
+			detail = "attempt " + fmt.Sprint(d.Attempt) + ", startup Job " + d.StartupJob
+		case events.ClaimReady:
+			c.ReadyAt, c.Node = &at, d.Node
+			// The boot is over: the deadline bounds the boot, never the machine.
+			c.DeadlineAt = nil
+			// The gate's read of the node is an input of the report (seed
+			// 000 §11): the node it just passed is present, Ready, schedulable.
+			if sl := s.Slots[c.Slot]; sl != nil {
+				sl.Node.Name, sl.Node.Present, sl.Node.Ready, sl.Node.Unschedulable = d.Node, true, true, false
+			}
+			detail = "node " + d.Node
+		case events.ClaimFailed:
+			c.Reason, c.Message, c.ForceShutdown = d.Reason, d.Message, d.ForceShutdown
+			detail = d.Reason
+			if d.Message != "" {
+				detail += ": " + d.Message
+			}
+		case events.ClaimCancelled:
+			c.Reason = d.Reason
+			detail = d.Reason
+		case events.ClaimCompleted:
+			c.Reason = d.Reason
+			detail = d.Reason
+		case events.ClaimSuperseded:
+			c.Reason, c.ForceShutdown = ReasonSuperseded, false
+			detail = "superseded by " + d.By
+		}
+		c.Phase = to
+		if to.IsTerminal() {
+			c.FinishedAt = &at
+			c.ShutdownPausedUntil = nil
+		}
+		step(c, e, detail)
+		stampDigest(s, s.Slots[c.Slot], c)
+		return nil
+	}
+}
+
+func scaleDownRequested(s *State, e events.Event) error {
+	d := e.Data.(events.ScaleDownRequested)
+	c := s.Claims[d.Claim]
+	if c == nil {
+		return refuse(e, "claim %s is not in the views", d.Claim)
+	}
+	if c.Phase != PhaseBooting && c.Phase != PhaseReady {
+		return refuse(e, "claim %s is %s: only a booting or ready claim is scaled down (a pending one is cancelled)", c.Name, c.Phase.Normal())
+	}
+	if c.ScaleDown != nil {
+		return refuse(e, "claim %s is already marked for scale-down", c.Name)
+	}
+	c.ScaleDown = &ScaleDownMark{At: e.Time, RequestedBy: d.RequestedBy, Request: d.Request, Reason: d.Reason}
+	step(c, e, fmt.Sprintf("%s by %s", d.Request.Call, d.RequestedBy))
+	return nil
+}
+
+func shutdownFired(s *State, e events.Event) error {
+	d := e.Data.(events.ShutdownFired)
+	sl := s.Slots[d.Slot]
+	if sl == nil {
+		return refuse(e, "slot %s is not in the views", d.Slot)
+	}
+	at := e.Time
+	sl.LastShutdown = &Shutdown{At: at, Job: d.Job, Claim: d.Claim, Attempt: d.ShutdownAttempt, Force: d.Force, Cause: d.Cause}
+	if d.Claim == "" {
+		return nil
+	}
+	c := s.Claims[d.Claim]
+	if c == nil {
+		return refuse(e, "claim %s is not in the views", d.Claim)
+	}
+	c.ShutdownAttempts = d.ShutdownAttempt
+	c.LastShutdownAttemptAt = &at
+	c.LastShutdownJob = d.Job
+	c.ShutdownPausedUntil = nil
+	step(c, e, fmt.Sprintf("shutdown %d of %d, Job %s", d.ShutdownAttempt, ShutdownAttemptLimit, d.Job))
+	return nil
+}
+
+func shutdownLimitReached(s *State, e events.Event) error {
+	d := e.Data.(events.ShutdownAttemptLimitReached)
+	c := s.Claims[d.Claim]
+	if c == nil {
+		return refuse(e, "claim %s is not in the views", d.Claim)
+	}
+	until := d.PausedUntil
+	c.ShutdownPausedUntil = &until
+	// The streak is spent; past the pause the count restarts.
+	c.ShutdownAttempts = 0
+	step(c, e, fmt.Sprintf("%d shutdowns did not land; paused until %s", d.Attempts, until.Format(time.RFC3339)))
+	return nil
+}
+
+func machineObserved(on bool) func(*State, events.Event) error {
+	return func(s *State, e events.Event) error {
+		ref := e.Data.Reference()
+		c := s.Claims[ref.Claim]
+		if c == nil {
+			return refuse(e, "claim %s is not in the views", ref.Claim)
+		}
+		if c.Phase != PhaseReady {
+			return refuse(e, "claim %s is %s; the machine-gone clock runs on ready claims", c.Name, c.Phase.Normal())
+		}
+		if on {
+			if c.MachineOffSince == nil {
+				return refuse(e, "claim %s has no machine-off clock running", c.Name)
+			}
+			c.MachineOffSince = nil
+			step(c, e, "machine back")
+			return nil
+		}
+		if c.MachineOffSince != nil {
+			return refuse(e, "claim %s: machine already observed off", c.Name)
+		}
+		at := e.Time
+		c.MachineOffSince = &at
+		step(c, e, "machine observed off")
+		return nil
+	}
+}
+
+func claimCollected(s *State, e events.Event) error {
+	d := e.Data.(events.ClaimCollected)
+	c := s.Claims[d.Claim]
+	if c == nil {
+		return refuse(e, "claim %s is not in the views", d.Claim)
+	}
+	if !c.Phase.IsTerminal() {
+		return refuse(e, "claim %s is %s; only terminal claims are collected", c.Name, c.Phase.Normal())
+	}
+	delete(s.Claims, c.Name)
+	if sl := s.Slots[c.Slot]; sl != nil {
+		if i := slices.Index(sl.Claims, c.Name); i >= 0 {
+			sl.Claims = slices.Delete(sl.Claims, i, i+1)
+		}
+	}
+	return nil
+}
+
+// --- observation ----------------------------------------------------------
+
+func nodeObserved(s *State, e events.Event) error {
+	d := e.Data.(events.NodeObserved)
+	sl := s.Slots[d.Slot]
+	if sl == nil {
+		return refuse(e, "slot %s is not in the views", d.Slot)
+	}
+	sl.Node = d.Node
+	sl.NodeObservedAt = e.Time
+	return nil
+}
+
+func hostJoined(s *State, e events.Event) error {
+	d := e.Data.(events.HostJoined)
+	if c := s.Claims[d.Claim]; c != nil {
+		step(c, e, fmt.Sprintf("host %s joined (matched by %s)", d.Node, d.MatchedBy))
+	}
+	return nil
+}
+
+func hostJoinRefused(s *State, e events.Event) error {
+	d := e.Data.(events.HostJoinRefused)
+	sl := s.Slots[d.Slot]
+	if sl == nil {
+		return refuse(e, "slot %s is not in the views", d.Slot)
+	}
+	sl.LastJoinRefused = &Mark{At: e.Time, By: d.Node, Reason: d.Why}
+	return nil
+}
+
+// --- helpers ---------------------------------------------------------------
+
+func step(c *Claim, e events.Event, detail string) {
+	c.Timeline = append(c.Timeline, Step{
+		Seq: e.Seq, At: e.Time, Type: e.Data.EventType(), Phase: c.Phase.Normal(),
+		Cause: e.Data.Reference().Cause, Detail: detail,
+	})
+}
+
+// stampDigest writes c's digest on its slot if c is the slot's newest
+// claim, so a late write from an older episode cannot rewrite the story.
+func stampDigest(s *State, sl *Slot, c *Claim) {
+	if sl == nil || len(sl.Claims) == 0 || sl.Claims[len(sl.Claims)-1] != c.Name {
+		return
+	}
+	d := &Digest{
+		Claim: c.Name, Phase: c.Phase.Normal(), Attempt: c.Attempt, Call: c.Request.Call, Group: c.Group,
+		RequestedBy: c.RequestedBy, RequestedAt: c.RequestedAt, Reason: c.Reason,
+		DeadlineAt: c.DeadlineAt, FinishedAt: c.FinishedAt,
+		Booted: c.BootCommittedAt != nil, ReachedReady: c.ReadyAt != nil,
+	}
+	sl.LastClaim = d
+}
+
+func signed(n int) string {
+	if n > 0 {
+		return fmt.Sprintf("(+%d)", n)
+	}
+	if n < 0 {
+		return fmt.Sprintf("(%d)", n)
+	}
+	return ""
+}

@@ -1,0 +1,254 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// Runner keeps the views in memory: it loads the newest snapshot, folds the
+// tail of the log into it, and keeps folding as events arrive. Readers get
+// one consistent State together with the stream sequence it reflects.
+type Runner struct {
+	store *events.Store
+	snaps *Snapshots
+	every uint64
+	log   *slog.Logger
+
+	mu    sync.RWMutex
+	state *State
+	wait  chan struct{} // closed when the state advances; nil when nobody waits
+
+	lastSnap atomic.Uint64
+	refused  atomic.Uint64
+	snapping atomic.Bool
+	started  chan struct{}
+}
+
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
+	// Snapshots, when set, are loaded at start and written every
+	// SnapshotEvery events (default 10,000).
+	Snapshots     *Snapshots
+	SnapshotEvery uint64
+	Logger        *slog.Logger
+}
+
+// NewRunner returns a runner over store. Call Start, then Run.
+func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
+	if opts.SnapshotEvery == 0 {
+		opts.SnapshotEvery = 10_000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Runner{store: store, snaps: opts.Snapshots, every: opts.SnapshotEvery, log: opts.Logger, state: NewState(), started: make(chan struct{})}
+}
+
+// Start builds the views: the newest usable snapshot, then every event
+// after it up to the log's end at the time of the call.
+func (r *Runner) Start(ctx context.Context) error {
+	last, err := r.store.LastSeq(ctx)
+	if err != nil {
+		return fmt.Errorf("projection start: %w", err)
+	}
+	st := NewState()
+	if r.snaps != nil {
+		snap, err := r.snaps.Load(ctx)
+		switch {
+		case err != nil:
+			r.log.Warn("snapshot unusable, rebuilding from the log", "err", err)
+		case snap == nil:
+		case snap.Seq > last:
+			r.log.Warn("snapshot is ahead of the log, rebuilding from the log", "snapshot", snap.Seq, "log", last)
+		default:
+			st = snap
+			r.lastSnap.Store(snap.Seq)
+			r.log.Info("loaded snapshot", "seq", snap.Seq)
+		}
+	}
+	begin := time.Now()
+	from := st.Seq + 1
+	err = r.store.Read(ctx, from, last, func(e events.Event) error {
+		r.fold(st, e)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("projection catch-up from %d: %w", from, err)
+	}
+	r.mu.Lock()
+	r.state = st
+	r.mu.Unlock()
+	r.log.Info("views built", "seq", st.Seq, "events", st.Seq-from+1, "took", time.Since(begin).Round(time.Millisecond))
+	close(r.started)
+	return nil
+}
+
+// Run folds new events until ctx ends. Start must have returned first.
+func (r *Runner) Run(ctx context.Context) error {
+	<-r.started
+	err := r.store.Tail(ctx, r.Seq()+1, func(e events.Event) error {
+		r.mu.Lock()
+		r.fold(r.state, e)
+		w := r.wait
+		r.wait = nil
+		seq := r.state.Seq
+		r.mu.Unlock()
+		if w != nil {
+			close(w)
+		}
+		if r.snaps != nil && seq-r.lastSnap.Load() >= r.every {
+			r.snapshotAsync(ctx)
+		}
+		return nil
+	})
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (r *Runner) fold(st *State, e events.Event) {
+	if err := Evolve(st, e); err != nil {
+		r.refused.Add(1)
+		r.log.Warn("event refused by the model", "err", err)
+	}
+}
+
+// Read calls fn with the current views. fn must not keep or change them:
+// they are shared with every other reader until fn returns.
+func (r *Runner) Read(fn func(*State)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	fn(r.state)
+}
+
+// Seq is the sequence of the last event the views reflect.
+func (r *Runner) Seq() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.state.Seq
+}
+
+// Refused counts the events the model refused since start.
+func (r *Runner) Refused() uint64 { return r.refused.Load() }
+
+// WaitFor blocks until the views reflect seq or ctx ends.
+func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		r.mu.Lock()
+		if r.state.Seq >= seq {
+			r.mu.Unlock()
+			return nil
+		}
+		if r.wait == nil {
+			r.wait = make(chan struct{})
+		}
+		w := r.wait
+		r.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the views to reach seq %d: %w", seq, ctx.Err())
+		}
+	}
+}
+
+// Changed returns a channel closed at the next change of the views.
+func (r *Runner) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.wait == nil {
+		r.wait = make(chan struct{})
+	}
+	return r.wait
+}
+
+// CaughtUp reports whether the views reflect the whole log as of now, with
+// the log's last sequence.
+func (r *Runner) CaughtUp(ctx context.Context) (bool, uint64, error) {
+	last, err := r.store.LastSeq(ctx)
+	if err != nil {
+		return false, 0, err
+	}
+	return r.Seq() >= last, last, nil
+}
+
+// SnapshotNow writes a snapshot of the current views.
+func (r *Runner) SnapshotNow(ctx context.Context) error {
+	if r.snaps == nil {
+		return errors.New("no snapshot store configured")
+	}
+	r.mu.RLock()
+	b, seq, err := encodeSnapshot(r.state)
+	r.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if err := r.snaps.save(ctx, b, seq); err != nil {
+		return err
+	}
+	r.lastSnap.Store(seq)
+	return nil
+}
+
+func (r *Runner) snapshotAsync(ctx context.Context) {
+	if !r.snapping.CompareAndSwap(false, true) {
+		return
+	}
+	// Encoding reads the state; the runner's goroutine is its only writer,
+	// and it is here, so a read lock is enough to keep writers out.
+	r.mu.RLock()
+	b, seq, err := encodeSnapshot(r.state)
+	r.mu.RUnlock()
+	if err != nil {
+		r.snapping.Store(false)
+		r.log.Error("encode snapshot", "err", err)
+		return
+	}
+	r.lastSnap.Store(seq)
+	go func() {
+		defer r.snapping.Store(false)
+		if err := r.snaps.save(ctx, b, seq); err != nil && ctx.Err() == nil {
+			r.log.Error("write snapshot", "seq", seq, "err", err)
+		}
+	}()
+}
+
+// Rebuild folds the log from its first event up to seq upTo (0: its end)
+// into a new State. It is the reference the incremental views must equal,
+// and the replay of the pool as it was at any past point.
+func Rebuild(ctx context.Context, store *events.Store, upTo uint64) (*State, error) {
+	st := NewState()
+	err := store.Read(ctx, 1, upTo, func(e events.Event) error {
+		_ = Evolve(st, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// RebuildUntil folds every event whose time is at or before t.
+func RebuildUntil(ctx context.Context, store *events.Store, t time.Time) (*State, error) {
+	st := NewState()
+	stop := errors.New("stop")
+	err := store.Read(ctx, 1, 0, func(e events.Event) error {
+		if e.Data != nil && e.Time.After(t) {
+			return stop
+		}
+		_ = Evolve(st, e)
+		return nil
+	})
+	if err != nil && !errors.Is(err, stop) {
+		return nil, err
+	}
+	return st, nil
+}

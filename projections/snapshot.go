@@ -1,0 +1,105 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SnapshotVersion changes whenever the shape of State changes; a snapshot of
+// another version is ignored and the views are rebuilt from the log.
+const SnapshotVersion = 1
+
+// snapshotObject is the object name of the newest snapshot.
+const snapshotObject = "views"
+
+// Snapshots keeps the newest snapshot of the views in a JetStream object
+// store bucket (objects are chunked, so a large pool's views fit; a KV value
+// is capped at the server's max payload).
+type Snapshots struct {
+	obj jetstream.ObjectStore
+}
+
+// OpenSnapshots opens (or creates) the bucket.
+func OpenSnapshots(ctx context.Context, js jetstream.JetStream, bucket string) (*Snapshots, error) {
+	if bucket == "" {
+		bucket = "claimstream-snapshots"
+	}
+	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      bucket,
+		Description: "claimstream snapshots of the projected views",
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot bucket %s: %w", bucket, err)
+	}
+	return &Snapshots{obj: obj}, nil
+}
+
+type snapshotEnvelope struct {
+	Version int             `json:"version"`
+	Seq     uint64          `json:"seq"`
+	State   json.RawMessage `json:"state"`
+}
+
+func encodeSnapshot(s *State) ([]byte, uint64, error) {
+	st, err := json.Marshal(s)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode views: %w", err)
+	}
+	b, err := json.Marshal(snapshotEnvelope{Version: SnapshotVersion, Seq: s.Seq, State: st})
+	return b, s.Seq, err
+}
+
+// DecodeSnapshot reads a snapshot written by this version.
+func DecodeSnapshot(b []byte) (*State, error) {
+	var env snapshotEnvelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	if env.Version != SnapshotVersion {
+		return nil, fmt.Errorf("snapshot version %d, this build reads %d", env.Version, SnapshotVersion)
+	}
+	st := NewState()
+	if err := json.Unmarshal(env.State, st); err != nil {
+		return nil, fmt.Errorf("decode snapshot state: %w", err)
+	}
+	if st.Seq != env.Seq {
+		return nil, fmt.Errorf("snapshot says seq %d, its state %d", env.Seq, st.Seq)
+	}
+	st.Reindex()
+	return st, nil
+}
+
+func (s *Snapshots) save(ctx context.Context, b []byte, seq uint64) error {
+	_, err := s.obj.Put(ctx, jetstream.ObjectMeta{
+		Name:    snapshotObject,
+		Headers: map[string][]string{"Claimstream-Seq": {fmt.Sprint(seq)}},
+	}, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("write snapshot at seq %d: %w", seq, err)
+	}
+	return nil
+}
+
+// Load returns the newest snapshot, or nil when there is none.
+func (s *Snapshots) Load(ctx context.Context) (*State, error) {
+	b, err := s.obj.GetBytes(ctx, snapshotObject)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	return DecodeSnapshot(b)
+}
+
+// Canonical is the state as canonical JSON: map keys sorted, so two equal
+// views are equal byte for byte.
+func Canonical(s *State) ([]byte, error) {
+	return json.MarshalIndent(s, "", " ")
+}

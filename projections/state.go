@@ -1,0 +1,277 @@
+package projections
+
+import (
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// Phase is a claim's phase (seed 000 §3).
+type Phase string
+
+const (
+	// PhaseNone is a claim whose first phase write has not landed; every
+	// reader takes it as pending.
+	PhaseNone      Phase = ""
+	PhasePending   Phase = "pending"
+	PhaseBooting   Phase = "booting"
+	PhaseReady     Phase = "ready"
+	PhaseFailed    Phase = "failed"
+	PhaseCompleted Phase = "completed"
+)
+
+// IsPending: the only cancelable phase (the empty phase reads as pending).
+func (p Phase) IsPending() bool { return p == PhaseNone || p == PhasePending }
+
+// IsLive: the claim holds its slot and is capacity.
+func (p Phase) IsLive() bool { return p.IsPending() || p == PhaseBooting || p == PhaseReady }
+
+// InBootWindow: the range the deadline and the attempt bound apply to.
+func (p Phase) InBootWindow() bool { return p.IsPending() || p == PhaseBooting }
+
+// IsTerminal: failed or completed.
+func (p Phase) IsTerminal() bool { return p == PhaseFailed || p == PhaseCompleted }
+
+// Normal is the phase with the empty phase read as pending.
+func (p Phase) Normal() Phase {
+	if p == PhaseNone {
+		return PhasePending
+	}
+	return p
+}
+
+// legalMoves is the phase table of seed 000 §3: the only moves a claim
+// makes. failed and completed are terminal.
+var legalMoves = map[Phase][]Phase{
+	PhasePending: {PhaseBooting, PhaseCompleted, PhaseFailed},
+	PhaseBooting: {PhaseReady, PhaseFailed},
+	PhaseReady:   {PhaseCompleted, PhaseFailed},
+}
+
+// CanMove reports whether the phase table allows from -> to.
+func CanMove(from, to Phase) bool {
+	for _, p := range legalMoves[from.Normal()] {
+		if p == to {
+			return true
+		}
+	}
+	return false
+}
+
+// SlotPhase is the derived, reported phase of a slot (seed 000 §6, §11).
+// It is a report: nothing decides from it.
+type SlotPhase string
+
+const (
+	SlotOff            SlotPhase = "off"
+	SlotPending        SlotPhase = "pending"
+	SlotBooting        SlotPhase = "booting"
+	SlotReady          SlotPhase = "ready"
+	SlotDraining       SlotPhase = "draining"
+	SlotDecommissioned SlotPhase = "decommissioned"
+)
+
+// Reasons a claim ends with.
+const (
+	ReasonDeadlineExceeded              = "DeadlineExceeded"
+	ReasonStartupJobFailed              = "StartupJobFailed"
+	ReasonJobTimeout                    = "JobTimeout"
+	ReasonReadinessGateTimeout          = "ReadinessGateTimeout"
+	ReasonMachineGone                   = "MachineGone"
+	ReasonAttemptLimitReached           = "AttemptLimitReached"
+	ReasonSuperseded                    = "Superseded"
+	ReasonSlotDeleted                   = "SlotDeleted"
+	ReasonCancelledByDecreaseTargetSize = "CancelledByDecreaseTargetSize"
+	ReasonCancelledByDeleteNodes        = "CancelledByDeleteNodes"
+	ReasonDeletedByHand                 = "DeletedByHand"
+	ReasonDecommissioned                = "Decommissioned"
+	ReasonNodeDeleted                   = "NodeDeleted"
+	ReasonScaledDown                    = "ScaledDown"
+	ReasonHostLost                      = "HostLost"
+)
+
+// State is every view, folded from the log by Evolve. Seq is the stream
+// sequence of the last event it reflects; a decision made from a State is
+// appended with the aggregates' sequences it read.
+type State struct {
+	Seq    uint64            `json:"seq"`
+	Groups map[string]*Group `json:"groups"`
+	Slots  map[string]*Slot  `json:"slots"`
+	Claims map[string]*Claim `json:"claims"`
+	Stats  Stats             `json:"stats"`
+
+	index index
+}
+
+// index holds lookups derived from the views; it is rebuilt, never stored.
+type index struct {
+	providerID map[string]string // providerID -> slot
+}
+
+// Reindex rebuilds the derived lookups (after decoding a snapshot).
+func (s *State) Reindex() {
+	s.index.providerID = make(map[string]string, len(s.Slots))
+	for name, sl := range s.Slots {
+		if !sl.Retired {
+			s.index.providerID[sl.ProviderID()] = name
+		}
+	}
+}
+
+// Stats counts what the fold met that it could not apply.
+type Stats struct {
+	Applied uint64 `json:"applied"`
+	// Skipped: entries with no usable data (unknown type, bad data).
+	Skipped uint64 `json:"skipped"`
+	// Refused: well-formed events the model refuses (an illegal move, a
+	// claim on an unknown slot). They stay in the log; the fold ignores them.
+	Refused uint64 `json:"refused"`
+}
+
+// Group is the view of a node group.
+type Group struct {
+	Name    string           `json:"name"`
+	Spec    events.GroupSpec `json:"spec"`
+	Seq     uint64           `json:"seq"`
+	Retired bool             `json:"retired,omitempty"`
+	// Slots are the names of the group's declared slots, sorted.
+	Slots        []string      `json:"slots"`
+	LastDecision *ScaleDecided `json:"lastDecision,omitempty"`
+}
+
+// ScaleDecided is the group's last built-in scale decision.
+type ScaleDecided struct {
+	At     time.Time `json:"at"`
+	Demand int       `json:"demand"`
+	Target int       `json:"target"`
+	Action string    `json:"action"`
+	Reason string    `json:"reason"`
+}
+
+// Slot is the view of one slot: its config, its claims, what is observed
+// of its machine, and the digest of its last claim.
+type Slot struct {
+	Name  string          `json:"name"`
+	Group string          `json:"group"`
+	Spec  events.SlotSpec `json:"spec"`
+	// Seq is the last sequence of the slot aggregate: the expectation of
+	// the next append to it.
+	Seq     uint64 `json:"seq"`
+	Retired bool   `json:"retired,omitempty"`
+	// Decommissioned is set by an operator; no claim may be made on it.
+	Decommissioned *Mark `json:"decommissioned,omitempty"`
+	// Claims are the slot's claims still in the views, oldest first.
+	Claims []string `json:"claims"`
+	// Node is the last observation of the slot's Kubernetes Node.
+	Node events.NodeState `json:"node"`
+	// NodeObservedAt is when Node last changed.
+	NodeObservedAt time.Time `json:"nodeObservedAt,omitzero"`
+	// LastClaim is the digest of the newest claim (seed 000 §8). It
+	// survives the claim's collection.
+	LastClaim *Digest `json:"lastClaim,omitempty"`
+	// LastShutdown is the last shutdown fired for the slot by anyone.
+	LastShutdown *Shutdown `json:"lastShutdown,omitempty"`
+	// LastJoinRefused is the last host join this slot refused.
+	LastJoinRefused *Mark `json:"lastJoinRefused,omitempty"`
+}
+
+// Mark records who did something, when and why.
+type Mark struct {
+	At     time.Time `json:"at"`
+	By     string    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Shutdown is a shutdown Job fired for a slot.
+type Shutdown struct {
+	At      time.Time `json:"at"`
+	Job     string    `json:"job"`
+	Claim   string    `json:"claim,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Force   bool      `json:"force"`
+	Cause   string    `json:"cause"`
+}
+
+// Digest is a slot's one-line story of its newest claim: who asked, when,
+// how many attempts, why it ended.
+type Digest struct {
+	Claim        string     `json:"claim"`
+	Phase        Phase      `json:"phase"`
+	Attempt      int        `json:"attempt"`
+	Call         string     `json:"call"`
+	Group        string     `json:"group"`
+	RequestedBy  string     `json:"requestedBy"`
+	RequestedAt  time.Time  `json:"requestedAt"`
+	Reason       string     `json:"reason,omitempty"`
+	DeadlineAt   *time.Time `json:"deadlineAt,omitempty"`
+	FinishedAt   *time.Time `json:"finishedAt,omitempty"`
+	Booted       bool       `json:"booted"`
+	ReachedReady bool       `json:"reachedReady"`
+}
+
+// Claim is the view of one claim: one request for one machine.
+type Claim struct {
+	Name        string         `json:"name"`
+	Slot        string         `json:"slot"`
+	Group       string         `json:"group"`
+	Phase       Phase          `json:"phase"`
+	Attempt     int            `json:"attempt"`
+	Reason      string         `json:"reason,omitempty"`
+	Message     string         `json:"message,omitempty"`
+	RequestedAt time.Time      `json:"requestedAt"`
+	RequestedBy string         `json:"requestedBy"`
+	Request     events.Request `json:"request"`
+	// DeadlineAt bounds the boot window; nil from ready on.
+	DeadlineAt           *time.Time      `json:"deadlineAt,omitempty"`
+	Budget               events.Duration `json:"budget"`
+	MaxNodeProvisionTime events.Duration `json:"maxNodeProvisionTime,omitempty"`
+	TTL                  events.Duration `json:"ttl"`
+
+	StartupJob      string     `json:"startupJob,omitempty"`
+	BootCommittedAt *time.Time `json:"bootCommittedAt,omitempty"`
+	ReadyAt         *time.Time `json:"readyAt,omitempty"`
+	Node            string     `json:"node,omitempty"`
+	FinishedAt      *time.Time `json:"finishedAt,omitempty"`
+	// ForceShutdown: the claim failed and its machine must be powered off.
+	ForceShutdown bool `json:"forceShutdown,omitempty"`
+
+	// ScaleDown marks a booting or ready claim for scale-down: it no longer
+	// wants its machine, but still owns its slot until the machine is off.
+	ScaleDown *ScaleDownMark `json:"scaleDown,omitempty"`
+	// ShutdownAttempts counts the shutdown Jobs fired for this claim's
+	// scale-down (or force shutdown) in the current streak.
+	ShutdownAttempts      int        `json:"shutdownAttempts,omitempty"`
+	LastShutdownAttemptAt *time.Time `json:"lastShutdownAttemptAt,omitempty"`
+	LastShutdownJob       string     `json:"lastShutdownJob,omitempty"`
+	ShutdownPausedUntil   *time.Time `json:"shutdownPausedUntil,omitempty"`
+	// MachineOffSince is when a ready claim's machine was seen off.
+	MachineOffSince *time.Time `json:"machineOffSince,omitempty"`
+
+	Timeline []Step `json:"timeline"`
+}
+
+// ScaleDownMark is the request that marked a claim for scale-down.
+type ScaleDownMark struct {
+	At          time.Time      `json:"at"`
+	RequestedBy string         `json:"requestedBy"`
+	Request     events.Request `json:"request"`
+	Reason      string         `json:"reason,omitempty"`
+}
+
+// Step is one entry of a claim's timeline.
+type Step struct {
+	Seq   uint64      `json:"seq"`
+	At    time.Time   `json:"at"`
+	Type  events.Type `json:"type"`
+	Phase Phase       `json:"phase"`
+	Cause string      `json:"cause"`
+	// Detail is the event's own numbers in words (Job name, reason).
+	Detail string `json:"detail,omitempty"`
+}
+
+// NewState is the empty state: the fold's zero.
+func NewState() *State {
+	s := &State{Groups: map[string]*Group{}, Slots: map[string]*Slot{}, Claims: map[string]*Claim{}}
+	s.Reindex()
+	return s
+}

@@ -1,10 +1,7 @@
 package events
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -223,20 +220,4 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 	}
 	e.Data = d
 	return e
-}
-
-// deriveID is the id of the index-th event of a write to subject with the
-// given expectation: a digest of where it lands and what it says. A retry of
-// the same append carries the same id and is deduplicated; a different event
-// at the same place has another id and meets the expectation instead.
-func deriveID(subject string, expected uint64, index int, body []byte) string {
-	h := sha256.New()
-	h.Write([]byte(subject))
-	h.Write([]byte{0})
-	h.Write([]byte(strconv.FormatUint(expected, 10)))
-	h.Write([]byte{0})
-	h.Write([]byte(strconv.Itoa(index)))
-	h.Write([]byte{0})
-	h.Write(body)
-	return hex.EncodeToString(h.Sum(nil)[:16])
 }

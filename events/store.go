@@ -2,7 +2,8 @@ package events
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -190,11 +191,13 @@ func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult
 			}
 			subject := s.subjects.Subject(w.Aggregate, t)
 			if ev.ID == "" {
-				body, err := json.Marshal(ev.Data)
-				if err != nil {
-					return AppendResult{}, fmt.Errorf("append %s to %s: %w", t, w.Aggregate, err)
-				}
-				ev.ID = deriveID(subject, w.Expected, i, body)
+				// A fresh id, written back so that a caller retrying the
+				// same writes (an ack lost on the way) sends the same ids
+				// and is recognised. Two independent decisions that happen
+				// to say the same thing get different ids: both are real
+				// requests, and the second must meet the expectation.
+				ev.ID = newID()
+				w.Events[i].ID = ev.ID
 			}
 			if ev.Time.IsZero() {
 				return AppendResult{}, fmt.Errorf("append %s to %s: event has no time", t, w.Aggregate)
@@ -425,4 +428,10 @@ func (s *Store) decode(subject string, seq uint64, h nats.Header, data []byte) E
 func isUnknownType(err error) bool {
 	var u *UnknownTypeError
 	return errors.As(err, &u)
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

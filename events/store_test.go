@@ -78,14 +78,14 @@ func TestAppendExpectationAndConflict(t *testing.T) {
 func TestAppendDeduplicatesRetry(t *testing.T) {
 	st, _ := eventstest.NewStore(t)
 	ctx := context.Background()
-	ev := created("node-1", "c1")
-	r1, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, ev)
+	evs := []events.Event{created("node-1", "c1")}
+	r1, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, evs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same append again (a retry whose ack was lost) carries the same
-	// derived id, so the server stores nothing new.
-	r2, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, ev)
+	// The same append again (a retry whose ack was lost) carries the id
+	// the first try was given, so nothing new is stored.
+	r2, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, evs...)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -285,5 +285,18 @@ func TestAcknowledgedEventsSurviveRestart(t *testing.T) {
 	// The expectations still hold against the restarted log.
 	if _, err := st.Append(ctx, events.SlotAggregate("b.c"), 2, booting("b.c", "b.c1")); err != nil {
 		t.Fatalf("append after restart: %v", err)
+	}
+}
+
+func TestEqualDecisionsFromTwoCallersAreNotMerged(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	ctx := context.Background()
+	// Two callers decide the very same event at the same place: it is two
+	// requests, so the second meets the expectation, not a dedup.
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "c1")); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("second caller: %v, want ErrConflict", err)
 	}
 }

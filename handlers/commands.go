@@ -43,7 +43,7 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	if !ok {
 		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
-	live := len(s.LiveClaims(c.Group))
+	live := s.LiveInService(c.Group)
 	if maxSize := s.MaxSize(c.Group); live+c.Delta > maxSize {
 		return nil, refuse(CodeFailedPrecondition, "size increase of group %s too large: %d live claims + delta %d > maxSize %d", c.Group, live, c.Delta, maxSize)
 	}
@@ -271,7 +271,7 @@ func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]events.Write
 	if s.Exhausted(sl.Name, now) {
 		return nil, refuse(CodeFailedPrecondition, "slot %s failed %d consecutive boots; it rests until %s", sl.Name, projections.MaxConsecutiveAttempts, sl.LastClaim.FinishedAt.Add(projections.ShutdownAttemptResetGrace).Format(time.RFC3339))
 	}
-	if live, maxSize := len(s.LiveClaims(g.Name)), s.MaxSize(g.Name); live+1 > maxSize {
+	if live, maxSize := s.LiveInService(g.Name), s.MaxSize(g.Name); live+1 > maxSize {
 		return nil, refuse(CodeFailedPrecondition, "group %s is at maxSize %d", g.Name, maxSize)
 	}
 	by := orUnknown(c.By)

@@ -321,6 +321,9 @@ func claimMove(to Phase) func(*State, events.Event) error {
 				detail += ": " + d.Message
 			}
 		case events.ClaimCancelled:
+			if !c.IsPending() {
+				return refuse(e, "claim %s is %s: only a pending claim is cancelled (a committed boot is scaled down)", c.Name, c.Phase.Normal())
+			}
 			c.Reason = d.Reason
 			detail = d.Reason
 		case events.ClaimCompleted:

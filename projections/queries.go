@@ -132,6 +132,19 @@ func (s *State) IsFree(slot string, now time.Time) bool {
 	return s.LiveOfSlot(slot) == nil && !s.Exhausted(slot, now)
 }
 
+// LiveInService counts the group's live claims on slots in service (not
+// decommissioned): what maxSize bounds. A decommissioned slot's claim is on
+// its way out and its slot is not counted in MaxSize either.
+func (s *State) LiveInService(group string) int {
+	n := 0
+	for _, c := range s.LiveClaims(group) {
+		if sl := s.Slots[c.Slot]; sl != nil && sl.Decommissioned == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // MaxSize is the most live claims the group may hold: its slots in service,
 // capped by the declared maxSize.
 func (s *State) MaxSize(group string) int {

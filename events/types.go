@@ -258,11 +258,11 @@ type GroupRetired struct {
 // ScaleDecided: the built-in scaler changed something (seed 002).
 type ScaleDecided struct {
 	Ref
-	Demand int    `json:"demand"`
-	Target int    `json:"target"`
-	Nodes  int    `json:"nodes"`
-	Action string `json:"action"`
-	Reason string `json:"reason"`
+	Demand int      `json:"demand"`
+	Target int      `json:"target"`
+	Nodes  int      `json:"nodes"`
+	Action string   `json:"action"`
+	Reason string   `json:"reason"`
 	Slots  []string `json:"slots,omitempty"`
 }
 

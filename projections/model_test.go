@@ -91,7 +91,7 @@ func TestDeadlineIsFlooredByMaxNodeProvisionTime(t *testing.T) {
 
 func TestPhasePredicates(t *testing.T) {
 	for _, tc := range []struct {
-		p                                       projections.Phase
+		p                                   projections.Phase
 		live, pending, bootWindow, terminal bool
 	}{
 		{projections.PhaseNone, true, true, true, false},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -332,23 +333,51 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 	if from > to {
 		return nil
 	}
+	// Decode on the consumer's goroutine, call fn on this one: a replay of
+	// a long log keeps both cores busy (the decode is half the work).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan []Event, 16)
 	done := errors.New("done")
-	err := s.consume(ctx, from, func(e Event) error {
-		if e.Seq > to {
-			return done
+	var batch []Event
+	consumed := make(chan error, 1)
+	go func() {
+		err := s.consume(ctx, from, func(e Event) error {
+			if e.Seq > to {
+				return done
+			}
+			batch = append(batch, e)
+			if len(batch) == 512 || e.Seq == to {
+				select {
+				case batches <- batch:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				batch = make([]Event, 0, 512)
+			}
+			if e.Seq == to {
+				return done
+			}
+			return nil
+		})
+		close(batches)
+		consumed <- err
+	}()
+	for b := range batches {
+		for _, e := range b {
+			if err := fn(e); err != nil {
+				cancel()
+				for range batches {
+				}
+				<-consumed
+				return err
+			}
 		}
-		if err := fn(e); err != nil {
-			return err
-		}
-		if e.Seq == to {
-			return done
-		}
-		return nil
-	})
-	if errors.Is(err, done) {
-		return nil
 	}
-	return err
+	if err := <-consumed; err != nil && !errors.Is(err, done) {
+		return err
+	}
+	return nil
 }
 
 // Tail calls fn for every event from seq from on, in order, and keeps
@@ -361,7 +390,8 @@ func (s *Store) Tail(ctx context.Context, from uint64, fn func(Event) error) err
 }
 
 // consume runs an ordered consumer from seq from and hands each decoded
-// event to fn until fn errs or ctx ends.
+// event to fn until fn errs or ctx ends. The consumer's own goroutine calls
+// fn, in order, one message at a time.
 func (s *Store) consume(ctx context.Context, from uint64, fn func(Event) error) error {
 	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.subjects.All()},
@@ -371,29 +401,36 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(Event) error) 
 	if err != nil {
 		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	stopped := make(chan error, 1)
+	var once sync.Once
+	stop := func(err error) { once.Do(func() { stopped <- err }) }
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			stop(fmt.Errorf("read %s: metadata: %w", s.cfg.Stream, err))
+			return
+		}
+		if err := fn(s.decode(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data())); err != nil {
+			stop(err)
+		}
+	}, jetstream.PullMaxMessages(4096), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			stop(fmt.Errorf("read %s: %w", s.cfg.Stream, err))
+		}
+	}))
 	if err != nil {
 		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
 	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("read %s: %w", s.cfg.Stream, err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("read %s: metadata: %w", s.cfg.Stream, err)
-		}
-		e := s.decode(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data())
-		if err := fn(e); err != nil {
-			return err
-		}
+	// Drain, not Stop: fn must not be running when we return.
+	defer func() {
+		cc.Drain()
+		<-cc.Closed()
+	}()
+	select {
+	case err := <-stopped:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

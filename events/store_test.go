@@ -3,6 +3,8 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,5 +300,31 @@ func TestEqualDecisionsFromTwoCallersAreNotMerged(t *testing.T) {
 	}
 	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "c1")); !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("second caller: %v, want ErrConflict", err)
+	}
+}
+
+// recorder captures Errorf calls while passing everything else to the test.
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+
+func TestValidateLogCatchesSchemaViolations(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	st := srv.Store()
+	ctx := context.Background()
+	bad := created("a", "a1")
+	c := bad.Data.(events.ClaimCreated)
+	c.Attempt = -3
+	bad.Data = c
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, bad); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{TB: t}
+	eventstest.ValidateLog(rec, st)
+	if len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "attempt") {
+		t.Fatalf("validation errors: %q", rec.errs)
 	}
 }

@@ -3,6 +3,7 @@ package projections
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -198,7 +199,7 @@ func slotChanged(s *State, e events.Event) error {
 		sl.Group = d.Group
 		joinGroup(s, sl)
 	}
-	delete(s.index.providerID, sl.ProviderID())
+	unindex(s, sl)
 	sl.Spec = d.Spec
 	s.index.providerID[sl.ProviderID()] = sl.Name
 	return nil
@@ -212,7 +213,7 @@ func slotRetired(s *State, e events.Event) error {
 	}
 	leaveGroup(s, sl)
 	sl.Retired = true
-	delete(s.index.providerID, sl.ProviderID())
+	unindex(s, sl)
 	return nil
 }
 
@@ -237,6 +238,14 @@ func slotRecommissioned(s *State, e events.Event) error {
 	}
 	sl.Decommissioned = nil
 	return nil
+}
+
+// unindex drops the slot's providerID from the index if the entry is still
+// the slot's own (two slots may have swapped providerIDs).
+func unindex(s *State, sl *Slot) {
+	if s.index.providerID[sl.ProviderID()] == sl.Name {
+		delete(s.index.providerID, sl.ProviderID())
+	}
 }
 
 func joinGroup(s *State, sl *Slot) {
@@ -279,7 +288,7 @@ func claimCreated(s *State, e events.Event) error {
 	}
 	s.Claims[c.Name] = c
 	sl.Claims = append(sl.Claims, c.Name)
-	step(c, e, fmt.Sprintf("%s %s by %s, deadline %s", d.Request.Call, signed(d.Request.Delta), d.RequestedBy, d.DeadlineAt.Format(time.RFC3339)))
+	step(c, e, d.Request.Call+signed(d.Request.Delta)+" by "+d.RequestedBy)
 	stampDigest(s, sl, c)
 	return nil
 }
@@ -303,7 +312,7 @@ func claimMove(to Phase) func(*State, events.Event) error {
 			c.Attempt = d.Attempt
 			c.StartupJob = d.StartupJob
 			c.BootCommittedAt = &at
-			detail = "attempt " + fmt.Sprint(d.Attempt) + ", startup Job " + d.StartupJob
+			detail = "attempt " + strconv.Itoa(d.Attempt) + ", startup Job " + d.StartupJob
 		case events.ClaimReady:
 			c.ReadyAt, c.Node = &at, d.Node
 			// The boot is over: the deadline bounds the boot, never the machine.
@@ -357,7 +366,7 @@ func scaleDownRequested(s *State, e events.Event) error {
 		return refuse(e, "claim %s is already marked for scale-down", c.Name)
 	}
 	c.ScaleDown = &ScaleDownMark{At: e.Time, RequestedBy: d.RequestedBy, Request: d.Request, Reason: d.Reason}
-	step(c, e, fmt.Sprintf("%s by %s", d.Request.Call, d.RequestedBy))
+	step(c, e, d.Request.Call+" by "+d.RequestedBy)
 	return nil
 }
 
@@ -380,7 +389,7 @@ func shutdownFired(s *State, e events.Event) error {
 	c.LastShutdownAttemptAt = &at
 	c.LastShutdownJob = d.Job
 	c.ShutdownPausedUntil = nil
-	step(c, e, fmt.Sprintf("shutdown %d of %d, Job %s", d.ShutdownAttempt, ShutdownAttemptLimit, d.Job))
+	step(c, e, "shutdown "+strconv.Itoa(d.ShutdownAttempt)+" of "+strconv.Itoa(ShutdownAttemptLimit)+", Job "+d.Job)
 	return nil
 }
 
@@ -501,10 +510,10 @@ func stampDigest(s *State, sl *Slot, c *Claim) {
 
 func signed(n int) string {
 	if n > 0 {
-		return fmt.Sprintf("(+%d)", n)
+		return "(+" + strconv.Itoa(n) + ")"
 	}
 	if n < 0 {
-		return fmt.Sprintf("(%d)", n)
+		return "(" + strconv.Itoa(n) + ")"
 	}
 	return ""
 }

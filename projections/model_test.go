@@ -3,6 +3,8 @@ package projections_test
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -390,4 +392,8 @@ func TestCollectedClaimLeavesViewsKeepsDigest(t *testing.T) {
 	if d := f.s.Slots["a"].LastClaim; d == nil || d.Claim != "c" || d.Reason != projections.ReasonDeadlineExceeded {
 		t.Fatalf("digest lost: %+v", d)
 	}
+}
+
+func quietLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +76,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		}
 	}
 	begin := time.Now()
+	defer replayGC()()
 	from := st.Seq + 1
 	err = r.store.Read(ctx, from, last, func(e events.Event) error {
 		r.fold(st, e)
@@ -225,6 +228,7 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 // into a new State. It is the reference the incremental views must equal,
 // and the replay of the pool as it was at any past point.
 func Rebuild(ctx context.Context, store *events.Store, upTo uint64) (*State, error) {
+	defer replayGC()()
 	st := NewState()
 	err := store.Read(ctx, 1, upTo, func(e events.Event) error {
 		_ = Evolve(st, e)
@@ -238,6 +242,7 @@ func Rebuild(ctx context.Context, store *events.Store, upTo uint64) (*State, err
 
 // RebuildUntil folds every event whose time is at or before t.
 func RebuildUntil(ctx context.Context, store *events.Store, t time.Time) (*State, error) {
+	defer replayGC()()
 	st := NewState()
 	stop := errors.New("stop")
 	err := store.Read(ctx, 1, 0, func(e events.Event) error {
@@ -252,3 +257,33 @@ func RebuildUntil(ctx context.Context, store *events.Store, t time.Time) (*State
 	}
 	return st, nil
 }
+
+// replayGC lets the heap grow 4x between collections while a replay runs:
+// a replay allocates a short-lived decode per event and keeps little, so
+// collecting at the default pace spends a fifth of the replay in the GC.
+// Overlapping replays share the setting; the last one out restores it. A
+// GOGC the operator set is left alone.
+func replayGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	replayGCMu.Lock()
+	defer replayGCMu.Unlock()
+	if replays == 0 {
+		replayGCOld = debug.SetGCPercent(400)
+	}
+	replays++
+	return func() {
+		replayGCMu.Lock()
+		defer replayGCMu.Unlock()
+		if replays--; replays == 0 {
+			debug.SetGCPercent(replayGCOld)
+		}
+	}
+}
+
+var (
+	replayGCMu  sync.Mutex
+	replays     int
+	replayGCOld int
+)

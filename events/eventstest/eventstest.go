@@ -4,12 +4,14 @@ package eventstest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/schemas"
 )
 
 // Server is an embedded server on a test's temp dir that can be restarted
@@ -70,7 +72,13 @@ func (s *Server) Store() *events.Store {
 func NewStore(t testing.TB) (*events.Store, *Server) {
 	t.Helper()
 	s := StartServer(t)
-	return s.Store(), s
+	st := s.Store()
+	t.Cleanup(func() {
+		if s.Embedded != nil {
+			ValidateLog(t, st)
+		}
+	})
+	return st, s
 }
 
 // CheckFor polls fn every sleep until it returns nil or total passes, then
@@ -86,4 +94,31 @@ func CheckFor(t testing.TB, total, sleep time.Duration, fn func() error) {
 		time.Sleep(sleep)
 	}
 	t.Fatalf("condition not met after %v: %v", total, err)
+}
+
+// ValidateLog checks every event of the store's log against the JSON Schema
+// of its type (schemas/events), and fails the test on an entry that does not
+// decode or does not validate. Stores opened by this package and by the
+// handler harness run it when the test ends, so every event a test produces
+// is validated.
+func ValidateLog(t testing.TB, st *events.Store) {
+	t.Helper()
+	n := 0
+	err := st.Read(context.Background(), 1, 0, func(e events.Event) error {
+		if e.Data == nil {
+			return nil // a test that writes bad entries on purpose
+		}
+		body, err := json.Marshal(e.Data)
+		if err != nil {
+			return err
+		}
+		if err := schemas.ValidateEvent(string(e.Type), body); err != nil {
+			t.Errorf("seq %d: event does not match its schema: %v", e.Seq, err)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Errorf("validate log: %v", err)
+	}
 }

@@ -5,6 +5,8 @@ package handlerstest
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -16,6 +18,9 @@ import (
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 )
+
+// quiet drops the info logs of the runner; warnings still show.
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 // Start is the fake clock's first reading in every harness.
 var Start = time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
@@ -42,6 +47,7 @@ func New(t testing.TB) *Harness {
 	h := &Harness{T: t, Server: eventstest.StartServer(t), Clock: clocktesting.NewFakeClock(Start)}
 	h.open()
 	t.Cleanup(h.stop)
+	t.Cleanup(func() { eventstest.ValidateLog(t, h.Store) })
 	return h
 }
 
@@ -51,6 +57,7 @@ func OnServer(t testing.TB, srv *eventstest.Server, cfg events.StoreConfig) *Har
 	h := &Harness{T: t, Server: srv, Clock: clocktesting.NewFakeClock(Start), StoreConfig: cfg}
 	h.open()
 	t.Cleanup(h.stop)
+	t.Cleanup(func() { eventstest.ValidateLog(t, h.Store) })
 	return h
 }
 
@@ -70,14 +77,14 @@ func (h *Harness) open() {
 	if err != nil {
 		h.T.Fatal(err)
 	}
-	h.Views = projections.NewRunner(h.Store, projections.RunnerOptions{Snapshots: h.Snaps})
+	h.Views = projections.NewRunner(h.Store, projections.RunnerOptions{Snapshots: h.Snaps, Logger: quiet})
 	if err := h.Views.Start(ctx); err != nil {
 		h.T.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	h.cancel, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.Views.Run(rctx) }()
-	h.Service = handlers.NewService(h.Store, h.Views, h.Clock, "/claimstream/test", nil)
+	h.Service = handlers.NewService(h.Store, h.Views, h.Clock, "/claimstream/test", quiet)
 }
 
 func (h *Harness) stop() {

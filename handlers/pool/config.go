@@ -1,0 +1,285 @@
+// Package pool reads the pool file (the declared node groups and slots,
+// DESIGN.md §3) and reconciles the event log with it.
+//
+// A pool file is checked in four passes, and every problem of every pass is
+// reported at once, each naming the file, line and field:
+//
+//  1. YAML syntax (go.yaml.in/yaml/v3, keeping the node tree and its lines);
+//  2. the JSON Schema schemas/pool.schema.json (types, unknown fields,
+//     enums, minimums, name and duration forms);
+//  3. semantic checks (unique names and providerIDs, declared groups,
+//     minSize <= maxSize <= slots, builtin maxNodes <= slots, durations,
+//     Kubernetes quantities, label keys, pod specs decoded strictly into
+//     core/v1.PodSpec);
+//  4. decoding into events.GroupSpec / events.SlotSpec, with defaults.
+//
+// Reconcile then turns a Config and the views into the config events that
+// make the views match the file.
+package pool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// Config is a parsed, checked pool file with its defaults applied.
+type Config struct {
+	// Source names the file in errors and in the Cause of the events it
+	// leads to.
+	Source string
+	// Groups and Slots are in file order.
+	Groups []Group
+	Slots  []Slot
+
+	tree *tree // lines of the file, for errors found when reconciling
+}
+
+// Group is one declared node group.
+type Group struct {
+	Name string
+	Spec events.GroupSpec
+	// Line is where the group's entry starts in Source (0 if not from a file).
+	Line int
+}
+
+// Slot is one declared slot: one machine, named like its Kubernetes Node.
+type Slot struct {
+	Name  string
+	Group string
+	Spec  events.SlotSpec
+	// Line is where the slot's entry starts in Source (0 if not from a file).
+	Line int
+
+	at string // JSON pointer of the entry in the file
+}
+
+// DefaultProviderID is the providerID of a slot that declares none.
+func DefaultProviderID(slot string) string { return "homelab://" + slot }
+
+// Load reads and parses the pool file at path. Problems with its content
+// come back as a *ConfigError.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pool file: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a pool file's content; source names it in errors. Every
+// problem found is returned in one *ConfigError, sorted by line. Any other
+// error (the embedded schema failing to compile) is a bug, not the file's.
+func Parse(source string, data []byte) (*Config, error) {
+	fail := func(ps []Problem) error { return &ConfigError{Source: source, Problems: sortProblems(ps)} }
+
+	doc, p := parseYAML(data)
+	if p != nil {
+		return nil, fail([]Problem{*p})
+	}
+	t := newTree(doc)
+	problems := t.problems
+
+	sp, err := validateSchema(t)
+	if err != nil {
+		return nil, err
+	}
+	problems = append(problems, sp...)
+	// A field the schema already complained about is not judged again.
+	judged := map[string]bool{}
+	for _, p := range sp {
+		judged[p.Path] = true
+	}
+	c := check(t)
+	for _, p := range c.problems {
+		if !judged[p.Path] {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fail(problems)
+	}
+
+	cfg, problems := decode(source, t, c.podSpecs)
+	if len(problems) > 0 {
+		return nil, fail(problems)
+	}
+	return cfg, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var unknownAnchor = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
+
+// parseYAML reads the single YAML document of data into a node tree.
+func parseYAML(data []byte) (*yaml.Node, *Problem) {
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &yaml.Node{Kind: yaml.DocumentNode, Line: 1}, nil
+		}
+		return nil, syntaxProblem(data, err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, syntaxProblem(data, err)
+	default:
+		return nil, &Problem{Line: extra.Line, Msg: "a pool file holds one YAML document; found a second one"}
+	}
+	return &doc, nil
+}
+
+// parserProblems are the messages of yaml's parser (as opposed to its
+// scanner). The parser reports the 0-based line of the construct it was
+// in, the scanner a 1-based one; both leave the line out when it is the
+// first.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"found duplicate %YAML directive":        true,
+	"found duplicate %TAG directive":         true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+func syntaxProblem(data []byte, err error) *Problem {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if parserProblems[m[2]] {
+			line++
+		}
+		return &Problem{Line: line, Msg: "YAML syntax: " + m[2]}
+	}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	line := 1
+	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+		line = 0
+		for i, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, "*"+m[1]) {
+				line = i + 1
+				break
+			}
+		}
+	}
+	return &Problem{Line: line, Msg: "YAML syntax: " + msg}
+}
+
+// decode turns a checked tree into the Config, applying the defaults. A
+// failure here means the schema and the event types disagree; it is still
+// reported against the file.
+func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Config, []Problem) {
+	cfg := &Config{Source: source, tree: t}
+	root, _ := t.root.(map[string]any)
+	groups, _ := root["groups"].([]any)
+	slots, _ := root["slots"].([]any)
+	var problems []Problem
+
+	for i, g := range groups {
+		ptr := pointer("groups", strconv.Itoa(i))
+		m := copyMap(g.(map[string]any))
+		name := m["name"].(string)
+		delete(m, "name")
+		if _, ok := m["scaler"]; !ok {
+			m["scaler"] = events.ScalerClusterAutoscaler
+		}
+		if _, ok := m["readinessTaints"]; !ok {
+			m["readinessTaints"] = []events.Taint{projections.DefaultReadinessTaint}
+		}
+		if tm, ok := m["template"].(map[string]any); ok {
+			tm = copyMap(tm)
+			quantityStrings(tm, "capacity")
+			quantityStrings(tm, "allocatable")
+			m["template"] = tm
+		}
+		var spec events.GroupSpec
+		if err := strictJSON(m, &spec); err != nil {
+			problems = append(problems, Problem{Line: t.line(ptr), Path: t.path(ptr), Msg: err.Error()})
+			continue
+		}
+		if spec.ReadinessTaints == nil {
+			spec.ReadinessTaints = []events.Taint{}
+		}
+		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr)})
+	}
+
+	for i, s := range slots {
+		ptr := pointer("slots", strconv.Itoa(i))
+		m := copyMap(s.(map[string]any))
+		name, group := m["name"].(string), m["group"].(string)
+		delete(m, "name")
+		delete(m, "group")
+		if _, ok := m["providerID"]; !ok {
+			m["providerID"] = DefaultProviderID(name)
+		}
+		quantityStrings(m, "capacity")
+		for _, job := range []string{"startup", "shutdown"} {
+			jm, ok := m[job].(map[string]any)
+			if !ok {
+				continue
+			}
+			jm = copyMap(jm)
+			jm["podSpec"] = podSpecs[ptr+"/"+job+"/podSpec"]
+			m[job] = jm
+		}
+		var spec events.SlotSpec
+		if err := strictJSON(m, &spec); err != nil {
+			problems = append(problems, Problem{Line: t.line(ptr), Path: t.path(ptr), Msg: err.Error()})
+			continue
+		}
+		cfg.Slots = append(cfg.Slots, Slot{Name: name, Group: group, Spec: spec, Line: t.line(ptr), at: ptr})
+	}
+	return cfg, problems
+}
+
+func strictJSON(v any, into any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("cannot decode: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+func copyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// quantityStrings rewrites the quantity map m[key], if any, with its
+// numbers as strings: the specs keep quantities as text.
+func quantityStrings(m map[string]any, key string) {
+	q, ok := m[key].(map[string]any)
+	if !ok {
+		return
+	}
+	out := make(map[string]any, len(q))
+	for k, v := range q {
+		out[k], _ = quantityText(v)
+	}
+	m[key] = out
+}

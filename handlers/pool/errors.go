@@ -1,0 +1,75 @@
+package pool
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Problem is one thing wrong with a pool file: where (line and field path)
+// and what.
+type Problem struct {
+	// Line is the 1-based line of the file the problem is at; 0 when no
+	// line applies (a Config not read from a file).
+	Line int
+	// Path names the field the way an operator reads it:
+	// groups[0].minSize, slots[2].startup.podSpec.containers[0].image,
+	// template.labels["example.com/zone"]. Empty for the whole file.
+	Path string
+	Msg  string
+}
+
+// String is the problem without the file name: "12: groups[0].minSize: ...".
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "%d: ", p.Line)
+	}
+	if p.Path != "" {
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// ConfigError is every problem found in a pool file (or in applying it),
+// sorted by line. Nothing was changed because of it.
+type ConfigError struct {
+	// Source is the file's name as given to Load or Parse.
+	Source   string
+	Problems []Problem
+}
+
+// Error prints one problem per line:
+//
+//	pool.yaml:12: groups[0].minSize: must be >= 0 (got -1)
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Source)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+		if p.Path != "" {
+			b.WriteString(p.Path)
+			b.WriteString(": ")
+		}
+		b.WriteString(p.Msg)
+	}
+	return b.String()
+}
+
+// sortProblems orders problems by line, then path, then message, and drops
+// exact duplicates.
+func sortProblems(ps []Problem) []Problem {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Path, b.Path), cmp.Compare(a.Msg, b.Msg))
+	})
+	return slices.Compact(ps)
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/projections"
+)
+
+type serveOptions struct {
+	config     string
+	configPoll time.Duration
+	dataDir    string
+	stream     string
+	natsListen string
+	noFsync    bool
+	logLevel   string
+	logFormat  string
+}
+
+func newServe() *cobra.Command {
+	o := serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane: embedded NATS, the event log, the views, the reactors and the provider",
+		Long: `serve runs claimstream in one process: an embedded NATS server with the
+JetStream event log, the projected views, the pool config reconciler, the
+reactors and the cluster-autoscaler provider.
+
+The pool file (--config) is applied at start and again whenever it changes
+or the process gets SIGHUP; an invalid file is reported (file, line, field)
+and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.config, "config", "", "pool file of groups and slots (required)")
+	f.DurationVar(&o.configPoll, "config-poll", 10*time.Second, "how often to look for a changed pool file")
+	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where the embedded NATS server keeps the event log")
+	f.StringVar(&o.stream, "stream", "CLAIMSTREAM", "JetStream stream name of the event log")
+	f.StringVar(&o.natsListen, "nats-listen", "", "also open a NATS client port at host:port for subscribers (off by default)")
+	f.BoolVar(&o.noFsync, "no-fsync", false, "do not fsync every append (loses acknowledged events on power loss)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+// defaultDataDir is $XDG_STATE_HOME/claimstream, or ~/.local/state/claimstream.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "claimstream")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "claimstream")
+	}
+	return "claimstream-data"
+}
+
+// plane is one running control plane.
+type plane struct {
+	log     *slog.Logger
+	emb     *events.Embedded
+	store   *events.Store
+	views   *projections.Runner
+	service *handlers.Service
+	clock   clock.Clock
+}
+
+func runServe(ctx context.Context, o serveOptions) error {
+	log, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	// An invalid pool file stops the start before anything is written.
+	cfg, err := pool.Load(o.config)
+	if err != nil {
+		return err
+	}
+	p, err := startPlane(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer p.emb.Shutdown()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 4)
+	go func() { errs <- p.views.Run(runCtx) }()
+
+	if err := p.applyPool(ctx, cfg); err != nil {
+		return err
+	}
+	go p.watchPool(runCtx, o.config, o.configPoll)
+
+	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-errs:
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	cancel()
+	return nil
+}
+
+func startPlane(ctx context.Context, o serveOptions, log *slog.Logger) (*plane, error) {
+	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	ec := events.EmbeddedConfig{Dir: o.dataDir, NoSync: o.noFsync}
+	if o.natsListen != "" {
+		host, port, err := splitHostPort(o.natsListen)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-listen: %w", err)
+		}
+		ec.Listen, ec.Host, ec.Port = true, host, port
+	}
+	emb, err := events.StartEmbedded(ec)
+	if err != nil {
+		return nil, err
+	}
+	p := &plane{log: log, emb: emb, clock: clock.RealClock{}}
+	ok := false
+	defer func() {
+		if !ok {
+			emb.Shutdown()
+		}
+	}()
+	js, err := jetstream.New(emb.Conn)
+	if err != nil {
+		return nil, err
+	}
+	p.store, err = events.OpenStore(ctx, js, events.StoreConfig{Stream: o.stream, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := projections.OpenSnapshots(ctx, js, "")
+	if err != nil {
+		return nil, err
+	}
+	p.views = projections.NewRunner(p.store, projections.RunnerOptions{Snapshots: snaps, Logger: log})
+	if err := p.views.Start(ctx); err != nil {
+		return nil, err
+	}
+	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
+	ok = true
+	return p, nil
+}
+
+// applyPool reconciles the log with a pool file through the command
+// service (a conflict with a concurrent write is decided again).
+func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
+	res, err := p.service.Execute(ctx, applyPool{cfg: cfg})
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", cfg.Source, err)
+	}
+	if n := len(res.Events); n > 0 {
+		p.log.Info("pool file applied", "file", cfg.Source, "events", n, "seq", res.Last)
+	}
+	return nil
+}
+
+// watchPool re-applies the pool file when it changes or on SIGHUP. A file
+// that does not load is reported and changes nothing.
+func (p *plane) watchPool(ctx context.Context, path string, every time.Duration) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	last := modTime(path)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		case <-t.C:
+			m := modTime(path)
+			if m.Equal(last) {
+				continue
+			}
+			last = m
+		}
+		cfg, err := pool.Load(path)
+		if err != nil {
+			p.log.Error("pool file not applied", "err", err)
+			continue
+		}
+		if err := p.applyPool(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+			p.log.Error("pool file not applied", "err", err)
+		}
+	}
+}
+
+func modTime(path string) time.Time {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// applyPool is the pool reconciler as a command.
+type applyPool struct{ cfg *pool.Config }
+
+func (applyPool) LockKey(*projections.State) string { return "pool-config" }
+
+func (a applyPool) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	return pool.Reconcile(a.cfg, s, now)
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	var host string
+	var port int
+	i := len(hp) - 1
+	for i >= 0 && hp[i] != ':' {
+		i--
+	}
+	if i < 0 {
+		return "", 0, fmt.Errorf("%q is not host:port", hp)
+	}
+	host = hp[:i]
+	if _, err := fmt.Sscanf(hp[i+1:], "%d", &port); err != nil {
+		return "", 0, fmt.Errorf("%q: bad port", hp)
+	}
+	return host, port, nil
+}

@@ -91,7 +91,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	// An invalid pool file stops the start before anything is written.
-	cfg, err := pool.Load(o.config)
+	cfg, err := loadPool(o.config)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 			}
 			last = m
 		}
-		cfg, err := pool.Load(path)
+		cfg, err := loadPool(path)
 		if err != nil {
 			p.log.Error("pool file not applied", "err", err)
 			continue
@@ -212,6 +212,8 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 		}
 	}
 }
+
+func loadPool(path string) (*pool.Config, error) { return pool.Load(path) }
 
 func modTime(path string) time.Time {
 	fi, err := os.Stat(path)

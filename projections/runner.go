@@ -205,8 +205,7 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	if !r.snapping.CompareAndSwap(false, true) {
 		return
 	}
-	// Encoding reads the state; the runner's goroutine is its only writer,
-	// and it is here, so a read lock is enough to keep writers out.
+	// A read lock keeps the fold out while the views are encoded.
 	r.mu.RLock()
 	b, seq, err := encodeSnapshot(r.state)
 	r.mu.RUnlock()
@@ -217,9 +216,14 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	}
 	r.lastSnap.Store(seq)
 	go func() {
-		defer r.snapping.Store(false)
 		if err := r.snaps.save(ctx, b, seq); err != nil && ctx.Err() == nil {
 			r.log.Error("write snapshot", "seq", seq, "err", err)
+		}
+		r.snapping.Store(false)
+		// Events that arrived while this one was written may already be
+		// due for the next.
+		if ctx.Err() == nil && r.Seq()-r.lastSnap.Load() >= r.every {
+			r.snapshotAsync(ctx)
 		}
 	}()
 }

@@ -231,7 +231,10 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 		}
 		removed++
 	}
-	if target := s.TargetSize(c.Group); target-removed < g.Spec.MinSize {
+	// The floor is judged only when something is removed: cluster-autoscaler
+	// deletes a failed instance every loop, and that must stay a no-op even
+	// in a group already under minSize.
+	if target := s.TargetSize(c.Group); removed > 0 && target-removed < g.Spec.MinSize {
 		return nil, refuse(CodeFailedPrecondition, "deleting %d nodes would take group %s to %d, under minSize %d", removed, c.Group, target-removed, g.Spec.MinSize)
 	}
 	return writes, nil

@@ -1,0 +1,501 @@
+// Package provider serves cluster-autoscaler's externalgrpc cloud provider
+// protocol (CA <= 1.34 and >= 1.35 layouts at once) from the in-memory
+// views: every read answers from projections.State, every write goes through
+// the deciders (handlers.Service). See DESIGN.md §6 and seed 000 §5, §5.1.
+package provider
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/projections"
+	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
+)
+
+// DefaultGPULabel is the node label cluster-autoscaler is told marks GPU
+// nodes when Options.GPULabel is empty.
+const DefaultGPULabel = "claimstream.dev/gpu"
+
+// DefaultRequestedBy is recorded on every claim and scale-down this
+// provider asks for.
+const DefaultRequestedBy = "cluster-autoscaler"
+
+// Options configure a Server.
+type Options struct {
+	// Logger receives a line per refused write and per internal error
+	// (default slog.Default()).
+	Logger *slog.Logger
+	// GPULabel is answered to GPULabel (default DefaultGPULabel).
+	GPULabel string
+	// RequestedBy is recorded on the claims and scale-downs the provider
+	// asks for (default DefaultRequestedBy). When the caller presents a
+	// verified client certificate its subject CN is appended.
+	RequestedBy string
+	// Serves selects the groups cluster-autoscaler may see and drive; any
+	// other group answers NotFound and is not listed. Default: ServesCA.
+	Serves func(*projections.Group) bool
+}
+
+// ServesCA is the default group filter: a group whose scaler is
+// "cluster-autoscaler" (or empty: the pool file's default scaler).
+func ServesCA(g *projections.Group) bool {
+	return g.Spec.Scaler == events.ScalerClusterAutoscaler || g.Spec.Scaler == ""
+}
+
+// Server implements externalgrpcpb.CloudProviderServer.
+type Server struct {
+	pb.UnimplementedCloudProviderServer
+
+	views *projections.Runner
+	cmds  *handlers.Service
+	clock clock.PassiveClock
+	opts  Options
+	log   *slog.Logger
+}
+
+var _ pb.CloudProviderServer = (*Server)(nil)
+
+// New returns a provider answering from views and writing through cmds.
+// clk is the clock of "now" for the reads (recent failures, free slots);
+// the commands use the service's own clock.
+func New(views *projections.Runner, cmds *handlers.Service, clk clock.PassiveClock, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.GPULabel == "" {
+		opts.GPULabel = DefaultGPULabel
+	}
+	if opts.RequestedBy == "" {
+		opts.RequestedBy = DefaultRequestedBy
+	}
+	if opts.Serves == nil {
+		opts.Serves = ServesCA
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger}
+}
+
+// --- lookups -----------------------------------------------------------------
+
+// group returns a declared, active group that cluster-autoscaler may see.
+func (s *Server) group(st *projections.State, id string) (*projections.Group, error) {
+	g, ok := st.ActiveGroup(id)
+	if !ok || !s.opts.Serves(g) {
+		return nil, status.Errorf(codes.NotFound, "node group %q not found", id)
+	}
+	return g, nil
+}
+
+// checkGroup tells whether a group is served, before a write.
+func (s *Server) checkGroup(id string) error {
+	var err error
+	s.views.Read(func(st *projections.State) { _, err = s.group(st, id) })
+	return err
+}
+
+func (s *Server) nodeGroup(st *projections.State, g *projections.Group, now time.Time) *pb.NodeGroup {
+	// One pass for the debug line: the same counts as State.TargetSize,
+	// LiveClaims and FreeSlots.
+	var target, live, free int
+	for _, name := range g.Slots {
+		if c := st.LiveOfSlot(name); c != nil {
+			live++
+			if c.WantsMachine() {
+				target++
+			}
+		} else if st.IsFree(name, now) {
+			free++
+		}
+	}
+	return &pb.NodeGroup{
+		Id:      g.Name,
+		MinSize: clamp32(g.Spec.MinSize),
+		MaxSize: clamp32(st.MaxSize(g.Name)),
+		Debug:   fmt.Sprintf("claimstream group %s: target=%d live=%d free=%d slots=%d", g.Name, target, live, free, len(g.Slots)),
+	}
+}
+
+// requester is who a write is recorded as asked by.
+func (s *Server) requester(ctx context.Context) string {
+	by := s.opts.RequestedBy
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.AuthInfo == nil {
+		return by
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		if cn := verifiedCN(ti.State.VerifiedChains); cn != "" {
+			return by + " (cn=" + cn + ")"
+		}
+	}
+	return by
+}
+
+func verifiedCN(chains [][]*x509.Certificate) string {
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return ""
+	}
+	return chains[0][0].Subject.CommonName
+}
+
+// --- RPCs ----------------------------------------------------------------------
+
+// NodeGroups lists every group cluster-autoscaler may drive, by name.
+func (s *Server) NodeGroups(_ context.Context, _ *pb.NodeGroupsRequest) (*pb.NodeGroupsResponse, error) {
+	now := s.clock.Now()
+	out := &pb.NodeGroupsResponse{}
+	s.views.Read(func(st *projections.State) {
+		names := make([]string, 0, len(st.Groups))
+		for name, g := range st.Groups {
+			if !g.Retired && s.opts.Serves(g) {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		out.NodeGroups = make([]*pb.NodeGroup, 0, len(names))
+		for _, name := range names {
+			out.NodeGroups = append(out.NodeGroups, s.nodeGroup(st, st.Groups[name], now))
+		}
+	})
+	return out, nil
+}
+
+// NodeGroupForNode finds a node's group by providerID, then by name. A node
+// of no slot (or of a group cluster-autoscaler does not drive) gets the
+// empty group: "not autoscaled", never an error.
+func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeRequest) (*pb.NodeGroupForNodeResponse, error) {
+	n := req.GetNode()
+	if n == nil {
+		return nil, status.Error(codes.InvalidArgument, "node: required")
+	}
+	now := s.clock.Now()
+	out := &pb.NodeGroupForNodeResponse{NodeGroup: &pb.NodeGroup{}}
+	s.views.Read(func(st *projections.State) {
+		sl, ok := st.SlotForNode(n.GetName(), n.GetProviderID())
+		if !ok {
+			return
+		}
+		g, err := s.group(st, sl.Group)
+		if err != nil {
+			return
+		}
+		out.NodeGroup = s.nodeGroup(st, g, now)
+	})
+	return out, nil
+}
+
+// NodeGroupTargetSize is the number of live claims that want a machine.
+func (s *Server) NodeGroupTargetSize(_ context.Context, req *pb.NodeGroupTargetSizeRequest) (*pb.NodeGroupTargetSizeResponse, error) {
+	var out *pb.NodeGroupTargetSizeResponse
+	var err error
+	s.views.Read(func(st *projections.State) {
+		var g *projections.Group
+		if g, err = s.group(st, req.GetId()); err == nil {
+			out = &pb.NodeGroupTargetSizeResponse{TargetSize: clamp32(st.TargetSize(g.Name))}
+		}
+	})
+	return out, err
+}
+
+// NodeGroupIncreaseSize creates delta claims on delta free slots.
+func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *pb.NodeGroupIncreaseSizeRequest) (*pb.NodeGroupIncreaseSizeResponse, error) {
+	if req.GetDelta() <= 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "delta: must be positive, got %d", req.GetDelta())
+	}
+	if err := s.checkGroup(req.GetId()); err != nil {
+		return nil, err
+	}
+	_, err := s.cmds.Execute(ctx, handlers.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: s.requester(ctx)})
+	if err != nil {
+		return nil, s.fail(ctx, "NodeGroupIncreaseSize", req.GetId(), err)
+	}
+	return &pb.NodeGroupIncreaseSizeResponse{}, nil
+}
+
+// NodeGroupDeleteNodes cancels (pending) or marks for scale-down (booting,
+// ready) the claims of the named nodes. Naming a node whose slot has no
+// claim that wants a machine changes nothing and succeeds, so
+// cluster-autoscaler's repeated deletes of failed instances always succeed.
+func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *pb.NodeGroupDeleteNodesRequest) (*pb.NodeGroupDeleteNodesResponse, error) {
+	if err := s.checkGroup(req.GetId()); err != nil {
+		return nil, err
+	}
+	refs := make([]handlers.NodeRef, 0, len(req.GetNodes()))
+	for _, n := range req.GetNodes() {
+		refs = append(refs, handlers.NodeRef{Name: n.GetName(), ProviderID: n.GetProviderID()})
+	}
+	if _, err := s.cmds.Execute(ctx, handlers.DeleteNodes{Group: req.GetId(), Nodes: refs, RequestedBy: s.requester(ctx)}); err != nil {
+		return nil, s.fail(ctx, "NodeGroupDeleteNodes", req.GetId(), err)
+	}
+	return &pb.NodeGroupDeleteNodesResponse{}, nil
+}
+
+// NodeGroupDecreaseTargetSize cancels pending claims only (seed 000 §5.1):
+// Unavailable when every live claim is past the cancelable phase,
+// FailedPrecondition under minSize, success with no live claim.
+func (s *Server) NodeGroupDecreaseTargetSize(ctx context.Context, req *pb.NodeGroupDecreaseTargetSizeRequest) (*pb.NodeGroupDecreaseTargetSizeResponse, error) {
+	if req.GetDelta() >= 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "delta: must be negative, got %d", req.GetDelta())
+	}
+	if err := s.checkGroup(req.GetId()); err != nil {
+		return nil, err
+	}
+	if _, err := s.cmds.Execute(ctx, handlers.DecreaseTargetSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: s.requester(ctx)}); err != nil {
+		return nil, s.fail(ctx, "NodeGroupDecreaseTargetSize", req.GetId(), err)
+	}
+	return &pb.NodeGroupDecreaseTargetSizeResponse{}, nil
+}
+
+// Instance error classes of cluster-autoscaler (cloudprovider.InstanceErrorClass).
+const (
+	ErrorClassOutOfResources int32 = 1
+	ErrorClassOther          int32 = 99
+)
+
+// NodeGroupNodes reports one instance per slot with a live claim or a
+// recent failure; the instance id is the slot's providerID.
+func (s *Server) NodeGroupNodes(_ context.Context, req *pb.NodeGroupNodesRequest) (*pb.NodeGroupNodesResponse, error) {
+	now := s.clock.Now()
+	var out *pb.NodeGroupNodesResponse
+	var err error
+	s.views.Read(func(st *projections.State) {
+		var g *projections.Group
+		if g, err = s.group(st, req.GetId()); err != nil {
+			return
+		}
+		out = &pb.NodeGroupNodesResponse{Instances: instances(st, g, now)}
+	})
+	return out, err
+}
+
+func instances(st *projections.State, g *projections.Group, now time.Time) []*pb.Instance {
+	out := make([]*pb.Instance, 0, len(g.Slots))
+	for _, name := range g.Slots {
+		sl := st.Slots[name]
+		if sl == nil || sl.Retired {
+			continue
+		}
+		if c := st.LiveOfSlot(name); c != nil {
+			state := pb.InstanceStatus_instanceCreating
+			switch {
+			case c.ScaleDown != nil:
+				state = pb.InstanceStatus_instanceDeleting
+			case c.Phase == projections.PhaseReady:
+				state = pb.InstanceStatus_instanceRunning
+			}
+			out = append(out, &pb.Instance{Id: sl.ProviderID(), Status: &pb.InstanceStatus{InstanceState: state}})
+			continue
+		}
+		if len(sl.Claims) == 0 {
+			continue
+		}
+		c := st.Claims[sl.Claims[len(sl.Claims)-1]]
+		if c == nil || c.Phase != projections.PhaseFailed || c.FinishedAt == nil || now.Sub(*c.FinishedAt) > projections.RecentFailureWindow {
+			continue
+		}
+		msg := c.Message
+		if msg == "" {
+			msg = fmt.Sprintf("claim %s failed: %s", c.Name, c.Reason)
+		}
+		out = append(out, &pb.Instance{Id: sl.ProviderID(), Status: &pb.InstanceStatus{
+			InstanceState: pb.InstanceStatus_instanceCreating,
+			ErrorInfo: &pb.InstanceErrorInfo{
+				ErrorCode:          orDefault(c.Reason, "ClaimFailed"),
+				ErrorMessage:       msg,
+				InstanceErrorClass: errorClass(c.Reason),
+			},
+		}})
+	}
+	return out
+}
+
+// errorClass: a boot that did not produce a machine is OutOfResources (CA
+// backs the group off and tries another); anything else is Other.
+func errorClass(reason string) int32 {
+	switch reason {
+	case projections.ReasonDeadlineExceeded, projections.ReasonStartupJobFailed, projections.ReasonJobTimeout,
+		projections.ReasonReadinessGateTimeout, projections.ReasonAttemptLimitReached:
+		return ErrorClassOutOfResources
+	}
+	return ErrorClassOther
+}
+
+// NodeGroupTemplateNodeInfo builds the Node a new machine of the group
+// would register as, and puts its bytes in both layouts' fields.
+func (s *Server) NodeGroupTemplateNodeInfo(_ context.Context, req *pb.NodeGroupTemplateNodeInfoRequest) (*pb.NodeGroupTemplateNodeInfoResponse, error) {
+	now := s.clock.Now()
+	var in templateInput
+	var err error
+	s.views.Read(func(st *projections.State) {
+		var g *projections.Group
+		if g, err = s.group(st, req.GetId()); err != nil {
+			return
+		}
+		in, err = templateInputOf(st, g)
+	})
+	if err != nil {
+		return nil, err
+	}
+	node, err := buildTemplateNode(in, now)
+	if err != nil {
+		return nil, err
+	}
+	b, err := node.Marshal()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "template node of group %s: marshal: %v", req.GetId(), err)
+	}
+	return &pb.NodeGroupTemplateNodeInfoResponse{NodeInfo: b, NodeBytes: b}, nil
+}
+
+// NodeGroupGetOptions echoes the caller's defaults, overridden by what the
+// group declares; see options.go.
+func (s *Server) NodeGroupGetOptions(_ context.Context, req *pb.NodeGroupAutoscalingOptionsRequest) (*pb.NodeGroupAutoscalingOptionsResponse, error) {
+	var spec events.GroupSpec
+	var err error
+	s.views.Read(func(st *projections.State) {
+		var g *projections.Group
+		if g, err = s.group(st, req.GetId()); err == nil {
+			spec = g.Spec
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: groupOptions(spec, req.GetDefaults())}, nil
+}
+
+// PricingNodePrice is the group's nodePerHour times the hours of the
+// window. Unimplemented when the node's group declares no node price.
+func (s *Server) PricingNodePrice(_ context.Context, req *pb.PricingNodePriceRequest) (*pb.PricingNodePriceResponse, error) {
+	n := req.GetNode()
+	if n == nil {
+		return nil, status.Error(codes.InvalidArgument, "node: required")
+	}
+	start, end, err := window(req.GetStartTimestamp(), req.GetEndTimestamp(), req.GetStartTime(), req.GetEndTime())
+	if err != nil {
+		return nil, err
+	}
+	var spec events.GroupSpec
+	var group string
+	s.views.Read(func(st *projections.State) {
+		var g *projections.Group
+		if g, err = s.groupOfPricedNode(st, n); err == nil {
+			spec, group = g.Spec, g.Name
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if spec.Template == nil || spec.Template.Pricing == nil || spec.Template.Pricing.NodePerHour <= 0 {
+		return nil, status.Errorf(codes.Unimplemented, "group %s declares no node price (template.pricing.nodePerHour)", group)
+	}
+	return &pb.PricingNodePriceResponse{Price: spec.Template.Pricing.NodePerHour * end.Sub(start).Hours()}, nil
+}
+
+// groupOfPricedNode finds the group of a real node (its slot) or of a
+// template node (providerID homelab://template-<group>, or the names
+// template-<group> and cluster-autoscaler's template-node-for-<group>-<x>).
+func (s *Server) groupOfPricedNode(st *projections.State, n *pb.ExternalGrpcNode) (*projections.Group, error) {
+	if sl, ok := st.SlotForNode(n.GetName(), n.GetProviderID()); ok {
+		return s.group(st, sl.Group)
+	}
+	if id, ok := strings.CutPrefix(n.GetProviderID(), templateProviderIDPrefix); ok {
+		if g, err := s.group(st, id); err == nil {
+			return g, nil
+		}
+	}
+	if id, ok := strings.CutPrefix(n.GetName(), templateNamePrefix); ok {
+		if g, err := s.group(st, id); err == nil {
+			return g, nil
+		}
+	}
+	// cluster-autoscaler renames template nodes template-node-for-<group>-<suffix>.
+	if rest, ok := strings.CutPrefix(n.GetName(), "template-node-for-"); ok {
+		best := ""
+		for name, g := range st.Groups {
+			if strings.HasPrefix(rest, name+"-") && len(name) > len(best) && !g.Retired && s.opts.Serves(g) {
+				best = name
+			}
+		}
+		if best != "" {
+			return st.Groups[best], nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "node %q (providerID %q) is not a node of any group served to cluster-autoscaler", n.GetName(), n.GetProviderID())
+}
+
+// PricingPodPrice is podPerHour times the hours of the window. The pod names
+// no group, so the price is the highest podPerHour any served group
+// declares; Unimplemented when none does.
+func (s *Server) PricingPodPrice(_ context.Context, req *pb.PricingPodPriceRequest) (*pb.PricingPodPriceResponse, error) {
+	var perHour float64
+	s.views.Read(func(st *projections.State) {
+		for _, g := range st.Groups {
+			if g.Retired || !s.opts.Serves(g) || g.Spec.Template == nil || g.Spec.Template.Pricing == nil {
+				continue
+			}
+			perHour = max(perHour, g.Spec.Template.Pricing.PodPerHour)
+		}
+	})
+	if perHour <= 0 {
+		return nil, status.Error(codes.Unimplemented, "no group declares a pod price (template.pricing.podPerHour)")
+	}
+	start, end, err := window(req.GetStartTimestamp(), req.GetEndTimestamp(), req.GetStartTime(), req.GetEndTime())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.PricingPodPriceResponse{Price: perHour * end.Sub(start).Hours()}, nil
+}
+
+// GPULabel is the configured GPU label.
+func (s *Server) GPULabel(context.Context, *pb.GPULabelRequest) (*pb.GPULabelResponse, error) {
+	return &pb.GPULabelResponse{Label: s.opts.GPULabel}, nil
+}
+
+// GetAvailableGPUTypes: none.
+func (s *Server) GetAvailableGPUTypes(context.Context, *pb.GetAvailableGPUTypesRequest) (*pb.GetAvailableGPUTypesResponse, error) {
+	return &pb.GetAvailableGPUTypesResponse{GpuTypes: map[string]*anypb.Any{}}, nil
+}
+
+// Cleanup: nothing to release; the views outlive cluster-autoscaler.
+func (s *Server) Cleanup(context.Context, *pb.CleanupRequest) (*pb.CleanupResponse, error) {
+	return &pb.CleanupResponse{}, nil
+}
+
+// Refresh is called at the start of every cluster-autoscaler loop; the views
+// are always current, so there is nothing to do, and it never fails.
+func (s *Server) Refresh(context.Context, *pb.RefreshRequest) (*pb.RefreshResponse, error) {
+	return &pb.RefreshResponse{}, nil
+}
+
+func clamp32(n int) int32 {
+	if n > 1<<31-1 {
+		return 1<<31 - 1
+	}
+	if n < -1<<31 {
+		return -1 << 31
+	}
+	return int32(n)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -13,12 +13,15 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/provider"
 )
 
 type serveOptions struct {
@@ -30,6 +33,12 @@ type serveOptions struct {
 	noFsync    bool
 	logLevel   string
 	logFormat  string
+
+	grpcAddress string
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
+	plaintext   bool
 }
 
 func newServe() *cobra.Command {
@@ -58,6 +67,11 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.stream, "stream", "CLAIMSTREAM", "JetStream stream name of the event log")
 	f.StringVar(&o.natsListen, "nats-listen", "", "also open a NATS client port at host:port for subscribers (off by default)")
 	f.BoolVar(&o.noFsync, "no-fsync", false, "do not fsync every append (loses acknowledged events on power loss)")
+	f.StringVar(&o.grpcAddress, "grpc-address", "127.0.0.1:8086", "cluster-autoscaler externalgrpc provider address (empty: no provider)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "provider server certificate (PEM file)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "provider server key (PEM file)")
+	f.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA that client certificates must chain to (mTLS, as cluster-autoscaler's cloud-config cacert)")
+	f.BoolVar(&o.plaintext, "plaintext", false, "serve the provider without TLS (explicit opt-in; loopback testing only)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	_ = cmd.MarkFlagRequired("config")
@@ -101,10 +115,19 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	defer p.emb.Shutdown()
 
+	gs, err := p.providerServer(o)
+	if err != nil {
+		return err
+	}
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 4)
 	go func() { errs <- p.views.Run(runCtx) }()
+	if gs != nil {
+		go func() { errs <- provider.ListenAndServe(runCtx, o.grpcAddress, gs, 5*time.Second) }()
+		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
+	}
 
 	if err := p.applyPool(ctx, cfg); err != nil {
 		return err
@@ -166,6 +189,30 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger) (*plane, 
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
 	ok = true
 	return p, nil
+}
+
+// providerServer builds the externalgrpc server from the flags: TLS unless
+// --plaintext is given, mTLS with --tls-client-ca.
+func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
+	if o.grpcAddress == "" {
+		return nil, nil
+	}
+	var creds credentials.TransportCredentials
+	switch {
+	case o.plaintext && (o.tlsCert != "" || o.tlsKey != ""):
+		return nil, fmt.Errorf("--plaintext and --tls-cert/--tls-key exclude each other")
+	case o.plaintext:
+	case o.tlsCert == "" || o.tlsKey == "":
+		return nil, fmt.Errorf("--grpc-address %s needs --tls-cert and --tls-key (or --plaintext to serve without TLS, or --grpc-address \"\" for no provider)", o.grpcAddress)
+	default:
+		var err error
+		creds, err = provider.ServerCredentials(provider.TLSConfig{CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsClientCA})
+		if err != nil {
+			return nil, fmt.Errorf("provider TLS: %w", err)
+		}
+	}
+	srv := provider.New(p.views, p.service, p.clock, provider.Options{Logger: p.log})
+	return provider.NewGRPCServer(srv, creds, o.plaintext)
 }
 
 // applyPool reconciles the log with a pool file through the command

@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
+	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
 
 func TestServeAppliesThePoolAndResumes(t *testing.T) {
@@ -65,7 +70,7 @@ func TestServeAppliesThePoolAndResumes(t *testing.T) {
 func TestServeRefusesAnInvalidPoolFile(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "pool.yaml")
 	writeFile(t, bad, "groups:\n  - name: Bad_Name\n    minSize: -1\n")
-	err := runServe(context.Background(), serveOptions{config: bad, dataDir: t.TempDir(), logLevel: "info"})
+	err := runServe(context.Background(), serveOptions{config: bad, dataDir: t.TempDir(), logLevel: "info", plaintext: true})
 	if err == nil || !strings.Contains(err.Error(), "pool.yaml:2") || !strings.Contains(err.Error(), "minSize") {
 		t.Fatalf("got %v, want an error naming the file, line and field", err)
 	}
@@ -88,5 +93,74 @@ func writeFile(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// serve end to end: the provider answers from the applied pool, a claim
+// made over gRPC survives a restart.
+func TestServeProvider(t *testing.T) {
+	addr := freeAddr(t)
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true}
+	start := func() (pb.CloudProviderClient, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- runServe(ctx, o) }()
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := pb.NewCloudProviderClient(conn)
+		eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			_, err := c.NodeGroups(context.Background(), &pb.NodeGroupsRequest{})
+			return err
+		})
+		return c, func() {
+			conn.Close()
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		}
+	}
+	c, stop := start()
+	ctx := context.Background()
+	groups, err := c.NodeGroups(ctx, &pb.NodeGroupsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// burst is a builtin group: invisible to cluster-autoscaler.
+	if len(groups.NodeGroups) != 1 || groups.NodeGroups[0].Id != "homelab" || groups.NodeGroups[0].MaxSize != 3 {
+		t.Fatalf("node groups %v", groups.NodeGroups)
+	}
+	if _, err := c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	c, stop = start()
+	defer stop()
+	ts, err := c.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: "homelab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.TargetSize != 1 {
+		t.Fatalf("target size after restart %d, want 1", ts.TargetSize)
+	}
+}
+
+func TestServeRefusesAProviderWithoutTLS(t *testing.T) {
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), dataDir: t.TempDir(), logLevel: "warn", grpcAddress: "127.0.0.1:0"}
+	err := runServe(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "--plaintext") {
+		t.Fatalf("got %v, want an error naming the TLS flags", err)
 	}
 }

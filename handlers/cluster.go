@@ -1,0 +1,138 @@
+package handlers
+
+import (
+	"context"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// Cluster is what the reactors act through: reads come from informer
+// caches (never from the projection), writes go through the API. The
+// client-go implementation is handlers/kube; handlers/sim runs the same
+// implementation over client-go's fake clientset with simulated machines.
+type Cluster interface {
+	// CreateJob creates a lifecycle Job. AlreadyExists is success: Job
+	// names are deterministic, so a second create is the same Job.
+	CreateJob(ctx context.Context, req JobRequest) error
+	// Job reads a lifecycle Job by name.
+	Job(name string) (JobState, bool)
+	// Node reads a Kubernetes Node by name (a slot is named like its Node).
+	Node(name string) (NodeView, bool)
+	// Cordon and Uncordon set spec.unschedulable; a missing Node is no error.
+	Cordon(ctx context.Context, node string) error
+	Uncordon(ctx context.Context, node string) error
+	// DeleteNode deletes a Node object; NotFound is success.
+	DeleteNode(ctx context.Context, node string) error
+	// ApplySlotConfig makes sure the Node carries the slot's declared labels
+	// and taints (a re-registered kubelet starts without them).
+	ApplySlotConfig(ctx context.Context, node string, labels map[string]string, taints []events.Taint) error
+	// HasSynced reports whether the caches have been filled once.
+	HasSynced() bool
+	// Changed returns a channel closed at the next change the caches see.
+	Changed() <-chan struct{}
+}
+
+// Labels and environment every lifecycle Job carries.
+const (
+	LabelClaim     = "claimstream.dev/claim"
+	LabelSlot      = "claimstream.dev/slot"
+	LabelAttempt   = "claimstream.dev/attempt"
+	LabelOperation = "claimstream.dev/operation"
+
+	OperationStartup  = "startup"
+	OperationShutdown = "shutdown"
+
+	EnvSlot       = "CLAIMSTREAM_SLOT"
+	EnvClaim      = "CLAIMSTREAM_CLAIM"
+	EnvOperation  = "CLAIMSTREAM_OPERATION"
+	EnvProviderID = "CLAIMSTREAM_PROVIDER_ID"
+	EnvAddress    = "CLAIMSTREAM_ADDRESS"
+)
+
+// JobRequest is one lifecycle Job to create. The adapter decodes
+// Spec.PodSpec into a core/v1 PodSpec, forces restartPolicy Never, adds Env
+// to every container, and sets activeDeadlineSeconds = Timeout,
+// backoffLimit 0 and ttlSecondsAfterFinished from the spec. A Job has no
+// ownerReferences: no garbage collector may take it mid-shutdown.
+type JobRequest struct {
+	Name      string
+	Namespace string // empty: the adapter's namespace
+	Slot      string
+	Claim     string // empty for an input-law shutdown
+	Attempt   int
+	Operation string // OperationStartup | OperationShutdown
+	Spec      events.JobSpec
+	Timeout   time.Duration
+	Labels    map[string]string
+	Env       map[string]string
+}
+
+// JobPhase is where a Job is.
+type JobPhase string
+
+const (
+	JobRunning   JobPhase = "Running"
+	JobSucceeded JobPhase = "Succeeded"
+	JobFailed    JobPhase = "Failed"
+)
+
+// JobState is what the reactors read of a Job.
+type JobState struct {
+	Name      string
+	Phase     JobPhase
+	Labels    map[string]string
+	CreatedAt time.Time
+	// FinishedAt is when the Job completed or failed (zero while running).
+	FinishedAt time.Time
+	// Reason is the failure reason (DeadlineExceeded, BackoffLimitExceeded).
+	Reason  string
+	Message string
+}
+
+// Finished: the Job completed or failed.
+func (j JobState) Finished() bool { return j.Phase == JobSucceeded || j.Phase == JobFailed }
+
+// JobReasonDeadlineExceeded is Kubernetes' reason for a Job that ran past
+// activeDeadlineSeconds: the claim's JobTimeout.
+const JobReasonDeadlineExceeded = "DeadlineExceeded"
+
+// NodeView is what the reactors read of a Node.
+type NodeView struct {
+	Name          string
+	ProviderID    string
+	CreatedAt     time.Time
+	Ready         bool
+	Unschedulable bool
+	Taints        []events.Taint
+	Labels        map[string]string
+	Address       string
+}
+
+// ToBeDeletedTaint is cluster-autoscaler's marker of a node it is removing.
+const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// State is the observation a NodeObserved event records.
+func (n NodeView) State() events.NodeState {
+	st := events.NodeState{
+		Name: n.Name, ProviderID: n.ProviderID, Present: true, Ready: n.Ready,
+		Unschedulable: n.Unschedulable, Address: n.Address,
+	}
+	for _, t := range n.Taints {
+		if t.Key == ToBeDeletedTaint {
+			st.ToBeDeleted = true
+		}
+		st.Taints = append(st.Taints, t)
+	}
+	return st
+}
+
+// HasTaint reports whether the node carries a taint with t's key and effect.
+func (n NodeView) HasTaint(t events.Taint) bool {
+	for _, x := range n.Taints {
+		if x.Key == t.Key && (t.Effect == "" || x.Effect == t.Effect) {
+			return true
+		}
+	}
+	return false
+}

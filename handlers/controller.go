@@ -1,0 +1,345 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// ShutdownSettle is how long a machine has, after its shutdown Job
+// finished, to be observed off before the next shutdown fires (a kubelet
+// that stopped posting is marked NotReady after ~40s).
+const ShutdownSettle = time.Minute
+
+// Reactor is one level-based reconciler: it reads the views, the cluster's
+// caches and the clock for one slot, appends what it decided (with the
+// slot's expectation) and only then acts. requeueAfter > 0 asks for another
+// look no later than that (a timeout is requeueAfter = time until it).
+type Reactor interface {
+	Name() string
+	Reconcile(ctx context.Context, slot string) (requeueAfter time.Duration, err error)
+}
+
+// ReactorsConfig wires the reactors.
+type ReactorsConfig struct {
+	Views   *projections.Runner
+	Service *Service
+	Cluster Cluster
+	Clock   clock.Clock
+	// Namespace the lifecycle Jobs are created in (informational; the
+	// cluster adapter creates them in its namespace when a request names none).
+	Namespace string
+	Log       *slog.Logger
+}
+
+// Reactors runs every reactor over every slot.
+type Reactors struct {
+	base
+	list []Reactor
+}
+
+// NewReactors builds the reactors, in the order one pass runs them on a
+// slot: observe, deadline, boot, job monitor, readiness gate, machine gone,
+// scale-down (and force shutdown), input law, node cleanup, collector.
+func NewReactors(cfg ReactorsConfig) *Reactors {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace}
+	r := &Reactors{base: b}
+	r.list = []Reactor{
+		&Observer{b}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &ReadinessGate{b},
+		&MachineGone{b}, &ScaleDown{b}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
+	}
+	return r
+}
+
+// List returns the reactors in pass order.
+func (r *Reactors) List() []Reactor { return slices.Clone(r.list) }
+
+// ReconcileAll runs every reactor over every slot once, slots in name
+// order. It returns the soonest requeue any reactor asked for, bounded by
+// projections.ReconcilePeriod, and every error joined (one slot's error
+// does not stop the others).
+func (r *Reactors) ReconcileAll(ctx context.Context) (time.Duration, error) {
+	next := projections.ReconcilePeriod
+	if !r.cluster.HasSynced() {
+		return time.Second, nil
+	}
+	var slots []string
+	r.views.Read(func(s *projections.State) {
+		for name, sl := range s.Slots {
+			if sl.Group != "" {
+				slots = append(slots, name)
+			}
+		}
+	})
+	slices.Sort(slots)
+	var errs []error
+	for _, slot := range slots {
+		if err := ctx.Err(); err != nil {
+			return next, err
+		}
+		d, err := r.ReconcileSlot(ctx, slot)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if d > 0 && d < next {
+			next = d
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// ReconcileSlot runs every reactor on one slot.
+func (r *Reactors) ReconcileSlot(ctx context.Context, slot string) (time.Duration, error) {
+	if r.idle(slot) {
+		return 0, nil
+	}
+	var next time.Duration
+	var errs []error
+	for _, re := range r.list {
+		d, err := re.Reconcile(ctx, slot)
+		if err != nil {
+			r.log.Error("reactor failed", "reactor", re.Name(), "slot", slot, "err", err)
+			errs = append(errs, fmt.Errorf("%s on slot %s: %w", re.Name(), slot, err))
+			continue
+		}
+		if d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// idle: nothing any reactor could act on (no claim in the views, no Node
+// observed or cached, no shutdown on record).
+func (r *Reactors) idle(slot string) bool {
+	idle := false
+	r.views.Read(func(s *projections.State) {
+		sl := s.Slots[slot]
+		idle = sl != nil && len(sl.Claims) == 0 && !sl.Node.Present
+	})
+	if !idle {
+		return false
+	}
+	_, present := r.cluster.Node(slot)
+	return !present
+}
+
+// Run reconciles until ctx ends: after every change of the views, every
+// change the cluster's caches see, and at the soonest requeue (at most
+// ReconcilePeriod apart).
+func (r *Reactors) Run(ctx context.Context) error {
+	for !r.cluster.HasSynced() {
+		t := r.clock.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+	r.log.Info("reactors running", "reactors", len(r.list))
+	for {
+		viewsChanged := r.views.Changed()
+		clusterChanged := r.cluster.Changed()
+		next, err := r.ReconcileAll(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.log.Error("reconcile pass", "err", err)
+			next = min(next, 5*time.Second)
+		}
+		if next <= 0 || next > projections.ReconcilePeriod {
+			next = projections.ReconcilePeriod
+		}
+		t := r.clock.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-viewsChanged:
+		case <-clusterChanged:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// --- what every reactor shares ---------------------------------------------
+
+type base struct {
+	clock   clock.Clock
+	cluster Cluster
+	svc     *Service
+	views   *projections.Runner
+	log     *slog.Logger
+	ns      string
+}
+
+func (b base) now() time.Time { return b.clock.Now().UTC() }
+
+// exec runs a command and logs what it wrote.
+func (b base) exec(ctx context.Context, reactor string, cmd Command) (Result, error) {
+	res, err := b.svc.Execute(ctx, cmd)
+	if err != nil {
+		return res, fmt.Errorf("%T: %w", cmd, err)
+	}
+	for _, e := range res.Events {
+		ref := e.Data.Reference()
+		b.log.Info("reactor wrote", "reactor", reactor, "event", string(e.Data.EventType()), "slot", ref.Slot, "claim", ref.Claim, "attempt", ref.Attempt, "cause", ref.Cause, "seq", e.Seq)
+	}
+	return res, nil
+}
+
+// slotView is a private copy of what the reactors read of one slot: the
+// views are shared and change under the runner, so nothing is kept from a
+// Read.
+type slotView struct {
+	Exists  bool
+	Active  bool // declared, not retired
+	Slot    projections.Slot
+	GroupOK bool
+	Group   events.GroupSpec
+	// Live is the slot's live claim (marked included), Newest its newest
+	// claim in the views (live or terminal).
+	Live, Newest *projections.Claim
+	// Terminal are the slot's terminal claims still in the views.
+	Terminal []projections.Claim
+	// LiveStopJobs counts the shutdown Jobs fired for Live.
+	LiveStopJobs int
+}
+
+func (b base) view(slot string) slotView {
+	var v slotView
+	b.views.Read(func(s *projections.State) {
+		sl := s.Slots[slot]
+		if sl == nil {
+			return
+		}
+		v.Exists = true
+		v.Active = !sl.Retired && sl.Group != ""
+		v.Slot = *sl
+		v.Slot.Claims = slices.Clone(sl.Claims)
+		v.Slot.Node.Taints = slices.Clone(sl.Node.Taints)
+		if sl.LastShutdown != nil {
+			ls := *sl.LastShutdown
+			v.Slot.LastShutdown = &ls
+		}
+		if g := s.Groups[sl.Group]; g != nil {
+			v.GroupOK, v.Group = true, g.Spec
+		}
+		if c := s.LiveOfSlot(slot); c != nil {
+			v.Live = copyClaim(c)
+			v.LiveStopJobs = StopJobsFired(c)
+		}
+		if n := len(sl.Claims); n > 0 {
+			if c := s.Claims[sl.Claims[n-1]]; c != nil {
+				v.Newest = copyClaim(c)
+			}
+		}
+		for _, name := range sl.Claims {
+			if c := s.Claims[name]; c != nil && c.Phase.IsTerminal() {
+				v.Terminal = append(v.Terminal, *copyClaim(c))
+			}
+		}
+	})
+	return v
+}
+
+func copyClaim(c *projections.Claim) *projections.Claim {
+	cp := *c
+	cp.Timeline = nil
+	return &cp
+}
+
+func (v slotView) timeouts() projections.Timeouts { return projections.TimeoutsOf(v.Group.Lifecycle) }
+
+// jobRequest builds the request of a lifecycle Job of the slot.
+func (b base) jobRequest(v slotView, name, claim string, attempt int, op string, spec *events.JobSpec) JobRequest {
+	req := JobRequest{
+		Name: name, Namespace: b.ns, Slot: v.Slot.Name, Claim: claim, Attempt: attempt, Operation: op,
+		Timeout: v.timeouts().JobTimeout,
+		Labels: map[string]string{
+			LabelClaim: claim, LabelSlot: v.Slot.Name, LabelAttempt: strconv.Itoa(attempt), LabelOperation: op,
+		},
+		Env: map[string]string{
+			EnvSlot: v.Slot.Name, EnvClaim: claim, EnvOperation: op,
+			EnvProviderID: v.Slot.ProviderID(), EnvAddress: v.Slot.Spec.Address,
+		},
+	}
+	if spec != nil {
+		req.Spec = *spec
+	}
+	return req
+}
+
+// ensureShutdownJob (re)creates a shutdown Job already recorded by a
+// ShutdownFired event (AlreadyExists is success).
+func (b base) ensureShutdownJob(ctx context.Context, v slotView, job, claim string, attempt int) error {
+	if v.Slot.Spec.Shutdown == nil {
+		b.log.Warn("slot declares no shutdown Job: its machine cannot be powered off", "slot", v.Slot.Name, "job", job)
+		return nil
+	}
+	return b.cluster.CreateJob(ctx, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
+}
+
+// shutdownInFlight looks at the last shutdown Job fired at `at`: running,
+// or finished less than ShutdownSettle ago, or recorded and not yet created
+// (it is created again: a crash between the append and the create). It
+// returns how long to wait, 0 when the next shutdown may fire.
+func (b base) shutdownInFlight(ctx context.Context, v slotView, job, claim string, attempt int, at time.Time) (time.Duration, error) {
+	if job == "" {
+		return 0, nil
+	}
+	now := b.now()
+	st, ok := b.cluster.Job(job)
+	switch {
+	case !ok && now.Before(at.Add(v.timeouts().JobTimeout)):
+		return projections.JobMonitorPollInterval, b.ensureShutdownJob(ctx, v, job, claim, attempt)
+	case !ok:
+		return 0, nil // finished and removed by its TTL
+	case !st.Finished():
+		return projections.JobMonitorPollInterval, nil
+	}
+	done := st.FinishedAt
+	if done.IsZero() {
+		done = at
+	}
+	if settle := done.Add(ShutdownSettle); now.Before(settle) {
+		return after(now, settle), nil
+	}
+	return 0, nil
+}
+
+// after is the requeue that lands just past t.
+func after(now, t time.Time) time.Duration {
+	if d := t.Sub(now) + time.Millisecond; d > 0 {
+		return d
+	}
+	return time.Millisecond
+}
+
+// shutdownEvent returns the ShutdownFired a command wrote, if any.
+func shutdownEvent(res Result) (events.ShutdownFired, bool) {
+	for _, e := range res.Events {
+		if d, ok := e.Data.(events.ShutdownFired); ok {
+			return d, true
+		}
+	}
+	return events.ShutdownFired{}, false
+}

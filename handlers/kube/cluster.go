@@ -1,0 +1,284 @@
+// Package kube is the client-go implementation of handlers.Cluster: shared
+// informers for Nodes and for the lifecycle Jobs of one namespace, writes
+// through the API.
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+)
+
+// Options configure a Cluster.
+type Options struct {
+	// Namespace the lifecycle Jobs live in (default "claimstream").
+	Namespace string
+	// Resync is the informers' resync period (default 0: none).
+	Resync time.Duration
+	// Versions, when set, is the truth Settle waits for the caches to
+	// reach (the simulator's and the tests' fake clientset, see Fake).
+	Versions func() (nodes, jobs map[string]string)
+}
+
+// Cluster implements handlers.Cluster over a Kubernetes API.
+type Cluster struct {
+	client    kubernetes.Interface
+	namespace string
+	versions  func() (map[string]string, map[string]string)
+
+	nodeFactory informers.SharedInformerFactory
+	jobFactory  informers.SharedInformerFactory
+	nodes       cache.SharedIndexInformer
+	jobs        cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+var _ handlers.Cluster = (*Cluster)(nil)
+
+// New builds the informers. Call Start, then WaitForSync.
+func New(client kubernetes.Interface, opts Options) *Cluster {
+	if opts.Namespace == "" {
+		opts.Namespace = "claimstream"
+	}
+	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{})}
+	c.nodeFactory = informers.NewSharedInformerFactory(client, opts.Resync)
+	c.jobFactory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithNamespace(opts.Namespace))
+	c.nodes = c.nodeFactory.Core().V1().Nodes().Informer()
+	c.jobs = c.jobFactory.Batch().V1().Jobs().Informer()
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.notify() },
+		UpdateFunc: func(any, any) { c.notify() },
+		DeleteFunc: func(any) { c.notify() },
+	}
+	_, _ = c.nodes.AddEventHandler(h)
+	_, _ = c.jobs.AddEventHandler(h)
+	return c
+}
+
+// Namespace is where the lifecycle Jobs are created.
+func (c *Cluster) Namespace() string { return c.namespace }
+
+// Client is the clientset the cluster writes through.
+func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// Start runs the informers until ctx ends.
+func (c *Cluster) Start(ctx context.Context) {
+	c.nodeFactory.Start(ctx.Done())
+	c.jobFactory.Start(ctx.Done())
+}
+
+// Shutdown waits for the informers' goroutines after ctx ended.
+func (c *Cluster) Shutdown() {
+	c.nodeFactory.Shutdown()
+	c.jobFactory.Shutdown()
+}
+
+// WaitForSync blocks until both caches are filled or ctx ends.
+func (c *Cluster) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), c.nodes.HasSynced, c.jobs.HasSynced)
+}
+
+// HasSynced implements handlers.Cluster.
+func (c *Cluster) HasSynced() bool { return c.nodes.HasSynced() && c.jobs.HasSynced() }
+
+// Changed implements handlers.Cluster.
+func (c *Cluster) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+func (c *Cluster) notify() {
+	c.mu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// Settle waits until the caches reflect every write the Versions truth
+// knows of. Without Versions it returns at once. The simulator and the
+// tests call it between steps so that a pass on a fake clock reads what
+// the previous step wrote.
+func (c *Cluster) Settle(ctx context.Context) error {
+	if c.versions == nil {
+		return nil
+	}
+	for i := 0; ; i++ {
+		nodes, jobs := c.versions()
+		if sameVersions(c.nodes.GetStore(), nodes, "") && sameVersions(c.jobs.GetStore(), jobs, c.namespace+"/") {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if i > 20 {
+			time.Sleep(50 * time.Microsecond)
+		} else {
+			// Yield to the informers' goroutines.
+			time.Sleep(0)
+		}
+	}
+}
+
+func sameVersions(store cache.Store, want map[string]string, prefix string) bool {
+	keys := store.ListKeys()
+	if len(keys) != len(want) {
+		return false
+	}
+	for name, rv := range want {
+		obj, ok, _ := store.GetByKey(prefix + name)
+		if !ok {
+			return false
+		}
+		m, err := metaOf(obj)
+		if err != nil || m.GetResourceVersion() != rv {
+			return false
+		}
+	}
+	return true
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		return o, nil
+	case *batchv1.Job:
+		return o, nil
+	}
+	return nil, fmt.Errorf("unexpected %T", obj)
+}
+
+// Job implements handlers.Cluster.
+func (c *Cluster) Job(name string) (handlers.JobState, bool) {
+	obj, ok, err := c.jobs.GetStore().GetByKey(c.namespace + "/" + name)
+	if err != nil || !ok {
+		return handlers.JobState{}, false
+	}
+	return JobStateOf(obj.(*batchv1.Job)), true
+}
+
+// Node implements handlers.Cluster.
+func (c *Cluster) Node(name string) (handlers.NodeView, bool) {
+	n, ok := c.node(name)
+	if !ok {
+		return handlers.NodeView{}, false
+	}
+	return NodeViewOf(n), true
+}
+
+func (c *Cluster) node(name string) (*corev1.Node, bool) {
+	obj, ok, err := c.nodes.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return obj.(*corev1.Node), true
+}
+
+// CreateJob implements handlers.Cluster: AlreadyExists is success.
+func (c *Cluster) CreateJob(ctx context.Context, req handlers.JobRequest) error {
+	job, err := BuildJob(c.namespace, req)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// Cordon implements handlers.Cluster.
+func (c *Cluster) Cordon(ctx context.Context, node string) error {
+	return c.setUnschedulable(ctx, node, true)
+}
+
+// Uncordon implements handlers.Cluster.
+func (c *Cluster) Uncordon(ctx context.Context, node string) error {
+	return c.setUnschedulable(ctx, node, false)
+}
+
+func (c *Cluster) setUnschedulable(ctx context.Context, name string, v bool) error {
+	n, ok := c.node(name)
+	if !ok || n.Spec.Unschedulable == v {
+		return nil
+	}
+	return c.patchNode(ctx, name, map[string]any{"spec": map[string]any{"unschedulable": v}})
+}
+
+// DeleteNode implements handlers.Cluster.
+func (c *Cluster) DeleteNode(ctx context.Context, name string) error {
+	err := c.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ApplySlotConfig implements handlers.Cluster: missing or different labels
+// are set, missing taints are added; nothing else is touched.
+func (c *Cluster) ApplySlotConfig(ctx context.Context, name string, labels map[string]string, taints []events.Taint) error {
+	n, ok := c.node(name)
+	if !ok {
+		return nil
+	}
+	patch := map[string]any{}
+	setLabels := map[string]string{}
+	for k, v := range labels {
+		if cur, ok := n.Labels[k]; !ok || cur != v {
+			setLabels[k] = v
+		}
+	}
+	if len(setLabels) > 0 {
+		patch["metadata"] = map[string]any{"labels": setLabels}
+	}
+	all := append([]corev1.Taint(nil), n.Spec.Taints...)
+	added := false
+	for _, t := range taints {
+		found := false
+		for _, x := range n.Spec.Taints {
+			if x.Key == t.Key && string(x.Effect) == t.Effect {
+				found = true
+				break
+			}
+		}
+		if !found {
+			all = append(all, TaintOf(t))
+			added = true
+		}
+	}
+	if added {
+		patch["spec"] = map[string]any{"taints": all}
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	return c.patchNode(ctx, name, patch)
+}
+
+func (c *Cluster) patchNode(ctx context.Context, name string, patch map[string]any) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

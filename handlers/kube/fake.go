@@ -1,0 +1,146 @@
+package kube
+
+import (
+	"strconv"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// Fake is client-go's fake clientset whose object tracker stamps a
+// resourceVersion on every write and remembers the newest one of every
+// Node and Job, so a Cluster over it can wait until its informer caches
+// have caught up (Options.Versions = f.Versions, Cluster.Settle). The fake
+// tracker sets no resourceVersions by itself.
+type Fake struct {
+	*fake.Clientset
+
+	mu    sync.Mutex
+	rv    uint64
+	nodes map[string]string
+	jobs  map[string]string // "<ns>/<name>"
+}
+
+// NewFake returns an empty fake cluster.
+func NewFake() *Fake {
+	f := &Fake{Clientset: fake.NewClientset(), nodes: map[string]string{}, jobs: map[string]string{}}
+	t := &stampTracker{ObjectTracker: f.Tracker(), f: f}
+	f.ReactionChain = nil
+	f.AddReactor("*", "*", k8stesting.ObjectReaction(t))
+	return f
+}
+
+// Versions returns the newest resourceVersion of every Node and of every
+// Job of namespace ns (keyed by name).
+func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string) {
+	return func() (map[string]string, map[string]string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		nodes := make(map[string]string, len(f.nodes))
+		for k, v := range f.nodes {
+			nodes[k] = v
+		}
+		jobs := map[string]string{}
+		prefix := ns + "/"
+		for k, v := range f.jobs {
+			if len(k) > len(prefix) && k[:len(prefix)] == prefix {
+				jobs[k[len(prefix):]] = v
+			}
+		}
+		return nodes, jobs
+	}
+}
+
+var (
+	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
+	jobsGVR  = batchv1.SchemeGroupVersion.WithResource("jobs")
+)
+
+type stampTracker struct {
+	k8stesting.ObjectTracker
+	f *Fake
+}
+
+func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object, ns string, write func(runtime.Object) error) error {
+	if gvr != nodesGVR && gvr != jobsGVR {
+		return write(obj)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return write(obj)
+	}
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	t.f.rv++
+	rv := strconv.FormatUint(t.f.rv, 10)
+	obj = obj.DeepCopyObject()
+	m, _ = meta.Accessor(obj)
+	m.SetResourceVersion(rv)
+	if err := write(obj); err != nil {
+		return err
+	}
+	if gvr == nodesGVR {
+		t.f.nodes[m.GetName()] = rv
+	} else {
+		if ns == "" {
+			ns = m.GetNamespace()
+		}
+		t.f.jobs[ns+"/"+m.GetName()] = rv
+	}
+	return nil
+}
+
+func (t *stampTracker) Add(obj runtime.Object) error {
+	gvks, _, err := scheme().ObjectKinds(obj)
+	if err == nil && len(gvks) > 0 {
+		gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
+		m, _ := meta.Accessor(obj)
+		return t.stamp(gvr, obj, m.GetNamespace(), func(o runtime.Object) error { return t.ObjectTracker.Add(o) })
+	}
+	return t.ObjectTracker.Add(obj)
+}
+
+func (t *stampTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	return t.stamp(gvr, obj, ns, func(o runtime.Object) error { return t.ObjectTracker.Create(gvr, o, ns, opts...) })
+}
+
+func (t *stampTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	return t.stamp(gvr, obj, ns, func(o runtime.Object) error { return t.ObjectTracker.Update(gvr, o, ns, opts...) })
+}
+
+func (t *stampTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	return t.stamp(gvr, obj, ns, func(o runtime.Object) error { return t.ObjectTracker.Patch(gvr, o, ns, opts...) })
+}
+
+func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, opts ...metav1.DeleteOptions) error {
+	if gvr != nodesGVR && gvr != jobsGVR {
+		return t.ObjectTracker.Delete(gvr, ns, name, opts...)
+	}
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	if err := t.ObjectTracker.Delete(gvr, ns, name, opts...); err != nil {
+		return err
+	}
+	if gvr == nodesGVR {
+		delete(t.f.nodes, name)
+	} else {
+		delete(t.f.jobs, ns+"/"+name)
+	}
+	return nil
+}
+
+func scheme() *runtime.Scheme { return fakeScheme }
+
+var fakeScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	_ = batchv1.AddToScheme(s)
+	return s
+}()

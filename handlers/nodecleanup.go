@@ -1,0 +1,39 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// NodeCleanup deletes the NotReady Node object of a powered-off machine once
+// its shutdown finished and the slot has no live claim (a Node registered
+// after the shutdown fired is left alone): a NotReady Node
+// counts against cluster-autoscaler's unready gate. The kubelet registers
+// the Node again on the next boot, and the readiness gate applies the
+// slot's declared labels and taints to it again.
+type NodeCleanup struct{ base }
+
+func (r *NodeCleanup) Name() string { return "nodecleanup" }
+
+func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
+	v := r.view(slot)
+	if !v.GroupOK || v.Live != nil || v.Slot.LastShutdown == nil {
+		return 0, nil
+	}
+	node, ok := r.cluster.Node(slot)
+	// Only the Node object that existed when the shutdown fired: a Node
+	// created after it is a machine registering again (switched on by
+	// hand, or booting), which the input law or a claim owns.
+	if !ok || node.Ready || node.CreatedAt.After(v.Slot.LastShutdown.At) {
+		return 0, nil
+	}
+	if job, ok := r.cluster.Job(v.Slot.LastShutdown.Job); ok && !job.Finished() {
+		return 0, nil
+	}
+	if err := r.cluster.DeleteNode(ctx, slot); err != nil {
+		return 0, fmt.Errorf("delete node %s: %w", slot, err)
+	}
+	r.log.Info("deleted the NotReady node of a powered-off machine", "slot", slot, "shutdownJob", v.Slot.LastShutdown.Job)
+	return 0, nil
+}

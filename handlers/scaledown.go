@@ -1,0 +1,119 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/claimstream/claimstream/projections"
+)
+
+// ScaleDown powers off the machine of a ready claim marked for scale-down:
+// cordon, then a shutdown Job (ShutdownFired appended first, one count per
+// Job, <claim>-stop-<n>); the machine observed off ends the claim
+// completed. A shutdown that finished with the machine still up fires the
+// next one after ShutdownSettle; past ShutdownAttemptLimit Jobs the claim
+// records ShutdownAttemptLimitReached and pauses ShutdownAttemptResetGrace,
+// then fires again. A booting claim marked for scale-down is committed: it
+// runs to ready (then this) or failed (then its force shutdown).
+//
+// It also runs the force shutdown of a failed claim (ForceShutdown) once,
+// when the slot has no newer live claim: an overdue or broken boot must
+// not join and serve. A machine still up after that is the input law's.
+type ScaleDown struct{ base }
+
+func (r *ScaleDown) Name() string { return "scaledown" }
+
+func (r *ScaleDown) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
+	v := r.view(slot)
+	if !v.GroupOK {
+		return 0, nil
+	}
+	if cl := v.Live; cl != nil && cl.Phase == projections.PhaseReady && cl.ScaleDown != nil {
+		return r.scaleDown(ctx, v, cl)
+	}
+	if v.Live == nil && v.Newest != nil {
+		return r.forceShutdown(ctx, v, v.Newest)
+	}
+	return 0, nil
+}
+
+func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, error) {
+	slot := v.Slot.Name
+	if !v.Slot.PoweredOn() {
+		_, err := r.exec(ctx, r.Name(), CompleteClaim{Claim: cl.Name, Reason: projections.ReasonScaledDown, Cause: "scale-down landed: machine observed off"})
+		return 0, err
+	}
+	if err := r.cluster.Cordon(ctx, slot); err != nil {
+		return 0, fmt.Errorf("cordon %s: %w", slot, err)
+	}
+	now := r.now()
+	if p := cl.ShutdownPausedUntil; p != nil && now.Before(*p) {
+		return after(now, *p), nil
+	}
+	if cl.LastShutdownJob != "" {
+		at := now
+		if cl.LastShutdownAttemptAt != nil {
+			at = *cl.LastShutdownAttemptAt
+		}
+		wait, err := r.shutdownInFlight(ctx, v, cl.LastShutdownJob, cl.Name, cl.Attempt, at)
+		if err != nil || wait > 0 {
+			return wait, err
+		}
+	}
+	if cl.ShutdownAttempts >= projections.ShutdownAttemptLimit {
+		_, err := r.exec(ctx, r.Name(), LimitShutdown{Claim: cl.Name})
+		return projections.ShutdownAttemptResetGrace, err
+	}
+	if v.Slot.Spec.Shutdown == nil {
+		r.log.Warn("slot declares no shutdown Job: its scale-down cannot power the machine off", "slot", slot, "claim", cl.Name)
+		return projections.ReconcilePeriod, nil
+	}
+	res, err := r.exec(ctx, r.Name(), FireShutdown{Claim: cl.Name, After: cl.LastShutdownJob, Cause: "scale-down: " + cl.ScaleDown.Request.Call + " by " + cl.ScaleDown.RequestedBy})
+	if err != nil {
+		return 0, err
+	}
+	if d, ok := shutdownEvent(res); ok {
+		if err := r.ensureShutdownJob(ctx, v, d.Job, cl.Name, cl.Attempt); err != nil {
+			return 0, fmt.Errorf("create shutdown Job %s: %w", d.Job, err)
+		}
+	}
+	return projections.JobMonitorPollInterval, nil
+}
+
+func (r *ScaleDown) forceShutdown(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, error) {
+	if cl.Phase != projections.PhaseFailed || !cl.ForceShutdown {
+		return 0, nil
+	}
+	if cl.LastShutdownJob != "" {
+		// Fired: make sure its Job exists (a crash between the append and the create).
+		at := r.now()
+		if cl.LastShutdownAttemptAt != nil {
+			at = *cl.LastShutdownAttemptAt
+		}
+		if _, ok := r.cluster.Job(cl.LastShutdownJob); !ok && r.now().Before(at.Add(v.timeouts().JobTimeout)) {
+			return projections.JobMonitorPollInterval, r.ensureShutdownJob(ctx, v, cl.LastShutdownJob, cl.Name, cl.Attempt)
+		}
+		return 0, nil
+	}
+	if ls := v.Slot.LastShutdown; ls != nil && cl.FinishedAt != nil && !ls.At.Before(*cl.FinishedAt) {
+		return 0, nil // the input law already shut the machine down
+	}
+	if v.Slot.Spec.Shutdown == nil {
+		r.log.Warn("slot declares no shutdown Job: a failed claim's machine cannot be forced off", "slot", v.Slot.Name, "claim", cl.Name)
+		return 0, nil
+	}
+	if err := r.cluster.Cordon(ctx, v.Slot.Name); err != nil {
+		return 0, fmt.Errorf("cordon %s: %w", v.Slot.Name, err)
+	}
+	res, err := r.exec(ctx, r.Name(), FireShutdown{Claim: cl.Name, Force: true, Cause: "force shutdown: claim failed " + cl.Reason})
+	if err != nil {
+		return 0, err
+	}
+	if d, ok := shutdownEvent(res); ok {
+		if err := r.ensureShutdownJob(ctx, v, d.Job, cl.Name, cl.Attempt); err != nil {
+			return 0, fmt.Errorf("create shutdown Job %s: %w", d.Job, err)
+		}
+	}
+	return projections.JobMonitorPollInterval, nil
+}

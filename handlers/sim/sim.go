@@ -1,0 +1,444 @@
+// Package sim simulates a cluster and its machines over client-go's fake
+// clientset, under the same reactors and the same kube adapter as
+// production: a startup Job "boots" a machine after a delay (or fails at a
+// configurable rate), the machine registers a NotReady Node carrying the
+// group's readiness taints, becomes Ready, sheds the taints; a shutdown Job
+// powers the machine off. All timing is on the injected clock.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/kube"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// Timing is how long the simulated world takes.
+type Timing struct {
+	// JobDuration: a lifecycle Job runs this long (default 20s).
+	JobDuration time.Duration
+	// FailureRate: the probability a startup Job fails.
+	FailureRate float64
+	// BootDelay: from the startup Job's completion to the Node's
+	// registration (default 40s).
+	BootDelay time.Duration
+	// ReadyDelay: from registration to Ready (default 20s).
+	ReadyDelay time.Duration
+	// TaintDelay: from Ready to the readiness taints' removal (default 15s).
+	TaintDelay time.Duration
+	// PowerOffDelay: from the shutdown Job's completion to the Node going
+	// NotReady (default 0).
+	PowerOffDelay time.Duration
+}
+
+func (t Timing) withDefaults() Timing {
+	if t.JobDuration == 0 {
+		t.JobDuration = 20 * time.Second
+	}
+	if t.BootDelay == 0 {
+		t.BootDelay = 40 * time.Second
+	}
+	if t.ReadyDelay == 0 {
+		t.ReadyDelay = 20 * time.Second
+	}
+	if t.TaintDelay == 0 {
+		t.TaintDelay = 15 * time.Second
+	}
+	return t
+}
+
+// Knobs are one machine's misbehaviours.
+type Knobs struct {
+	// FailStartups: the next N startup Jobs of the slot fail.
+	FailStartups int `json:"failStartups,omitempty"`
+	// JobHangs: startup Jobs never finish (Kubernetes stops them at their
+	// activeDeadlineSeconds).
+	JobHangs bool `json:"jobHangs,omitempty"`
+	// NeverBoots: the startup Job succeeds, the machine never registers.
+	NeverBoots bool `json:"neverBoots,omitempty"`
+	// BootExtra: the machine boots this much later than BootDelay.
+	BootExtra time.Duration `json:"bootExtra,omitempty"`
+	// NeverReady: the Node registers and never becomes Ready.
+	NeverReady bool `json:"neverReady,omitempty"`
+	// TaintStays: the readiness taints are never removed.
+	TaintStays bool `json:"taintStays,omitempty"`
+	// ShutdownNoop: shutdown Jobs succeed and the machine stays up.
+	ShutdownNoop bool `json:"shutdownNoop,omitempty"`
+}
+
+// Config builds a Sim.
+type Config struct {
+	Fake      *kube.Fake
+	Namespace string
+	Clock     clock.PassiveClock
+	// Views give the simulator the declared pool (providerIDs, readiness
+	// taints); it never reads claims.
+	Views  *projections.Runner
+	Seed   int64
+	Timing Timing
+}
+
+type machine struct {
+	on  bool
+	gen int // bumped by every power-off; a boot step of an older gen is void
+}
+
+type action struct {
+	at  time.Time
+	seq int
+	do  func(ctx context.Context) error
+}
+
+// Sim is the simulated world.
+type Sim struct {
+	fake   *kube.Fake
+	ns     string
+	clock  clock.PassiveClock
+	timing Timing
+
+	mu       sync.Mutex
+	views    *projections.Runner
+	rng      *rand.Rand
+	knobs    map[string]Knobs
+	machines map[string]*machine
+	newJobs  []*batchv1.Job
+	queue    []action
+	seq      int
+	notify   chan struct{}
+	// Counters, for tests and the benchmark.
+	StartupJobs, ShutdownJobs, Boots, PowerOffs int
+}
+
+// New builds a Sim and hooks it into the fake clientset.
+func New(cfg Config) *Sim {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "claimstream"
+	}
+	s := &Sim{
+		fake: cfg.Fake, ns: cfg.Namespace, clock: cfg.Clock, timing: cfg.Timing.withDefaults(),
+		views: cfg.Views, rng: rand.New(rand.NewSource(cfg.Seed)),
+		knobs: map[string]Knobs{}, machines: map[string]*machine{}, notify: make(chan struct{}, 1),
+	}
+	cfg.Fake.StampCreation(func() time.Time { return s.clock.Now().UTC() }, s.jobCreated)
+	return s
+}
+
+// SetViews points the simulator at new views (after a process restart).
+func (s *Sim) SetViews(v *projections.Runner) {
+	s.mu.Lock()
+	s.views = v
+	s.mu.Unlock()
+}
+
+// SetKnobs sets a slot's misbehaviours.
+func (s *Sim) SetKnobs(slot string, k Knobs) {
+	s.mu.Lock()
+	s.knobs[slot] = k
+	s.mu.Unlock()
+}
+
+// Knobs returns a slot's misbehaviours.
+func (s *Sim) Knobs(slot string) Knobs {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.knobs[slot]
+}
+
+// On reports whether the slot's machine is powered on.
+func (s *Sim) On(slot string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.machines[slot]
+	return m != nil && m.on
+}
+
+// Notify is signalled when a Job is created (for a real-time loop).
+func (s *Sim) Notify() <-chan struct{} { return s.notify }
+
+func (s *Sim) jobCreated(j *batchv1.Job) {
+	s.mu.Lock()
+	s.newJobs = append(s.newJobs, j)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sim) machine(slot string) *machine {
+	m := s.machines[slot]
+	if m == nil {
+		m = &machine{}
+		s.machines[slot] = m
+	}
+	return m
+}
+
+// schedule runs do at `at` (s.mu held).
+func (s *Sim) schedule(at time.Time, do func(ctx context.Context) error) {
+	s.seq++
+	s.queue = append(s.queue, action{at: at, seq: s.seq, do: do})
+}
+
+// NextAt is when the next scheduled action is due.
+func (s *Sim) NextAt() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.newJobs) > 0 {
+		return s.clock.Now(), true
+	}
+	if len(s.queue) == 0 {
+		return time.Time{}, false
+	}
+	at := s.queue[0].at
+	for _, a := range s.queue[1:] {
+		if a.at.Before(at) {
+			at = a.at
+		}
+	}
+	return at, true
+}
+
+// Step takes in the Jobs created since the last step and runs every action
+// due now, in time order. It returns how many actions ran.
+func (s *Sim) Step(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	jobs := s.newJobs
+	s.newJobs = nil
+	for _, j := range jobs {
+		s.takeJob(j)
+	}
+	now := s.clock.Now()
+	sort.SliceStable(s.queue, func(i, j int) bool {
+		if !s.queue[i].at.Equal(s.queue[j].at) {
+			return s.queue[i].at.Before(s.queue[j].at)
+		}
+		return s.queue[i].seq < s.queue[j].seq
+	})
+	n := 0
+	for n < len(s.queue) && !s.queue[n].at.After(now) {
+		n++
+	}
+	due := slices.Clone(s.queue[:n])
+	s.queue = slices.Delete(s.queue, 0, n)
+	s.mu.Unlock()
+	for _, a := range due {
+		if err := a.do(ctx); err != nil {
+			return len(due), err
+		}
+	}
+	return len(due) + len(jobs), nil
+}
+
+// takeJob schedules what a new Job does (s.mu held).
+func (s *Sim) takeJob(j *batchv1.Job) {
+	slot := j.Labels[handlers.LabelSlot]
+	op := j.Labels[handlers.LabelOperation]
+	created := j.CreationTimestamp.Time
+	if created.IsZero() {
+		created = s.clock.Now()
+	}
+	name := j.Name
+	k := s.knobs[slot]
+	t := s.timing
+	if j.Spec.ActiveDeadlineSeconds != nil {
+		deadline := created.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second)
+		s.schedule(deadline, func(ctx context.Context) error {
+			return s.fake.FinishJob(ctx, s.ns, name, false, handlers.JobReasonDeadlineExceeded, "Job was active longer than specified deadline", deadline)
+		})
+	}
+	ttl := j.Spec.TTLSecondsAfterFinished
+	finish := func(ctx context.Context, at time.Time, ok bool, reason string) error {
+		if err := s.fake.FinishJob(ctx, s.ns, name, ok, reason, "", at); err != nil {
+			return err
+		}
+		if ttl != nil {
+			s.mu.Lock()
+			s.schedule(at.Add(time.Duration(*ttl)*time.Second), func(ctx context.Context) error { return s.fake.DeleteJob(ctx, s.ns, name) })
+			s.mu.Unlock()
+		}
+		return nil
+	}
+	switch op {
+	case handlers.OperationStartup:
+		s.StartupJobs++
+		if k.JobHangs {
+			return
+		}
+		fail := false
+		if k.FailStartups > 0 {
+			k.FailStartups--
+			s.knobs[slot] = k
+			fail = true
+		} else if t.FailureRate > 0 && s.rng.Float64() < t.FailureRate {
+			fail = true
+		}
+		at := created.Add(t.JobDuration)
+		s.schedule(at, func(ctx context.Context) error {
+			if fail {
+				return finish(ctx, at, false, "BackoffLimitExceeded")
+			}
+			if err := finish(ctx, at, true, ""); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.boot(slot, at)
+			return nil
+		})
+	case handlers.OperationShutdown:
+		s.ShutdownJobs++
+		at := created.Add(t.JobDuration)
+		s.schedule(at, func(ctx context.Context) error {
+			if err := finish(ctx, at, true, ""); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.knobs[slot].ShutdownNoop {
+				return nil
+			}
+			off := at.Add(t.PowerOffDelay)
+			s.schedule(off, func(ctx context.Context) error { return s.powerOff(ctx, slot, off, false) })
+			return nil
+		})
+	}
+}
+
+// boot schedules a machine's boot from `at` (s.mu held).
+func (s *Sim) boot(slot string, at time.Time) {
+	k := s.knobs[slot]
+	if k.NeverBoots {
+		return
+	}
+	m := s.machine(slot)
+	gen := m.gen
+	t := s.timing
+	reg := at.Add(t.BootDelay + k.BootExtra)
+	current := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.machine(slot).gen == gen
+	}
+	s.schedule(reg, func(ctx context.Context) error {
+		if !current() {
+			return nil
+		}
+		providerID, taints := s.declared(slot)
+		s.mu.Lock()
+		m := s.machine(slot)
+		m.on = true
+		s.Boots++
+		k := s.knobs[slot]
+		s.mu.Unlock()
+		if err := s.fake.RegisterNode(ctx, slot, providerID, taints, reg); err != nil {
+			return err
+		}
+		if k.NeverReady {
+			return nil
+		}
+		ready := reg.Add(t.ReadyDelay)
+		s.mu.Lock()
+		s.schedule(ready, func(ctx context.Context) error {
+			if !current() {
+				return nil
+			}
+			if err := s.fake.SetNodeReady(ctx, slot, true, ready); err != nil {
+				return err
+			}
+			if s.Knobs(slot).TaintStays || len(taints) == 0 {
+				return nil
+			}
+			clear := ready.Add(t.TaintDelay)
+			s.mu.Lock()
+			s.schedule(clear, func(ctx context.Context) error {
+				if !current() {
+					return nil
+				}
+				keys := make([]string, len(taints))
+				for i, tt := range taints {
+					keys[i] = tt.Key
+				}
+				return s.fake.RemoveNodeTaints(ctx, slot, keys...)
+			})
+			s.mu.Unlock()
+			return nil
+		})
+		s.mu.Unlock()
+		return nil
+	})
+}
+
+// declared reads the slot's providerID and its group's readiness taints.
+func (s *Sim) declared(slot string) (string, []events.Taint) {
+	s.mu.Lock()
+	views := s.views
+	s.mu.Unlock()
+	providerID := "homelab://" + slot
+	var taints []events.Taint
+	if views != nil {
+		views.Read(func(st *projections.State) {
+			if sl := st.Slots[slot]; sl != nil {
+				providerID = sl.ProviderID()
+				if g := st.Groups[sl.Group]; g != nil {
+					taints = slices.Clone(projections.ReadinessTaints(g.Spec))
+				}
+			}
+		})
+	}
+	return providerID, taints
+}
+
+func (s *Sim) powerOff(ctx context.Context, slot string, at time.Time, deleteNode bool) error {
+	s.mu.Lock()
+	m := s.machine(slot)
+	m.gen++
+	wasOn := m.on
+	m.on = false
+	if wasOn {
+		s.PowerOffs++
+	}
+	s.mu.Unlock()
+	if deleteNode {
+		return s.fake.DeleteNodeObject(ctx, slot)
+	}
+	return s.fake.SetNodeReady(ctx, slot, false, at)
+}
+
+// Vanish powers a machine off now, outside any Job (a console delete, a
+// power cut); deleteNode also removes its Node object.
+func (s *Sim) Vanish(ctx context.Context, slot string, deleteNode bool) error {
+	return s.powerOff(ctx, slot, s.clock.Now().UTC(), deleteNode)
+}
+
+// PowerOn switches a machine on by hand (no claim, no Job): it boots like a
+// started one.
+func (s *Sim) PowerOn(slot string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.boot(slot, s.clock.Now().UTC())
+}
+
+// String summarizes the world.
+func (s *Sim) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	on := 0
+	for _, m := range s.machines {
+		if m.on {
+			on++
+		}
+	}
+	return fmt.Sprintf("%d machines on, %d startup Jobs, %d shutdown Jobs, %d boots, %d power-offs, %d actions queued", on, s.StartupJobs, s.ShutdownJobs, s.Boots, s.PowerOffs, len(s.queue))
+}

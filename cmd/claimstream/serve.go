@@ -39,6 +39,8 @@ type serveOptions struct {
 	tlsKey      string
 	tlsClientCA string
 	plaintext   bool
+
+	cluster clusterOptions
 }
 
 func newServe() *cobra.Command {
@@ -72,6 +74,13 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "provider server key (PEM file)")
 	f.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA that client certificates must chain to (mTLS, as cluster-autoscaler's cloud-config cacert)")
 	f.BoolVar(&o.plaintext, "plaintext", false, "serve the provider without TLS (explicit opt-in; loopback testing only)")
+	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
+	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs and the leader Lease")
+	f.StringVar(&o.cluster.scenario, "scenario", "", "simulator only: a scenario file that drives demand over time")
+	f.Float64Var(&o.cluster.speed, "speed", 0, "simulator only: simulated seconds per real second (default: the scenario's)")
+	f.Int64Var(&o.cluster.seed, "seed", 1, "simulator only: seed of the machines' failures")
+	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "in a cluster, run the reactors only while holding the Lease")
+	f.StringVar(&o.cluster.leaseName, "lease-name", "claimstream", "name of the leader Lease")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	_ = cmd.MarkFlagRequired("config")
@@ -109,7 +118,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := startPlane(ctx, o, log)
+	clk, scenario, err := o.cluster.clusterClock()
+	if err != nil {
+		return err
+	}
+	p, err := startPlane(ctx, o, log, clk)
 	if err != nil {
 		return err
 	}
@@ -133,6 +146,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	go p.watchPool(runCtx, o.config, o.configPoll)
+	go func() { errs <- p.runCluster(runCtx, o.cluster, scenario) }()
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
 	select {
@@ -147,7 +161,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-func startPlane(ctx context.Context, o serveOptions, log *slog.Logger) (*plane, error) {
+func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock.Clock) (*plane, error) {
 	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
@@ -163,7 +177,10 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger) (*plane, 
 	if err != nil {
 		return nil, err
 	}
-	p := &plane{log: log, emb: emb, clock: clock.RealClock{}}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	p := &plane{log: log, emb: emb, clock: clk}
 	ok := false
 	defer func() {
 		if !ok {

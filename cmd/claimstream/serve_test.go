@@ -24,7 +24,7 @@ func TestServeAppliesThePoolAndResumes(t *testing.T) {
 	run := func() uint64 {
 		ctx, cancel := context.WithCancel(context.Background())
 		log, _ := newLogger("warn", "text")
-		p, err := startPlane(ctx, o, log)
+		p, err := startPlane(ctx, o, log, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/kube"
+	"github.com/claimstream/claimstream/handlers/sim"
+)
+
+// clusterOptions say which cluster the reactors act on.
+type clusterOptions struct {
+	kubeconfig string
+	namespace  string
+	scenario   string
+	speed      float64
+	seed       int64
+
+	leaderElect bool
+	leaseName   string
+}
+
+// inCluster reports whether the process runs in a Kubernetes pod.
+func inCluster() bool {
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+}
+
+// simulated: with no kubeconfig and not in a pod, serve runs the simulator,
+// so it works on a fresh laptop.
+func (o clusterOptions) simulated() bool { return o.kubeconfig == "" && !inCluster() }
+
+// clusterClock is the clock of the whole plane: the simulator's scenario may
+// run time faster than the wall clock.
+func (o clusterOptions) clusterClock() (clock.Clock, *sim.Scenario, error) {
+	if !o.simulated() {
+		return clock.RealClock{}, nil, nil
+	}
+	if o.scenario == "" {
+		return clock.RealClock{}, nil, nil
+	}
+	sc, err := sim.LoadScenario(o.scenario)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--scenario: %w", err)
+	}
+	speed := sc.Speed
+	if o.speed > 0 {
+		speed = o.speed
+	}
+	if speed <= 0 {
+		speed = 1
+	}
+	sc.Speed = speed
+	return sim.NewScaledClock(speed), sc, nil
+}
+
+// runCluster runs the reactors against the simulator or a real cluster
+// until ctx ends.
+func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenario) error {
+	if o.simulated() {
+		return p.runSimulated(ctx, o, sc)
+	}
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	lead := func(ctx context.Context) error {
+		cl := kube.New(cs, kube.Options{Namespace: o.namespace})
+		cl.Start(ctx)
+		defer cl.Shutdown()
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		synced := cl.WaitForSync(sctx)
+		cancel()
+		if !synced {
+			return errors.New("the Node and Job caches did not sync within 2m: check the RBAC of the service account")
+		}
+		p.log.Info("reactors running", "cluster", cfg.Host, "namespace", cl.Namespace())
+		r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log})
+		return r.Run(ctx)
+	}
+	if !o.leaderElect {
+		return lead(ctx)
+	}
+	var leadErr error
+	err = runAsLeader(ctx, cs, leaderOptions{namespace: o.namespace, name: o.leaseName, lease: 15 * time.Second, renew: 10 * time.Second, retry: 2 * time.Second}, p.log, func(ctx context.Context) {
+		if err := lead(ctx); err != nil && ctx.Err() == nil {
+			leadErr = err
+		}
+	})
+	if leadErr != nil {
+		return leadErr
+	}
+	return err
+}
+
+func (p *plane) runSimulated(ctx context.Context, o clusterOptions, sc *sim.Scenario) error {
+	cfg := sim.WorldConfig{Views: p.views, Service: p.service, Clock: p.clock, Namespace: o.namespace, Seed: o.seed, Log: p.log}
+	if sc != nil {
+		cfg.Timing = sc.TimingOf()
+	}
+	w := sim.NewWorld(cfg)
+	if err := w.Start(ctx); err != nil {
+		return fmt.Errorf("simulator: %w", err)
+	}
+	defer w.Stop()
+	if sc != nil {
+		p.log.Info("simulated cluster playing a scenario", "file", o.scenario, "speed", sc.Speed, "steps", len(sc.Steps))
+		go func() {
+			if err := w.PlayRealtime(ctx, sc); err != nil && ctx.Err() == nil {
+				p.log.Error("scenario", "err", err)
+			}
+		}()
+	} else {
+		p.log.Info("simulated cluster (no --kubeconfig): machines boot when claims ask for them")
+	}
+	return w.Run(ctx)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster config: %w", err)
+	}
+	return cfg, nil
+}

@@ -26,6 +26,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServe(), newConfig())
+	root.AddCommand(newCLICommands()...)
 	return root
 }
 

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +26,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider"
+	"github.com/claimstream/claimstream/provider/rest"
 )
 
 type serveOptions struct {
@@ -39,6 +44,10 @@ type serveOptions struct {
 	tlsKey      string
 	tlsClientCA string
 	plaintext   bool
+
+	apiAddress   string
+	apiToken     string
+	apiTokenFile string
 
 	cluster clusterOptions
 }
@@ -74,6 +83,9 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "provider server key (PEM file)")
 	f.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA that client certificates must chain to (mTLS, as cluster-autoscaler's cloud-config cacert)")
 	f.BoolVar(&o.plaintext, "plaintext", false, "serve the provider without TLS (explicit opt-in; loopback testing only)")
+	f.StringVar(&o.apiAddress, "api-address", "127.0.0.1:8087", "REST API address (empty: no API)")
+	f.StringVar(&o.apiToken, "api-token", "", "bearer token of the REST API (env CLAIMSTREAM_API_TOKEN); default: read --api-token-file")
+	f.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API token (default <data-dir>/api-token, generated on first start)")
 	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
 	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs and the leader Lease")
 	f.StringVar(&o.cluster.scenario, "scenario", "", "simulator only: a scenario file that drives demand over time")
@@ -133,9 +145,18 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
+	api, err := p.apiHandler(o)
+	if err != nil {
+		return err
+	}
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 4)
+	if api != nil {
+		go func() { errs <- rest.ListenAndServe(runCtx, o.apiAddress, api) }()
+		log.Info("REST API listening", "address", o.apiAddress)
+	}
 	go func() { errs <- p.views.Run(runCtx) }()
 	if gs != nil {
 		go func() { errs <- provider.ListenAndServe(runCtx, o.grpcAddress, gs, 5*time.Second) }()
@@ -230,6 +251,49 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 	}
 	srv := provider.New(p.views, p.service, p.clock, provider.Options{Logger: p.log})
 	return provider.NewGRPCServer(srv, creds, o.plaintext)
+}
+
+// apiToken is the REST API's token: --api-token, $CLAIMSTREAM_API_TOKEN,
+// or the token file, generated (0600) on the first start so a local CLI
+// can read it.
+func apiToken(o serveOptions) (string, error) {
+	if t := first(o.apiToken, os.Getenv("CLAIMSTREAM_API_TOKEN")); t != "" {
+		return t, nil
+	}
+	path := o.apiTokenFile
+	if path == "" {
+		path = filepath.Join(o.dataDir, apiTokenFile)
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", fmt.Errorf("--api-token-file %s is empty", path)
+	} else if !errors.Is(err, os.ErrNotExist) || o.apiTokenFile != "" {
+		return "", fmt.Errorf("--api-token-file: %w", err)
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the API token: %w", err)
+	}
+	return t, nil
+}
+
+const apiTokenFile = "api-token"
+
+func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
+	if o.apiAddress == "" {
+		return nil, nil
+	}
+	token, err := apiToken(o)
+	if err != nil {
+		return nil, err
+	}
+	return rest.New(p.views, p.service, p.store, p.clock, rest.Options{Token: token, Logger: p.log}), nil
 }
 
 // applyPool reconciles the log with a pool file through the command

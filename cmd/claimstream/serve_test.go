@@ -110,7 +110,8 @@ func freeAddr(t *testing.T) string {
 // made over gRPC survives a restart.
 func TestServeProvider(t *testing.T) {
 	addr := freeAddr(t)
-	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true}
+	apiAddr := freeAddr(t)
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true, apiAddress: apiAddr}
 	start := func() (pb.CloudProviderClient, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -144,6 +145,28 @@ func TestServeProvider(t *testing.T) {
 	}
 	if _, err := c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: 1}); err != nil {
 		t.Fatal(err)
+	}
+	// The CLI sees the claim through the REST API, with the token serve
+	// generated in its data dir; without the token it is refused.
+	token, err := os.ReadFile(filepath.Join(o.dataDir, apiTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetArgs([]string{"get", "claims", "--server", "http://" + apiAddr, "--token", strings.TrimSpace(string(token))})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("claimstream get claims: %v", err)
+	}
+	if !strings.Contains(out.String(), "homelab") || !strings.Contains(out.String(), "cluster-autoscaler") {
+		t.Fatalf("get claims:\n%s", out.String())
+	}
+	root = newRoot()
+	root.SetOut(&out)
+	root.SetArgs([]string{"get", "claims", "--server", "http://" + apiAddr, "--token", "wrong"})
+	if err := root.Execute(); err == nil {
+		t.Fatal("a wrong token was accepted")
 	}
 	stop()
 	c, stop = start()

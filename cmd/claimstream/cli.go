@@ -1,0 +1,766 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/claimstream/claimstream/provider/rest"
+)
+
+// The operator verbs: they talk to a running `claimstream serve` over its
+// REST API (provider/rest).
+
+// DefaultServer is where the CLI looks for the API when nothing says otherwise.
+const DefaultServer = "http://127.0.0.1:8087"
+
+// cliNow is the CLI's clock (ages, deadlines); tests set it.
+var cliNow = time.Now
+
+// cliOptions are the connection and output flags every verb shares.
+type cliOptions struct {
+	server, token, output, configFile string
+}
+
+// cliFile is ~/.config/claimstream/cli.yaml.
+type cliFile struct {
+	Server string `json:"server"`
+	Token  string `json:"token"`
+}
+
+func defaultCLIConfig() string {
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(d, "claimstream", "cli.yaml")
+	}
+	return ""
+}
+
+func (o *cliOptions) bind(cmd *cobra.Command, output bool) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.server, "server", "", "claimstream API address (env CLAIMSTREAM_SERVER, config file; default "+DefaultServer+")")
+	f.StringVar(&o.token, "token", "", "API bearer token (env CLAIMSTREAM_TOKEN, config file)")
+	f.StringVar(&o.configFile, "cli-config", defaultCLIConfig(), "CLI config file (YAML: server, token)")
+	if output {
+		f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, json or yaml")
+		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	}
+}
+
+// client resolves the server and token: flag, then environment, then the
+// config file, then the default.
+func (o *cliOptions) client() (*rest.Client, error) {
+	var file cliFile
+	if o.configFile != "" {
+		b, err := os.ReadFile(o.configFile)
+		switch {
+		case err == nil:
+			if err := yaml.UnmarshalStrict(b, &file); err != nil {
+				return nil, fmt.Errorf("%s: %w", o.configFile, err)
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, err
+		}
+	}
+	server := first(o.server, os.Getenv("CLAIMSTREAM_SERVER"), file.Server, DefaultServer)
+	token := first(o.token, os.Getenv("CLAIMSTREAM_TOKEN"), file.Token, localToken(server))
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	return &rest.Client{BaseURL: server, Token: token}, nil
+}
+
+func (o *cliOptions) format() (string, error) {
+	switch o.output {
+	case "", "table":
+		return "table", nil
+	case "wide", "json", "yaml":
+		return o.output, nil
+	}
+	return "", fmt.Errorf("-o %s: want table, wide, json or yaml", o.output)
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// newCLICommands are the operator verbs, registered on the root.
+func newCLICommands() []*cobra.Command {
+	return []*cobra.Command{
+		newGetCmd(), newDescribeCmd(), newEventsCmd(), newAuditCmd(), newReplayCmd(),
+		newClaimCmd(), newDeleteCmd(), newDecommissionCmd(), newRecommissionCmd(),
+	}
+}
+
+// printObject writes v as JSON or YAML.
+func printObject(w io.Writer, format string, v any) error {
+	b, err := marshalIndent(v)
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// --- get ------------------------------------------------------------------------
+
+func newGetCmd() *cobra.Command {
+	o := &cliOptions{}
+	var group, slot, phase string
+	cmd := &cobra.Command{
+		Use:     "get groups|slots|claims [NAME...]",
+		Short:   "List groups, slots or claims from the live views",
+		Example: "  claimstream get claims\n  claimstream get slots --group homelab -o wide\n  claimstream get claim node-1-3f2a9c -o yaml",
+		Args:    cobra.MinimumNArgs(1),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return []string{"groups", "slots", "claims"}, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(cmd.Context(), o, args[0])
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := o.format()
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			kind, err := resource(args[0])
+			if err != nil {
+				return err
+			}
+			v, err := fetch(cmd.Context(), c, kind, args[1:], group, slot, phase)
+			if err != nil {
+				return err
+			}
+			return printViews(cmd.OutOrStdout(), format, kind, v, len(args) > 1, cliNow())
+		},
+	}
+	o.bind(cmd, true)
+	cmd.Flags().StringVar(&group, "group", "", "only this group's slots or claims")
+	cmd.Flags().StringVar(&slot, "slot", "", "only this slot's claims")
+	cmd.Flags().StringVar(&phase, "phase", "", "only claims in this phase (pending, booting, ready, failed, completed)")
+	return cmd
+}
+
+// resource normalizes a resource name: group(s), slot(s), claim(s).
+func resource(s string) (string, error) {
+	switch strings.ToLower(s) {
+	case "group", "groups", "ng":
+		return "groups", nil
+	case "slot", "slots":
+		return "slots", nil
+	case "claim", "claims":
+		return "claims", nil
+	}
+	return "", fmt.Errorf("unknown resource %q: want groups, slots or claims", s)
+}
+
+// views is what get and replay print.
+type views struct {
+	Seq    uint64
+	Groups []rest.Group
+	Slots  []rest.Slot
+	Claims []rest.Claim
+}
+
+func fetch(ctx context.Context, c *rest.Client, kind string, names []string, group, slot, phase string) (views, error) {
+	var v views
+	switch kind {
+	case "groups":
+		if len(names) > 0 {
+			for _, n := range names {
+				g, err := c.Group(ctx, n)
+				if err != nil {
+					return v, err
+				}
+				v.Groups = append(v.Groups, g)
+			}
+			return v, nil
+		}
+		l, err := c.Groups(ctx)
+		v.Seq, v.Groups = l.Seq, l.Items
+		return v, err
+	case "slots":
+		if len(names) > 0 {
+			for _, n := range names {
+				s, err := c.Slot(ctx, n)
+				if err != nil {
+					return v, err
+				}
+				v.Slots = append(v.Slots, s)
+			}
+			return v, nil
+		}
+		l, err := c.Slots(ctx, group)
+		v.Seq, v.Slots = l.Seq, l.Items
+		return v, err
+	default:
+		if len(names) > 0 {
+			for _, n := range names {
+				cl, err := c.Claim(ctx, n)
+				if err != nil {
+					return v, err
+				}
+				v.Claims = append(v.Claims, cl)
+			}
+			return v, nil
+		}
+		l, err := c.Claims(ctx, group, slot, phase)
+		v.Seq, v.Claims = l.Seq, l.Items
+		return v, err
+	}
+}
+
+func printViews(w io.Writer, format, kind string, v views, named bool, now time.Time) error {
+	if format == "json" || format == "yaml" {
+		var obj any
+		switch kind {
+		case "groups":
+			obj = listOrOne(v.Seq, v.Groups, named)
+		case "slots":
+			obj = listOrOne(v.Seq, v.Slots, named)
+		default:
+			obj = listOrOne(v.Seq, v.Claims, named)
+		}
+		return printObject(w, format, obj)
+	}
+	wide := format == "wide"
+	switch kind {
+	case "groups":
+		return groupTable(w, v.Groups, wide)
+	case "slots":
+		return slotTable(w, v.Slots, wide, now)
+	default:
+		return claimTable(w, v.Claims, wide, now)
+	}
+}
+
+func listOrOne[T any](seq uint64, items []T, named bool) any {
+	if named && len(items) == 1 {
+		return items[0]
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return rest.List[T]{Seq: seq, Items: items}
+}
+
+// completeNames asks the server for the names of a resource.
+func completeNames(ctx context.Context, o *cliOptions, res string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	kind, err := resource(res)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	c, err := o.client()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	v, err := fetch(ctx, c, kind, nil, "", "", "")
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, g := range v.Groups {
+		out = append(out, g.Name)
+	}
+	for _, s := range v.Slots {
+		out = append(out, s.Name)
+	}
+	for _, c := range v.Claims {
+		out = append(out, c.Name)
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+func completeSlots(o *cliOptions) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completeNames(cmd.Context(), o, "slots")
+	}
+}
+
+// --- describe -------------------------------------------------------------------
+
+func newDescribeCmd() *cobra.Command {
+	o := &cliOptions{}
+	cmd := &cobra.Command{
+		Use:   "describe slot|claim|group NAME",
+		Short: "Show everything the views know of a slot, claim or group, with the last-claim digest and the recent timeline",
+		Args:  cobra.ExactArgs(2),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return []string{"slot", "claim", "group"}, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(cmd.Context(), o, args[0])
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			kind, err := resource(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, w, now := cmd.Context(), cmd.OutOrStdout(), cliNow()
+			switch kind {
+			case "groups":
+				g, err := c.Group(ctx, args[1])
+				if err != nil {
+					return err
+				}
+				slots, err := c.Slots(ctx, g.Name)
+				if err != nil {
+					return err
+				}
+				return describeGroup(w, g, slots.Items, now)
+			case "slots":
+				s, err := c.Slot(ctx, args[1])
+				if err != nil {
+					return err
+				}
+				claims, err := c.Claims(ctx, "", s.Name, "")
+				if err != nil {
+					return err
+				}
+				return describeSlot(w, s, claims.Items, now)
+			default:
+				cl, err := c.Claim(ctx, args[1])
+				if err != nil {
+					return err
+				}
+				return describeClaim(w, cl, now)
+			}
+		},
+	}
+	o.bind(cmd, false)
+	return cmd
+}
+
+// --- events ---------------------------------------------------------------------
+
+type eventFlags struct {
+	slot, claim, group, since, until string
+	types                            []string
+	from                             uint64
+	last                             int
+}
+
+func (f *eventFlags) bind(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.slot, "slot", "", "only this slot's events")
+	fl.StringVar(&f.claim, "claim", "", "only this claim's events")
+	fl.StringVar(&f.group, "group", "", "only this group's events")
+	fl.StringSliceVar(&f.types, "type", nil, "only events of these types (ClaimFailed,ShutdownFired)")
+	fl.StringVar(&f.since, "since", "", "only events at or after this time (RFC 3339, or a duration ago: 2h)")
+	fl.StringVar(&f.until, "until", "", "only events at or before this time (RFC 3339, or a duration ago)")
+	fl.Uint64Var(&f.from, "from", 0, "only events from this sequence on")
+	fl.IntVar(&f.last, "last", 0, "only the newest N matching events")
+}
+
+func (f *eventFlags) query(now time.Time) (rest.EventQuery, error) {
+	q := rest.EventQuery{Slot: f.slot, Claim: f.claim, Group: f.group, Types: f.types, From: f.from, Last: f.last}
+	var err error
+	if q.Since, err = parseWhen("--since", f.since, now); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseWhen("--until", f.until, now); err != nil {
+		return q, err
+	}
+	return q, nil
+}
+
+// parseWhen reads an RFC 3339 time or a duration before now.
+func parseWhen(flag, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%s %q: want an RFC 3339 time (2026-03-04T03:12:00Z) or a duration ago (2h)", flag, s)
+}
+
+func newEventsCmd() *cobra.Command {
+	o := &cliOptions{}
+	ef := &eventFlags{}
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Print the raw event log, filtered by slot, claim, group, type and time; --follow keeps printing",
+		Example: "  claimstream events --slot node-1 --since 2h\n  claimstream events --type ClaimFailed,ShutdownAttemptLimitReached --follow\n" +
+			"  claimstream events export --since 2026-03-01T00:00:00Z > march.jsonl",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := o.format()
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			q, err := ef.query(cliNow())
+			if err != nil {
+				return err
+			}
+			q.Follow = follow
+			w := cmd.OutOrStdout()
+			wide := format == "wide"
+			header := false
+			return c.Events(cmd.Context(), q, func(e rest.Event) error {
+				switch format {
+				case "json":
+					b, err := marshalCompact(e)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(w, "%s\n", b)
+					return err
+				case "yaml":
+					_, _ = fmt.Fprintln(w, "---")
+					return printObject(w, "yaml", e)
+				}
+				if !header {
+					header = true
+					eventHeader(w, wide)
+				}
+				eventRow(w, e, wide)
+				return nil
+			})
+		},
+	}
+	o.bind(cmd, true)
+	ef.bind(cmd)
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events as they are appended")
+
+	eo := &cliOptions{}
+	xf := &eventFlags{}
+	var file string
+	export := &cobra.Command{
+		Use:   "export",
+		Short: "Write the log as CloudEvents (structured mode) in JSON Lines, for archives",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := eo.client()
+			if err != nil {
+				return err
+			}
+			q, err := xf.query(cliNow())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if file != "" && file != "-" {
+				f, err := os.Create(file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			return c.Export(cmd.Context(), q, w)
+		},
+	}
+	eo.bind(export, false)
+	xf.bind(export)
+	export.Flags().StringVar(&file, "file", "-", "write to this file instead of stdout")
+	cmd.AddCommand(export)
+	return cmd
+}
+
+// --- audit ----------------------------------------------------------------------
+
+func newAuditCmd() *cobra.Command {
+	o := &cliOptions{}
+	var slot string
+	cmd := &cobra.Command{
+		Use:   "audit [slot|claim] NAME",
+		Short: "Tell the whole story of a claim or a slot from the log, in order, with times, causes, Job names and durations",
+		Long: `audit reads a slot's history from the event log (not the views), so it tells
+the story of claims long collected from the views. "audit slot S" tells every
+claim the slot ever had; "audit claim C" one claim's story. A claim is found
+from the views or from the slots its name can belong to; a collected claim
+of a renamed or truncated slot needs --slot. "audit NAME" tries a slot, then
+a claim.`,
+		Example: "  claimstream audit slot node-1\n  claimstream audit claim node-1-3f2a9c\n  claimstream audit node-1-3f2a9c --slot node-1",
+		Args:    cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := o.format()
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var a rest.Audit
+			switch {
+			case len(args) == 2 && (args[0] == "slot" || args[0] == "slots"):
+				a, err = c.AuditSlot(ctx, args[1])
+			case len(args) == 2 && (args[0] == "claim" || args[0] == "claims"):
+				a, err = c.AuditClaim(ctx, args[1], slot)
+			case len(args) == 2:
+				return fmt.Errorf("audit %s: want `audit slot NAME` or `audit claim NAME`", args[0])
+			case slot != "":
+				a, err = c.AuditClaim(ctx, args[0], slot)
+			default:
+				a, err = c.AuditSlot(ctx, args[0])
+				var ae *rest.APIError
+				if errors.As(err, &ae) && ae.Status == 404 {
+					a, err = c.AuditClaim(ctx, args[0], "")
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if format == "json" || format == "yaml" {
+				return printObject(cmd.OutOrStdout(), format, a)
+			}
+			return printAudit(cmd.OutOrStdout(), a)
+		},
+	}
+	o.bind(cmd, true)
+	cmd.Flags().StringVar(&slot, "slot", "", "the slot of a claim collected from the views")
+	return cmd
+}
+
+// --- replay ---------------------------------------------------------------------
+
+func newReplayCmd() *cobra.Command {
+	o := &cliOptions{}
+	var at string
+	var seq uint64
+	cmd := &cobra.Command{
+		Use:   "replay groups|slots|claims (--at TIME | --seq N)",
+		Short: "Print the views as they were at a past time or sequence, rebuilt from the log",
+		Long: `replay rebuilds the views from the event log up to a time (every event at
+or before it) or a sequence, and prints them like get, with ages and
+deadlines as they read at that time.`,
+		Example:   "  claimstream replay claims --at 2026-03-04T03:12:00Z\n  claimstream replay slots --seq 1200 -o wide",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"groups", "slots", "claims"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := o.format()
+			if err != nil {
+				return err
+			}
+			kind, err := resource(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var r rest.Replay
+			switch {
+			case at != "" && seq != 0:
+				return errors.New("give --at or --seq, not both")
+			case at != "":
+				t, perr := parseWhen("--at", at, cliNow())
+				if perr != nil {
+					return perr
+				}
+				r, err = c.ReplayAt(cmd.Context(), t)
+			case seq != 0:
+				r, err = c.ReplaySeq(cmd.Context(), seq)
+			default:
+				return errors.New("replay needs --at TIME or --seq N")
+			}
+			if err != nil {
+				return err
+			}
+			when, _ := time.Parse(time.RFC3339Nano, r.At)
+			fmt.Fprintf(cmd.ErrOrStderr(), "# views at %s (seq %d), rebuilt from the log\n", r.At, r.Seq)
+			return printViews(cmd.OutOrStdout(), format, kind, views{Seq: r.Seq, Groups: r.Groups, Slots: r.Slots, Claims: r.Claims}, false, when)
+		},
+	}
+	o.bind(cmd, true)
+	cmd.Flags().StringVar(&at, "at", "", "the time (RFC 3339, or a duration ago: 90m)")
+	cmd.Flags().Uint64Var(&seq, "seq", 0, "the last event's sequence")
+	return cmd
+}
+
+// --- commands -------------------------------------------------------------------
+
+func defaultBy() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "cli"
+}
+
+func printResult(w io.Writer, verb string, r rest.CommandResult) {
+	if len(r.Events) == 0 {
+		fmt.Fprintf(w, "%s: nothing to do (seq %d)\n", verb, r.Seq)
+		return
+	}
+	for _, name := range r.Claims {
+		fmt.Fprintf(w, "claim/%s created\n", name)
+	}
+	for _, e := range r.Events {
+		fmt.Fprintf(w, "#%d %s %s\n", e.Seq, e.Type, first(e.Claim, e.Slot, e.Group))
+	}
+}
+
+func newClaimCmd() *cobra.Command {
+	o := &cliOptions{}
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:   "claim SLOT",
+		Short: "Claim a slot's machine by hand",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.ManualClaim(cmd.Context(), args[0], rest.CommandRequest{By: by, Reason: reason})
+			if err != nil {
+				return err
+			}
+			printResult(cmd.OutOrStdout(), "claim", r)
+			return nil
+		},
+	}
+	o.bind(cmd, false)
+	cmd.ValidArgsFunction = completeSlots(o)
+	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks (recorded as requestedBy)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the cause)")
+	return cmd
+}
+
+func newDeleteCmd() *cobra.Command {
+	o := &cliOptions{}
+	var by string
+	cmd := &cobra.Command{
+		Use:   "delete claim NAME",
+		Short: "End a claim by hand: cancelled if pending, scaled down if booting or ready",
+		Args:  cobra.ExactArgs(2),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return []string{"claim"}, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(cmd.Context(), o, "claims")
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if k, err := resource(args[0]); err != nil || k != "claims" {
+				return fmt.Errorf("delete %s: only claims are deleted (`delete claim NAME`)", args[0])
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.DeleteClaim(cmd.Context(), args[1], rest.CommandRequest{By: by})
+			if err != nil {
+				return err
+			}
+			printResult(cmd.OutOrStdout(), "delete claim", r)
+			return nil
+		},
+	}
+	o.bind(cmd, false)
+	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks")
+	return cmd
+}
+
+func newDecommissionCmd() *cobra.Command {
+	o := &cliOptions{}
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:   "decommission SLOT",
+		Short: "Take a slot out of service; its live claim is cancelled or scaled down",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.Decommission(cmd.Context(), args[0], rest.CommandRequest{By: by, Reason: reason})
+			if err != nil {
+				return err
+			}
+			printResult(cmd.OutOrStdout(), "decommission", r)
+			return nil
+		},
+	}
+	o.bind(cmd, false)
+	cmd.ValidArgsFunction = completeSlots(o)
+	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks")
+	cmd.Flags().StringVar(&reason, "reason", "", "why")
+	return cmd
+}
+
+func newRecommissionCmd() *cobra.Command {
+	o := &cliOptions{}
+	var by string
+	cmd := &cobra.Command{
+		Use:   "recommission SLOT",
+		Short: "Put a decommissioned slot back into service",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.Recommission(cmd.Context(), args[0], rest.CommandRequest{By: by})
+			if err != nil {
+				return err
+			}
+			printResult(cmd.OutOrStdout(), "recommission", r)
+			return nil
+		},
+	}
+	o.bind(cmd, false)
+	cmd.ValidArgsFunction = completeSlots(o)
+	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks")
+	return cmd
+}
+
+// localToken is the token a local `serve` generated under its default data
+// dir, for a server on this machine's loopback: a newcomer's CLI works with
+// no configuration.
+func localToken(server string) string {
+	if server != DefaultServer && !strings.Contains(server, "127.0.0.1") && !strings.Contains(server, "localhost") {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(defaultDataDir(), apiTokenFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

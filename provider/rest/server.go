@@ -1,0 +1,513 @@
+// Package rest serves the views and the operator commands of claimstream as
+// JSON over HTTP (the API the CLI talks to): the groups, slots and claims,
+// the raw event log (filtered, followed, exported as CloudEvents), the audit
+// of a slot or a claim, the views replayed to any past time or sequence, and
+// the manual commands. schemas/openapi.yaml describes it.
+//
+// Every /api route needs "Authorization: Bearer <token>"; /healthz and
+// /readyz do not.
+package rest
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/provider/audit"
+)
+
+// Options configure the API.
+type Options struct {
+	// Token is the bearer token every /api request must carry. With no
+	// token every /api request is refused, unless NoAuth is set.
+	Token string
+	// NoAuth serves /api without authentication (loopback tests only).
+	NoAuth bool
+	// Logger receives one line per failed request.
+	Logger *slog.Logger
+	// Source is the CloudEvents source of the commands' events
+	// (informational; the service stamps its own).
+	Source string
+}
+
+// server holds what the handlers need.
+type server struct {
+	views *projections.Runner
+	cmds  *handlers.Service
+	store *events.Store
+	clk   clock.PassiveClock
+	opts  Options
+	log   *slog.Logger
+}
+
+// route is one entry of the mux; Routes lists them for the OpenAPI check.
+type route struct {
+	method, path string
+	auth         bool
+	h            func(*server, http.ResponseWriter, *http.Request)
+}
+
+var routes = []route{
+	{"GET", "/healthz", false, (*server).healthz},
+	{"GET", "/readyz", false, (*server).readyz},
+	{"GET", "/api/v1/groups", true, (*server).listGroups},
+	{"GET", "/api/v1/groups/{name}", true, (*server).getGroup},
+	{"GET", "/api/v1/slots", true, (*server).listSlots},
+	{"GET", "/api/v1/slots/{name}", true, (*server).getSlot},
+	{"POST", "/api/v1/slots/{name}/claim", true, (*server).claimSlot},
+	{"POST", "/api/v1/slots/{name}/decommission", true, (*server).decommission},
+	{"POST", "/api/v1/slots/{name}/recommission", true, (*server).recommission},
+	{"GET", "/api/v1/claims", true, (*server).listClaims},
+	{"GET", "/api/v1/claims/{name}", true, (*server).getClaim},
+	{"DELETE", "/api/v1/claims/{name}", true, (*server).deleteClaim},
+	{"GET", "/api/v1/events", true, (*server).listEvents},
+	{"GET", "/api/v1/events/export", true, (*server).exportEvents},
+	{"GET", "/api/v1/audit/slots/{name}", true, (*server).auditSlot},
+	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
+	{"GET", "/api/v1/replay", true, (*server).replay},
+}
+
+// Routes lists "METHOD /path" of every route the API serves.
+func Routes() []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = r.method + " " + r.path
+	}
+	return out
+}
+
+// New returns the API handler over the views, the command service and the
+// store. clk is the time the derived fields (overdue, free slots, next
+// attempt) are judged at.
+func New(views *projections.Runner, cmds *handlers.Service, store *events.Store, clk clock.PassiveClock, opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger}
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		h := r.h
+		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
+		if r.auth {
+			hf = s.authenticate(hf)
+		}
+		mux.Handle(r.method+" "+r.path, hf)
+	}
+	// Anything else under /api answers JSON, and only to the authenticated.
+	mux.Handle("/api/", s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route %s %s (see schemas/openapi.yaml)", req.Method, req.URL.Path))
+	})))
+	return mux
+}
+
+// authenticate checks the bearer token in constant time.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	want := []byte(s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.NoAuth {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="claimstream"`)
+				msg := "missing or wrong bearer token"
+				if len(want) == 0 {
+					msg = "the server has no API token configured"
+				}
+				writeError(w, http.StatusUnauthorized, "Unauthenticated", msg)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// --- health -------------------------------------------------------------------
+
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Health{Status: "ok", Seq: s.views.Seq()})
+}
+
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, last, err := s.views.CaughtUp(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "Unavailable", "cannot read the log: "+err.Error())
+		return
+	}
+	seq := s.views.Seq()
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last)})
+		return
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last})
+}
+
+// --- views --------------------------------------------------------------------
+
+func (s *server) now() time.Time { return s.clk.Now().UTC() }
+
+// read builds a response from the views under their read lock (nothing of
+// the views escapes it: the objects are copies) and writes it.
+func (s *server) read(w http.ResponseWriter, build func(st *projections.State, now time.Time) (any, error)) {
+	var body any
+	var err error
+	now := s.now()
+	s.views.Read(func(st *projections.State) {
+		body, err = build(st, now)
+		if err == nil {
+			// Encode under the lock: the copies share slices of the views.
+			body, err = json.Marshal(body)
+		}
+	})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body.([]byte), '\n'))
+}
+
+func (s *server) listGroups(w http.ResponseWriter, r *http.Request) {
+	all := r.URL.Query().Get("all") == "true"
+	s.read(w, func(st *projections.State, now time.Time) (any, error) {
+		return List[Group]{Seq: st.Seq, Items: groupsOf(st, now, all)}, nil
+	})
+}
+
+func (s *server) getGroup(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.read(w, func(st *projections.State, now time.Time) (any, error) {
+		g := st.Groups[name]
+		if g == nil {
+			return nil, notFound("group %q not found", name)
+		}
+		return groupOf(st, g, now), nil
+	})
+}
+
+func (s *server) listSlots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.read(w, func(st *projections.State, now time.Time) (any, error) {
+		return List[Slot]{Seq: st.Seq, Items: slotsOf(st, now, q.Get("all") == "true", q.Get("group"))}, nil
+	})
+}
+
+func (s *server) getSlot(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.read(w, func(st *projections.State, now time.Time) (any, error) {
+		sl := st.Slots[name]
+		if sl == nil {
+			return nil, notFound("slot %q not found", name)
+		}
+		return slotOf(st, sl, now), nil
+	})
+}
+
+func (s *server) listClaims(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.read(w, func(st *projections.State, now time.Time) (any, error) {
+		return List[Claim]{Seq: st.Seq, Items: claimsOf(st, now, q.Get("group"), q.Get("slot"), projections.Phase(q.Get("phase")))}, nil
+	})
+}
+
+func (s *server) getClaim(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.read(w, func(st *projections.State, now time.Time) (any, error) {
+		c := st.Claims[name]
+		if c == nil {
+			return nil, notFound("claim %q is not in the live views (a collected claim is told by `claimstream audit claim %s --slot <slot>`)", name, name)
+		}
+		return claimOf(c, now), nil
+	})
+}
+
+// --- commands -----------------------------------------------------------------
+
+func (s *server) command(w http.ResponseWriter, r *http.Request, mk func(CommandRequest) handlers.Command) {
+	var req CommandRequest
+	if r.Body != nil && r.ContentLength != 0 {
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			writeError(w, http.StatusBadRequest, "InvalidArgument", "request body: "+err.Error())
+			return
+		}
+	}
+	if req.By == "" {
+		req.By = "api"
+	}
+	res, err := s.cmds.Execute(r.Context(), mk(req))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out := CommandResult{Seq: res.Last, Claims: res.Claims(), Events: []Event{}}
+	if out.Seq == 0 {
+		out.Seq = s.views.Seq()
+	}
+	for _, e := range res.Events {
+		out.Events = append(out.Events, EventOf(e))
+	}
+	status := http.StatusOK
+	if len(out.Claims) > 0 {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, out)
+}
+
+func (s *server) claimSlot(w http.ResponseWriter, r *http.Request) {
+	s.command(w, r, func(q CommandRequest) handlers.Command {
+		return handlers.ManualClaim{Slot: r.PathValue("name"), By: q.By, Reason: q.Reason}
+	})
+}
+
+func (s *server) deleteClaim(w http.ResponseWriter, r *http.Request) {
+	s.command(w, r, func(q CommandRequest) handlers.Command {
+		return handlers.DeleteClaim{Claim: r.PathValue("name"), By: q.By}
+	})
+}
+
+func (s *server) decommission(w http.ResponseWriter, r *http.Request) {
+	s.command(w, r, func(q CommandRequest) handlers.Command {
+		return handlers.Decommission{Slot: r.PathValue("name"), By: q.By, Reason: q.Reason}
+	})
+}
+
+func (s *server) recommission(w http.ResponseWriter, r *http.Request) {
+	s.command(w, r, func(q CommandRequest) handlers.Command {
+		return handlers.Recommission{Slot: r.PathValue("name"), By: q.By}
+	})
+}
+
+// --- audit --------------------------------------------------------------------
+
+func (s *server) slotHistory(ctx context.Context, slot string) ([]events.Event, error) {
+	var evs []events.Event
+	err := s.store.ReadAggregate(ctx, events.SlotAggregate(slot), func(e events.Event) error {
+		evs = append(evs, e)
+		return nil
+	})
+	return evs, err
+}
+
+func (s *server) auditSlot(w http.ResponseWriter, r *http.Request) {
+	slot := r.PathValue("name")
+	evs, err := s.slotHistory(r.Context(), slot)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if len(evs) == 0 {
+		s.fail(w, notFound("slot %q has no events in the log", slot))
+		return
+	}
+	writeJSON(w, http.StatusOK, Audit{Slot: slot, Group: groupOfEvents(evs), Claims: nonNil(audit.Claims(evs)), Lines: audit.Story(evs)})
+}
+
+// auditClaim finds the claim's slot in the views (live claims), else
+// among the slots whose name the claim's starts with (a claim is named
+// <slot>-<6 hex>, the slot cut at 40 characters), else in ?slot=.
+func (s *server) auditClaim(w http.ResponseWriter, r *http.Request) {
+	claim := r.PathValue("name")
+	var candidates []string
+	if slot := r.URL.Query().Get("slot"); slot != "" {
+		candidates = []string{slot}
+	} else {
+		s.views.Read(func(st *projections.State) {
+			if c := st.Claims[claim]; c != nil {
+				candidates = []string{c.Slot}
+				return
+			}
+			for name := range st.Slots {
+				base := name
+				if len(base) > 40 {
+					base = strings.TrimRight(base[:40], ".-")
+				}
+				if len(claim) == len(base)+7 && strings.HasPrefix(claim, base+"-") {
+					candidates = append(candidates, name)
+				}
+			}
+		})
+	}
+	for _, slot := range candidates {
+		evs, err := s.slotHistory(r.Context(), slot)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		mine := audit.OfClaim(evs, claim)
+		if len(mine) == 0 {
+			continue
+		}
+		writeJSON(w, http.StatusOK, Audit{Slot: slot, Group: groupOfEvents(mine), Claim: claim, Claims: []string{claim}, Lines: audit.Story(mine)})
+		return
+	}
+	msg := fmt.Sprintf("claim %q not found in the views nor in the history of a slot it could belong to; if it was collected, name its slot: `claimstream audit claim %s --slot <slot>`, or tell the whole slot: `claimstream audit slot <slot>`", claim, claim)
+	if q := r.URL.Query().Get("slot"); q != "" {
+		msg = fmt.Sprintf("claim %q is not in the history of slot %s; `claimstream audit slot %s` tells every claim of the slot", claim, q, q)
+	}
+	s.fail(w, notFound("%s", msg))
+}
+
+func groupOfEvents(evs []events.Event) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Data != nil {
+			return evs[i].Data.Reference().Group
+		}
+	}
+	return ""
+}
+
+// --- replay -------------------------------------------------------------------
+
+func (s *server) replay(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var st *projections.State
+	var at time.Time
+	var err error
+	switch {
+	case q.Get("at") != "" && q.Get("seq") != "":
+		writeError(w, http.StatusBadRequest, "InvalidArgument", "give at or seq, not both")
+		return
+	case q.Get("at") != "":
+		at, err = time.Parse(time.RFC3339Nano, q.Get("at"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "InvalidArgument", "at: want an RFC 3339 time such as 2026-03-04T03:12:00Z: "+err.Error())
+			return
+		}
+		st, err = projections.RebuildUntil(r.Context(), s.store, at)
+	case q.Get("seq") != "":
+		seq, perr := strconv.ParseUint(q.Get("seq"), 10, 64)
+		if perr != nil || seq == 0 {
+			writeError(w, http.StatusBadRequest, "InvalidArgument", "seq: want a positive sequence number")
+			return
+		}
+		last, lerr := s.store.LastSeq(r.Context())
+		if lerr != nil {
+			s.fail(w, lerr)
+			return
+		}
+		if seq > last {
+			s.fail(w, notFound("seq %d is past the log's end (%d)", seq, last))
+			return
+		}
+		st, err = projections.Rebuild(r.Context(), s.store, seq)
+		if err == nil {
+			e, gerr := s.store.Get(r.Context(), seq)
+			if gerr != nil {
+				err = gerr
+			}
+			at = e.Time
+		}
+	default:
+		writeError(w, http.StatusBadRequest, "InvalidArgument", "give at=<RFC 3339 time> or seq=<n>")
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	at = at.UTC()
+	writeJSON(w, http.StatusOK, Replay{
+		Seq: st.Seq, At: at.Format(time.RFC3339Nano),
+		Groups: groupsOf(st, at, false), Slots: slotsOf(st, at, false, ""), Claims: claimsOf(st, at, "", "", ""),
+	})
+}
+
+// --- errors and encoding ------------------------------------------------------
+
+func notFound(format string, args ...any) error {
+	return &handlers.Error{Code: handlers.CodeNotFound, Msg: fmt.Sprintf(format, args...)}
+}
+
+// StatusOf maps a command refusal to its HTTP status.
+func StatusOf(code handlers.Code) int {
+	switch code {
+	case handlers.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case handlers.CodeNotFound:
+		return http.StatusNotFound
+	case handlers.CodeFailedPrecondition:
+		return http.StatusPreconditionFailed
+	case handlers.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case handlers.CodeAborted:
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *server) fail(w http.ResponseWriter, err error) {
+	code := handlers.CodeOf(err)
+	if code == 0 {
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		s.log.Error("api request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "Internal", err.Error())
+		return
+	}
+	writeError(w, StatusOf(code), code.String(), err.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// ListenAndServe serves h on addr until ctx ends, then stops gracefully
+// (in-flight requests get 5 seconds; followed event streams end).
+func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("rest: listen %s: %w", addr, err)
+	}
+	return Serve(ctx, ln, h)
+}
+
+// Serve is ListenAndServe on an open listener.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Serve(ln) }()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("rest: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errs; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("rest: %w", err)
+	}
+	return nil
+}

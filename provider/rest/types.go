@@ -1,0 +1,222 @@
+package rest
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/provider/audit"
+)
+
+// The objects of the API. Each view object is the projection's own view
+// (every field of it) with what the views derive from it added, so the API
+// tells everything the views know.
+
+// Group is a node group with its derived numbers.
+type Group struct {
+	projections.Group
+	// TargetSize counts the live claims that want a machine.
+	TargetSize int `json:"targetSize"`
+	// Live counts every live claim (marked for scale-down included).
+	Live int `json:"live"`
+	// EffectiveMaxSize is the declared maxSize capped by the slots in service.
+	EffectiveMaxSize int `json:"effectiveMaxSize"`
+	// Free counts the slots IncreaseSize may claim now.
+	Free int `json:"free"`
+	// SlotPhases counts the group's slots by derived phase.
+	SlotPhases map[projections.SlotPhase]int `json:"slotPhases"`
+}
+
+// Slot is a slot with its derived phase and live claim.
+type Slot struct {
+	projections.Slot
+	// Phase is the derived, reported phase (seed 000 §6).
+	Phase projections.SlotPhase `json:"phase"`
+	// LiveClaim is the slot's live claim, if any.
+	LiveClaim string `json:"liveClaim,omitempty"`
+	// NextAttempt is the attempt number the next claim on the slot gets.
+	NextAttempt int `json:"nextAttempt"`
+	// ProviderID is the declared providerID or homelab://<slot>.
+	ProviderID string `json:"providerID"`
+}
+
+// Claim is a claim with its whole timeline.
+type Claim struct {
+	projections.Claim
+	// Overdue: in the boot window and past its deadline.
+	Overdue bool `json:"overdue"`
+}
+
+// List is a list of objects and the sequence of the views they come from.
+type List[T any] struct {
+	Seq   uint64 `json:"seq"`
+	Items []T    `json:"items"`
+}
+
+// Replay is the views as they were at a past point of the log.
+type Replay struct {
+	// Seq is the last event folded; At the time the views are shown at.
+	Seq    uint64  `json:"seq"`
+	At     string  `json:"at"`
+	Groups []Group `json:"groups"`
+	Slots  []Slot  `json:"slots"`
+	Claims []Claim `json:"claims"`
+}
+
+// Event is one entry of the log as the API shows it.
+type Event struct {
+	Seq       uint64          `json:"seq"`
+	ID        string          `json:"id,omitempty"`
+	Source    string          `json:"source,omitempty"`
+	Time      time.Time       `json:"time"`
+	Type      events.Type     `json:"type"`
+	Subject   string          `json:"subject"`
+	Aggregate string          `json:"aggregate,omitempty"`
+	Group     string          `json:"group,omitempty"`
+	Slot      string          `json:"slot,omitempty"`
+	Claim     string          `json:"claim,omitempty"`
+	Attempt   int             `json:"attempt,omitempty"`
+	Cause     string          `json:"cause,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	// Error says why the entry could not be read (its Data is then empty).
+	Error string `json:"error,omitempty"`
+}
+
+// Audit is the story of a slot or of one claim.
+type Audit struct {
+	Slot  string `json:"slot"`
+	Group string `json:"group,omitempty"`
+	// Claim is set when the audit is of one claim.
+	Claim string `json:"claim,omitempty"`
+	// Claims are the claims the story tells, oldest first.
+	Claims []string     `json:"claims"`
+	Lines  []audit.Line `json:"lines"`
+}
+
+// CommandRequest is the body of every command: who asks, and why.
+type CommandRequest struct {
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// CommandResult is what a command wrote; no events means it had nothing to do.
+type CommandResult struct {
+	Seq    uint64   `json:"seq"`
+	Claims []string `json:"claims,omitempty"`
+	Events []Event  `json:"events"`
+}
+
+// ErrorBody is every error the API answers.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// Health is the body of /healthz and /readyz.
+type Health struct {
+	Status string `json:"status"`
+	// Seq is the last event the views reflect, Last the log's last.
+	Seq  uint64 `json:"seq"`
+	Last uint64 `json:"last,omitempty"`
+	Lag  uint64 `json:"lag,omitempty"`
+}
+
+// --- building the objects from the views ------------------------------------
+
+func groupOf(s *projections.State, g *projections.Group, now time.Time) Group {
+	out := Group{Group: *g, SlotPhases: map[projections.SlotPhase]int{}}
+	out.Slots = slices.Clone(g.Slots)
+	out.TargetSize = s.TargetSize(g.Name)
+	out.Live = len(s.LiveClaims(g.Name))
+	out.EffectiveMaxSize = s.MaxSize(g.Name)
+	out.Free = len(s.FreeSlots(g.Name, now))
+	for _, slot := range g.Slots {
+		out.SlotPhases[s.SlotPhase(slot)]++
+	}
+	return out
+}
+
+func slotOf(s *projections.State, sl *projections.Slot, now time.Time) Slot {
+	out := Slot{Slot: *sl, Phase: s.SlotPhase(sl.Name), NextAttempt: s.NextAttempt(sl.Name, now), ProviderID: sl.ProviderID()}
+	out.Claims = slices.Clone(sl.Claims)
+	if c := s.LiveOfSlot(sl.Name); c != nil {
+		out.LiveClaim = c.Name
+	}
+	return out
+}
+
+func claimOf(c *projections.Claim, now time.Time) Claim {
+	out := Claim{Claim: *c, Overdue: c.Overdue(now)}
+	out.Timeline = slices.Clone(c.Timeline)
+	return out
+}
+
+func groupsOf(s *projections.State, now time.Time, all bool) []Group {
+	out := []Group{}
+	for _, name := range sortedKeys(s.Groups) {
+		if g := s.Groups[name]; all || !g.Retired {
+			out = append(out, groupOf(s, g, now))
+		}
+	}
+	return out
+}
+
+func slotsOf(s *projections.State, now time.Time, all bool, group string) []Slot {
+	out := []Slot{}
+	for _, name := range sortedKeys(s.Slots) {
+		sl := s.Slots[name]
+		if (!all && sl.Retired) || (group != "" && sl.Group != group) {
+			continue
+		}
+		out = append(out, slotOf(s, sl, now))
+	}
+	return out
+}
+
+func claimsOf(s *projections.State, now time.Time, group, slot string, phase projections.Phase) []Claim {
+	out := []Claim{}
+	for _, name := range sortedKeys(s.Claims) {
+		c := s.Claims[name]
+		if (group != "" && c.Group != group) || (slot != "" && c.Slot != slot) || (phase != "" && c.Phase.Normal() != phase) {
+			continue
+		}
+		out = append(out, claimOf(c, now))
+	}
+	// Oldest request first, then name: the order an operator reads.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].RequestedAt.Before(out[j].RequestedAt) })
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// EventOf is the API object of a log entry.
+func EventOf(e events.Event) Event {
+	out := Event{Seq: e.Seq, ID: e.ID, Source: e.Source, Time: e.Time.UTC(), Type: e.Type, Subject: e.Subject}
+	if e.Aggregate.Name != "" {
+		out.Aggregate = e.Aggregate.String()
+	}
+	if e.Err != nil {
+		out.Error = e.Err.Error()
+	}
+	if e.Data != nil {
+		r := e.Data.Reference()
+		out.Group, out.Slot, out.Claim, out.Attempt, out.Cause = r.Group, r.Slot, r.Claim, r.Attempt, r.Cause
+		if b, err := json.Marshal(e.Data); err == nil {
+			out.Data = b
+		}
+	}
+	return out
+}
+
+func seqString(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -235,3 +235,8 @@ func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]events.Wr
 	}
 	return []events.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOff{Ref: claimRef(cl, orCause(c.Cause, "machine observed off"))})}, nil
 }
+
+// The claim the command is about: its span joins the claim's trace.
+func (c FireShutdown) ClaimName() string   { return c.Claim }
+func (c LimitShutdown) ClaimName() string  { return c.Claim }
+func (c ObserveMachine) ClaimName() string { return c.Claim }

@@ -23,6 +23,9 @@ type BootClaim struct {
 
 func (c BootClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c BootClaim) ClaimName() string { return c.Claim }
+
 func (c BootClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || !cl.IsPending() || !cl.WantsMachine() {
@@ -50,6 +53,9 @@ type MarkReady struct {
 
 func (c MarkReady) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c MarkReady) ClaimName() string { return c.Claim }
+
 func (c MarkReady) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase != projections.PhaseBooting {
@@ -69,6 +75,9 @@ type FailClaim struct {
 }
 
 func (c FailClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
+
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c FailClaim) ClaimName() string { return c.Claim }
 
 func (c FailClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if c.Reason == "" {
@@ -90,6 +99,9 @@ type ExpireDeadline struct {
 
 func (c ExpireDeadline) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c ExpireDeadline) ClaimName() string { return c.Claim }
+
 func (c ExpireDeadline) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || !cl.Overdue(now) {
@@ -108,6 +120,9 @@ type CompleteClaim struct {
 }
 
 func (c CompleteClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
+
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c CompleteClaim) ClaimName() string { return c.Claim }
 
 func (c CompleteClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
@@ -150,6 +165,9 @@ type CollectClaim struct {
 }
 
 func (c CollectClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
+
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c CollectClaim) ClaimName() string { return c.Claim }
 
 func (c CollectClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
@@ -33,6 +38,14 @@ type Service struct {
 	TraceParent func(context.Context) string
 	// OnAppend, when set, is told of every append (for metrics).
 	OnAppend func(took time.Duration, n int, err error)
+	// Tracer, when set, traces every command ("claimstream.command <Type>")
+	// and every append ("claimstream.append"), and, when TraceParent is not
+	// set, stamps the W3C traceparent of the append's span on every event
+	// (TraceParentOf). A command about one claim (ClaimCommand) executed
+	// from a ctx with no span of its own (a reactor) is traced as a child of
+	// the traceparent the claim was created with, so one trace runs from
+	// the request that created a claim to its last step.
+	Tracer trace.Tracer
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -70,7 +83,26 @@ func (r Result) Claims() []string {
 
 // Execute decides cmd and appends its events. A refusal is a *Error and
 // writes nothing. On success the views already reflect what was written.
-func (s *Service) Execute(ctx context.Context, cmd Command) (Result, error) {
+func (s *Service) Execute(ctx context.Context, cmd Command) (res Result, err error) {
+	if s.Tracer != nil {
+		var span trace.Span
+		ctx, span = s.startCommandSpan(ctx, cmd)
+		defer func() {
+			span.SetAttributes(attribute.Int("claimstream.events", len(res.Events)), attribute.Int("claimstream.conflicts", res.Conflicts))
+			if res.Last != 0 {
+				span.SetAttributes(attribute.Int64("claimstream.seq", int64(res.Last)))
+			}
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+	}
+	return s.execute(ctx, cmd)
+}
+
+func (s *Service) execute(ctx context.Context, cmd Command) (Result, error) {
 	var key string
 	s.views.Read(func(st *projections.State) { key = cmd.LockKey(st) })
 	unlock := s.lock(key)
@@ -85,12 +117,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command) (Result, error) {
 		if err != nil || len(writes) == 0 {
 			return res, err
 		}
-		s.stamp(ctx, writes)
-		began := time.Now()
-		out, err := s.store.AppendWrites(ctx, writes...)
-		if s.OnAppend != nil {
-			s.OnAppend(time.Since(began), len(out.Events), err)
-		}
+		out, err := s.append(ctx, writes)
 		if errors.Is(err, events.ErrConflict) {
 			res.Conflicts++
 			if res.Conflicts > s.MaxConflicts {
@@ -113,6 +140,91 @@ func (s *Service) Execute(ctx context.Context, cmd Command) (Result, error) {
 	}
 }
 
+// append stamps and appends one decision, in its own span when traced.
+func (s *Service) append(ctx context.Context, writes []events.Write) (events.AppendResult, error) {
+	var span trace.Span
+	if s.Tracer != nil {
+		ctx, span = s.Tracer.Start(ctx, "claimstream.append", trace.WithSpanKind(trace.SpanKindProducer))
+	}
+	s.stamp(ctx, writes)
+	began := time.Now()
+	out, err := s.store.AppendWrites(ctx, writes...)
+	took := time.Since(began)
+	if s.OnAppend != nil {
+		s.OnAppend(took, len(out.Events), err)
+	}
+	if span != nil {
+		n := 0
+		for _, w := range writes {
+			n += len(w.Events)
+		}
+		span.SetAttributes(attribute.Int("claimstream.writes", len(writes)), attribute.Int("claimstream.events", n))
+		switch {
+		case errors.Is(err, events.ErrConflict):
+			span.SetAttributes(attribute.Bool("claimstream.conflict", true))
+			span.SetStatus(codes.Error, "conflict")
+		case err != nil:
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		default:
+			span.SetAttributes(attribute.Int64("claimstream.first_seq", int64(out.First)), attribute.Int64("claimstream.last_seq", int64(out.Last)))
+		}
+		span.End()
+	}
+	return out, err
+}
+
+// ClaimCommand is a command about one claim (the lifecycle deciders). When
+// traced from a ctx with no span, its span is a child of the claim's
+// traceparent.
+type ClaimCommand interface {
+	ClaimName() string
+}
+
+// startCommandSpan starts the span of one command. A command about one
+// claim, called with no span in ctx (as a reactor calls it), continues the
+// trace the claim was created in.
+func (s *Service) startCommandSpan(ctx context.Context, cmd Command) (context.Context, trace.Span) {
+	name := commandName(cmd)
+	attrs := []attribute.KeyValue{attribute.String("claimstream.command", name)}
+	if cc, ok := cmd.(ClaimCommand); ok {
+		claim := cc.ClaimName()
+		attrs = append(attrs, attribute.String("claimstream.claim", claim))
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			var tp string
+			s.views.Read(func(st *projections.State) {
+				if c := st.Claims[claim]; c != nil {
+					tp = c.TraceParent
+				}
+			})
+			if tp != "" {
+				ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{events.HeaderTraceParent: tp})
+			}
+		}
+	}
+	return s.Tracer.Start(ctx, "claimstream.command "+name, trace.WithAttributes(attrs...))
+}
+
+// commandName is the type name of a command without its package.
+func commandName(cmd Command) string {
+	n := fmt.Sprintf("%T", cmd)
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		n = n[i+1:]
+	}
+	return n
+}
+
+// TraceParentOf is the W3C traceparent of the span in ctx ("" when there
+// is none).
+func TraceParentOf(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c[events.HeaderTraceParent]
+}
+
 func (s *Service) catchUp(ctx context.Context) error {
 	last, err := s.store.LastSeq(ctx)
 	if err != nil {
@@ -123,8 +235,11 @@ func (s *Service) catchUp(ctx context.Context) error {
 
 func (s *Service) stamp(ctx context.Context, writes []events.Write) {
 	tp := ""
-	if s.TraceParent != nil {
+	switch {
+	case s.TraceParent != nil:
 		tp = s.TraceParent(ctx)
+	case s.Tracer != nil:
+		tp = TraceParentOf(ctx)
 	}
 	for i := range writes {
 		for j := range writes[i].Events {

@@ -285,6 +285,7 @@ func claimCreated(s *State, e events.Event) error {
 		Name: d.Claim, Slot: d.Slot, Group: d.Group, Phase: PhasePending, Attempt: d.Attempt,
 		RequestedAt: d.RequestedAt, RequestedBy: d.RequestedBy, Request: d.Request,
 		DeadlineAt: &deadline, Budget: d.Budget, MaxNodeProvisionTime: d.MaxNodeProvisionTime, TTL: d.TTL,
+		TraceParent: e.TraceParent,
 	}
 	s.Claims[c.Name] = c
 	sl.Claims = append(sl.Claims, c.Name)

@@ -22,6 +22,7 @@ type Runner struct {
 	snaps *Snapshots
 	every uint64
 	log   *slog.Logger
+	on    func(events.Event)
 
 	mu    sync.RWMutex
 	state *State
@@ -40,6 +41,11 @@ type RunnerOptions struct {
 	Snapshots     *Snapshots
 	SnapshotEvery uint64
 	Logger        *slog.Logger
+	// OnEvent, when set, is called by Run after each new event is folded,
+	// outside the views' lock and before waiters are woken (metrics). It is
+	// not called for the events Start folds, so a restart does not count
+	// the history again. It must not block.
+	OnEvent func(events.Event)
 }
 
 // NewRunner returns a runner over store. Call Start, then Run.
@@ -50,7 +56,7 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runner{store: store, snaps: opts.Snapshots, every: opts.SnapshotEvery, log: opts.Logger, state: NewState(), started: make(chan struct{})}
+	return &Runner{store: store, snaps: opts.Snapshots, every: opts.SnapshotEvery, log: opts.Logger, on: opts.OnEvent, state: NewState(), started: make(chan struct{})}
 }
 
 // Start builds the views: the newest usable snapshot, then every event
@@ -103,6 +109,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.wait = nil
 		seq := r.state.Seq
 		r.mu.Unlock()
+		if r.on != nil {
+			r.on(e)
+		}
 		if w != nil {
 			close(w)
 		}

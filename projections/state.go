@@ -226,6 +226,10 @@ type Claim struct {
 	Budget               events.Duration `json:"budget"`
 	MaxNodeProvisionTime events.Duration `json:"maxNodeProvisionTime,omitempty"`
 	TTL                  events.Duration `json:"ttl"`
+	// TraceParent is the W3C trace context of the call that created the
+	// claim (its ClaimCreated event's traceparent): the later steps of the
+	// claim join that trace.
+	TraceParent string `json:"traceParent,omitempty"`
 
 	StartupJob      string     `json:"startupJob,omitempty"`
 	BootCommittedAt *time.Time `json:"bootCommittedAt,omitempty"`

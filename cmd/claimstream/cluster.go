@@ -15,6 +15,7 @@ import (
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/handlers/sinks"
 )
 
 // clusterOptions say which cluster the reactors act on.
@@ -88,7 +89,7 @@ func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenar
 		}
 		p.log.Info("reactors running", "cluster", cfg.Host, "namespace", cl.Namespace())
 		r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log})
-		return r.Run(ctx)
+		return p.withSinks(ctx, r.Run)
 	}
 	if !o.leaderElect {
 		return lead(ctx)
@@ -125,7 +126,31 @@ func (p *plane) runSimulated(ctx context.Context, o clusterOptions, sc *sim.Scen
 	} else {
 		p.log.Info("simulated cluster (no --kubeconfig): machines boot when claims ask for them")
 	}
-	return w.Run(ctx)
+	return p.withSinks(ctx, w.Run)
+}
+
+// withSinks runs the CloudEvents sinks next to the reactors: only where the
+// reactors run (the leader), or two replicas would deliver every event twice.
+func (p *plane) withSinks(ctx context.Context, run func(context.Context) error) error {
+	if len(p.sinks.Sinks) == 0 {
+		return run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 1)
+	go func() {
+		d := &sinks.Dispatcher{JS: p.store.JetStream(), Store: p.store, Config: p.sinks, Clock: clock.RealClock{}, Logger: p.log}
+		if p.tel != nil {
+			d.Metrics = p.tel.Metrics
+		}
+		errs <- d.Run(ctx)
+	}()
+	err := run(ctx)
+	cancel()
+	if serr := <-errs; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
+		err = fmt.Errorf("sinks: %w", serr)
+	}
+	return err
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -24,6 +24,8 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/handlers/sinks"
+	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -48,6 +50,10 @@ type serveOptions struct {
 	apiAddress   string
 	apiToken     string
 	apiTokenFile string
+
+	sinks          string
+	metricsAddress string
+	otlpEndpoint   string
 
 	cluster clusterOptions
 }
@@ -86,6 +92,9 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiAddress, "api-address", "127.0.0.1:8087", "REST API address (empty: no API)")
 	f.StringVar(&o.apiToken, "api-token", "", "bearer token of the REST API (env CLAIMSTREAM_API_TOKEN); default: read --api-token-file")
 	f.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API token (default <data-dir>/api-token, generated on first start)")
+	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
+	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
+	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
 	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
 	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs and the leader Lease")
 	f.StringVar(&o.cluster.scenario, "scenario", "", "simulator only: a scenario file that drives demand over time")
@@ -112,6 +121,8 @@ func defaultDataDir() string {
 
 // plane is one running control plane.
 type plane struct {
+	tel     *telemetry.Telemetry
+	sinks   sinks.Config
 	log     *slog.Logger
 	emb     *events.Embedded
 	store   *events.Store
@@ -134,10 +145,22 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := startPlane(ctx, o, log, clk)
+	var sinkCfg sinks.Config
+	if o.sinks != "" {
+		if sinkCfg, err = sinks.LoadConfig(o.sinks); err != nil {
+			return err
+		}
+	}
+	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "claimstream", OTLPEndpoint: o.otlpEndpoint, Prometheus: o.metricsAddress != "", Logger: log})
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer tel.Shutdown(context.WithoutCancel(ctx))
+	p, err := startPlane(ctx, o, log, clk, tel)
 	if err != nil {
 		return err
 	}
+	p.sinks = sinkCfg
 	defer p.emb.Shutdown()
 
 	gs, err := p.providerServer(o)
@@ -156,6 +179,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if api != nil {
 		go func() { errs <- rest.ListenAndServe(runCtx, o.apiAddress, api) }()
 		log.Info("REST API listening", "address", o.apiAddress)
+	}
+	if o.metricsAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", tel.Handler())
+		go func() { errs <- rest.ListenAndServe(runCtx, o.metricsAddress, mux) }()
+		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}
 	go func() { errs <- p.views.Run(runCtx) }()
 	if gs != nil {
@@ -182,7 +211,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock.Clock) (*plane, error) {
+func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock.Clock, tel *telemetry.Telemetry) (*plane, error) {
 	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
@@ -201,7 +230,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &plane{log: log, emb: emb, clock: clk}
+	p := &plane{log: log, emb: emb, clock: clk, tel: tel}
 	ok := false
 	defer func() {
 		if !ok {
@@ -220,11 +249,19 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
-	p.views = projections.NewRunner(p.store, projections.RunnerOptions{Snapshots: snaps, Logger: log})
+	ropts := projections.RunnerOptions{Snapshots: snaps, Logger: log}
+	if tel != nil {
+		ropts.OnEvent = tel.Metrics.OnEvent
+	}
+	p.views = projections.NewRunner(p.store, ropts)
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err
 	}
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
+	if tel != nil {
+		tel.Metrics.ObserveViews(p.views)
+		tel.InstrumentService(p.service)
+	}
 	ok = true
 	return p, nil
 }
@@ -250,7 +287,11 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 		}
 	}
 	srv := provider.New(p.views, p.service, p.clock, provider.Options{Logger: p.log})
-	return provider.NewGRPCServer(srv, creds, o.plaintext)
+	var extra []grpc.ServerOption
+	if p.tel != nil {
+		extra = append(extra, p.tel.GRPCServerOption())
+	}
+	return provider.NewGRPCServer(srv, creds, o.plaintext, extra...)
 }
 
 // apiToken is the REST API's token: --api-token, $CLAIMSTREAM_API_TOKEN,

@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +29,7 @@ func TestServeAppliesThePoolAndResumes(t *testing.T) {
 	run := func() uint64 {
 		ctx, cancel := context.WithCancel(context.Background())
 		log, _ := newLogger("warn", "text")
-		p, err := startPlane(ctx, o, log, nil)
+		p, err := startPlane(ctx, o, log, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,8 +115,19 @@ func freeAddr(t *testing.T) string {
 // made over gRPC survives a restart.
 func TestServeProvider(t *testing.T) {
 	addr := freeAddr(t)
-	apiAddr := freeAddr(t)
-	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true, apiAddress: apiAddr}
+	apiAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	// A webhook sink that takes ClaimCreated events.
+	var mu sync.Mutex
+	var delivered []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		delivered = append(delivered, r.Header.Get("ce-type"))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	sinksFile := filepath.Join(t.TempDir(), "sinks.yaml")
+	writeFile(t, sinksFile, "sinks:\n  - name: hook\n    url: "+hook.URL+"\n    types: [ClaimCreated]\n    start: all\n")
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true, apiAddress: apiAddr, metricsAddress: metricsAddr, sinks: sinksFile}
 	start := func() (pb.CloudProviderClient, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -168,6 +184,27 @@ func TestServeProvider(t *testing.T) {
 	if err := root.Execute(); err == nil {
 		t.Fatal("a wrong token was accepted")
 	}
+	// The sink delivered the claim's creation; the metrics count the claim.
+	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(delivered) != 1 || delivered[0] != "dev.claimstream.ClaimCreated.v1" {
+			return fmt.Errorf("webhook got %v", delivered)
+		}
+		return nil
+	})
+	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), `claimstream_claims{`) || !strings.Contains(string(body), `group="homelab"`) {
+			return fmt.Errorf("metrics lack claimstream_claims for homelab")
+		}
+		return nil
+	})
 	stop()
 	c, stop = start()
 	defer stop()

@@ -25,6 +25,16 @@ const DefaultServer = "http://127.0.0.1:8087"
 // cliNow is the CLI's clock (ages, deadlines); tests set it.
 var cliNow = time.Now
 
+// serverNow is the server's clock as of its last answer (ages are measured
+// against the clock that wrote the views: a simulator's may run ahead), or
+// this machine's when the server did not say.
+func serverNow(c *rest.Client) time.Time {
+	if t := c.Now(); !t.IsZero() {
+		return t
+	}
+	return cliNow()
+}
+
 // cliOptions are the connection and output flags every verb shares.
 type cliOptions struct {
 	server, token, output, configFile string
@@ -154,7 +164,7 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printViews(cmd.OutOrStdout(), format, kind, v, len(args) > 1, cliNow())
+			return printViews(cmd.OutOrStdout(), format, kind, v, len(args) > 1, serverNow(c))
 		},
 	}
 	o.bind(cmd, true)
@@ -331,7 +341,8 @@ func newDescribeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, w, now := cmd.Context(), cmd.OutOrStdout(), cliNow()
+			ctx, w := cmd.Context(), cmd.OutOrStdout()
+			now := func() time.Time { return serverNow(c) }
 			switch kind {
 			case "groups":
 				g, err := c.Group(ctx, args[1])
@@ -342,7 +353,7 @@ func newDescribeCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return describeGroup(w, g, slots.Items, now)
+				return describeGroup(w, g, slots.Items, now())
 			case "slots":
 				s, err := c.Slot(ctx, args[1])
 				if err != nil {
@@ -352,13 +363,13 @@ func newDescribeCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return describeSlot(w, s, claims.Items, now)
+				return describeSlot(w, s, claims.Items, now())
 			default:
 				cl, err := c.Claim(ctx, args[1])
 				if err != nil {
 					return err
 				}
-				return describeClaim(w, cl, now)
+				return describeClaim(w, cl, now())
 			}
 		},
 	}

@@ -219,3 +219,23 @@ func TestCLICompletion(t *testing.T) {
 		t.Fatalf("completion bash: %.200s", out)
 	}
 }
+
+// Ages are measured against the server's clock (a simulator's may run
+// ahead of this machine's): a CLI whose own clock is years off prints the
+// same table.
+func TestCLIAgesFollowTheServerClock(t *testing.T) {
+	f := resttest.Scripted(t)
+	want := runCLI(t, f, "get", "claims")
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	cliNow = func() time.Time { return time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC) }
+	defer func() { cliNow = time.Now }()
+	root.SetArgs([]string{"get", "claims", "--server", f.Server.URL, "--token", resttest.Token, "--cli-config", ""})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != want {
+		t.Fatalf("with a wrong local clock:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

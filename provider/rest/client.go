@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,6 +23,27 @@ type Client struct {
 	BaseURL string
 	Token   string
 	HTTP    *http.Client
+
+	mu        sync.Mutex
+	serverNow time.Time
+}
+
+// Now is the server's clock as of its last answer; the zero time before
+// any answer (or from a server that does not say).
+func (c *Client) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.serverNow
+}
+
+func (c *Client) noteNow(h http.Header) {
+	t, err := time.Parse(time.RFC3339Nano, h.Get(NowHeader))
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.serverNow = t
+	c.mu.Unlock()
 }
 
 // APIError is an error answer of the API.
@@ -107,6 +129,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		}
 		return nil, &UnreachableError{URL: c.BaseURL, Err: err}
 	}
+	c.noteNow(resp.Header)
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -111,7 +111,19 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	mux.Handle("/api/", s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route %s %s (see schemas/openapi.yaml)", req.Method, req.URL.Path))
 	})))
-	return mux
+	return s.stampNow(mux)
+}
+
+// NowHeader carries the server's clock on every answer, so a client
+// computes ages against the clock the views were written with (a
+// simulator's clock may run ahead of the wall clock).
+const NowHeader = "X-Claimstream-Now"
+
+func (s *server) stampNow(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(NowHeader, s.now().Format(time.RFC3339Nano))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // authenticate checks the bearer token in constant time.

@@ -247,7 +247,7 @@ func TestReadRangeAndTail(t *testing.T) {
 	if _, err := st.Append(ctx, events.SlotAggregate("e"), 0, created("e", "e1")); err != nil {
 		t.Fatal(err)
 	}
-	eventstest.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	eventstest.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(tailed) != 3 || tailed[2] != 5 {

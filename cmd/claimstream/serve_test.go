@@ -137,7 +137,7 @@ func TestServeProvider(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := pb.NewCloudProviderClient(conn)
-		eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 			_, err := c.NodeGroups(context.Background(), &pb.NodeGroupsRequest{})
 			return err
 		})
@@ -185,7 +185,7 @@ func TestServeProvider(t *testing.T) {
 		t.Fatal("a wrong token was accepted")
 	}
 	// The sink delivered the claim's creation; the metrics count the claim.
-	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(delivered) != 1 || delivered[0] != "dev.claimstream.ClaimCreated.v1" {
@@ -193,7 +193,7 @@ func TestServeProvider(t *testing.T) {
 		}
 		return nil
 	})
-	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {
 			return err

@@ -178,7 +178,7 @@ func waitFor(t testing.TB, r *receiver, st *events.Store, s sinks.Sink) {
 	t.Helper()
 	// Every write has landed when this is called: read the log once.
 	w := want(t, st, s)
-	eventstest.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
+	eventstest.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
 		if got := r.got(); len(got) < len(w) {
 			return fmt.Errorf("received %d of %d events", len(got), len(w))
 		}
@@ -281,7 +281,7 @@ sinks:
 	rcv.failAll = true
 	rcv.mu.Unlock()
 	res := h.MustExec(handlers.MarkReady{Claim: claims[0], Node: "a"})
-	eventstest.CheckFor(t, 10*time.Second, 2*time.Millisecond, func() error {
+	eventstest.CheckFor(t, 30*time.Second, 2*time.Millisecond, func() error {
 		if rcv.triesOf(res.Events[0].ID) < 2 {
 			return fmt.Errorf("the ready event was not retried yet")
 		}
@@ -339,7 +339,7 @@ sinks:
 
 	// Waits of 1m then 2m between the three attempts: step the fake clock
 	// whenever the sink waits on it.
-	eventstest.CheckFor(t, 20*time.Second, 2*time.Millisecond, func() error {
+	eventstest.CheckFor(t, 30*time.Second, 2*time.Millisecond, func() error {
 		if clk.HasWaiters() {
 			clk.Step(2 * time.Minute)
 		}

@@ -43,6 +43,11 @@ const (
 	TypeNodeObserved    Type = "NodeObserved"
 	TypeHostJoined      Type = "HostJoined"
 	TypeHostJoinRefused Type = "HostJoinRefused"
+	// Elastic hosts (seed 003): the host a booting claim expects, and the
+	// drain of a machine before its shutdown.
+	TypeHostExpected  Type = "HostExpected"
+	TypeDrainStarted  Type = "DrainStarted"
+	TypeDrainTimedOut Type = "DrainTimedOut"
 )
 
 // Data is the payload of one event. Every payload embeds Ref, so every event
@@ -179,7 +184,22 @@ type GroupSpec struct {
 	Autoscaling          *AutoscalingOptions `json:"autoscaling,omitempty"`
 	Builtin              *BuiltinScaler      `json:"builtin,omitempty"`
 	GPULabel             string              `json:"gpuLabel,omitempty"`
+	// DrainTimeout bounds the drain of a machine before its shutdown
+	// (default 10m); OnDrainTimeout is what happens past it: wait (the
+	// default), evict or force (see DrainWait, DrainEvict, DrainForce).
+	DrainTimeout   Duration `json:"drainTimeout,omitempty"`
+	OnDrainTimeout string   `json:"onDrainTimeout,omitempty"`
 }
+
+// What a drain does past its group's drainTimeout.
+const (
+	// DrainWait stops evicting and waits for the remaining pods to end.
+	DrainWait = "wait"
+	// DrainEvict keeps retrying evictions (PodDisruptionBudgets still rule).
+	DrainEvict = "evict"
+	// DrainForce deletes the remaining pods and goes on to the shutdown.
+	DrainForce = "force"
+)
 
 // JobSpec is a lifecycle Job's pod spec, kept as the JSON of a
 // Kubernetes core/v1 PodSpec so this package stays free of Kubernetes types.
@@ -423,6 +443,38 @@ type HostJoinRefused struct {
 	Why  string `json:"why"`
 }
 
+// HostExpected: a booting claim records the host it expects to join: its
+// Node name, providerID, address, the provider's instance id when the
+// startup Job reported one, and the deadline it must join by.
+type HostExpected struct {
+	Ref
+	Node       string    `json:"node"`
+	ProviderID string    `json:"providerID"`
+	Address    string    `json:"address,omitempty"`
+	InstanceID string    `json:"instanceID,omitempty"`
+	DeadlineAt time.Time `json:"deadlineAt"`
+}
+
+// DrainStarted: the machine of a claim marked for scale-down is cordoned
+// and drained through the eviction API before its shutdown. Timeout and
+// Policy are the group's drainTimeout and onDrainTimeout in force.
+type DrainStarted struct {
+	Ref
+	Node    string   `json:"node"`
+	Pods    []string `json:"pods,omitempty"`
+	Timeout Duration `json:"timeout"`
+	Policy  string   `json:"policy"`
+}
+
+// DrainTimedOut: the drain passed its timeout with pods left; Policy says
+// what happens now.
+type DrainTimedOut struct {
+	Ref
+	Node      string   `json:"node"`
+	Policy    string   `json:"policy"`
+	Remaining []string `json:"remaining,omitempty"`
+}
+
 func (GroupDeclared) EventType() Type               { return TypeGroupDeclared }
 func (GroupChanged) EventType() Type                { return TypeGroupChanged }
 func (GroupRetired) EventType() Type                { return TypeGroupRetired }
@@ -448,6 +500,9 @@ func (ClaimCollected) EventType() Type              { return TypeClaimCollected 
 func (NodeObserved) EventType() Type                { return TypeNodeObserved }
 func (HostJoined) EventType() Type                  { return TypeHostJoined }
 func (HostJoinRefused) EventType() Type             { return TypeHostJoinRefused }
+func (HostExpected) EventType() Type                { return TypeHostExpected }
+func (DrainStarted) EventType() Type                { return TypeDrainStarted }
+func (DrainTimedOut) EventType() Type               { return TypeDrainTimedOut }
 
 // catalog maps every type to its aggregate kind and a constructor of its data.
 var catalog = map[Type]struct {
@@ -479,6 +534,9 @@ var catalog = map[Type]struct {
 	TypeNodeObserved:                {KindSlot, func() Data { return &NodeObserved{} }},
 	TypeHostJoined:                  {KindSlot, func() Data { return &HostJoined{} }},
 	TypeHostJoinRefused:             {KindSlot, func() Data { return &HostJoinRefused{} }},
+	TypeHostExpected:                {KindSlot, func() Data { return &HostExpected{} }},
+	TypeDrainStarted:                {KindSlot, func() Data { return &DrainStarted{} }},
+	TypeDrainTimedOut:               {KindSlot, func() Data { return &DrainTimedOut{} }},
 }
 
 // Types lists the catalog in a stable order.

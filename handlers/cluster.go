@@ -2,9 +2,11 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/scale"
 )
 
 // Cluster is what the reactors act through: reads come from informer
@@ -31,7 +33,71 @@ type Cluster interface {
 	HasSynced() bool
 	// Changed returns a channel closed at the next change the caches see.
 	Changed() <-chan struct{}
+
+	// --- elastic hosts and the built-in scaler (seed 002, 003) ---
+
+	// Nodes lists every Node in the cache (the refusal of a host that
+	// joined under a name no slot has).
+	Nodes() []NodeView
+	// AddNodeTaint adds a taint unless the Node carries one with its key
+	// and effect; RemoveNodeTaint drops every taint with the key. A missing
+	// Node is no error.
+	AddNodeTaint(ctx context.Context, node string, t events.Taint) error
+	RemoveNodeTaint(ctx context.Context, node, key string) error
+	// ListPodsOnNode reads the pods bound to a Node from the API.
+	ListPodsOnNode(ctx context.Context, node string) ([]PodView, error)
+	// Evict asks the eviction API (policy/v1) to evict a pod; a
+	// PodDisruptionBudget that forbids it is ErrEvictionBlocked, a missing
+	// pod is success.
+	Evict(ctx context.Context, pod PodView) error
+	// DeletePod deletes a pod (a drain's force policy); NotFound is success.
+	DeletePod(ctx context.Context, pod PodView) error
+	// Workload is one observation of the cluster's work for the built-in
+	// scaler: every list read in the same call. A list that cannot be read
+	// (or caches not yet synced) is an error, never an empty observation.
+	Workload(ctx context.Context) (scale.Observation, error)
+	// JobOutput is the termination message of a lifecycle Job's pod (a
+	// provisioning Job reports the instance it bought there), or "".
+	JobOutput(ctx context.Context, job string) (string, error)
 }
+
+// ErrEvictionBlocked: the eviction API refused an eviction because a
+// PodDisruptionBudget forbids it now (429); retry later.
+var ErrEvictionBlocked = errors.New("eviction blocked by a PodDisruptionBudget")
+
+// PodView is what a drain reads of a pod.
+type PodView struct {
+	Namespace string
+	Name      string
+	Node      string
+	Phase     string
+	// DaemonSet: owned by a DaemonSet (a drain leaves it: it follows its node).
+	DaemonSet bool
+	// Mirror: a static pod's mirror (cannot be evicted).
+	Mirror bool
+	// Deleting: a deletion is already under way.
+	Deleting bool
+}
+
+// Key is namespace/name.
+func (p PodView) Key() string { return p.Namespace + "/" + p.Name }
+
+// Drainable: a pod the drain must move off the node: not finished, not a
+// DaemonSet's, not a mirror.
+func (p PodView) Drainable() bool {
+	return p.Phase != "Succeeded" && p.Phase != "Failed" && !p.DaemonSet && !p.Mirror
+}
+
+// Host taints and labels (seed 003).
+const (
+	// TaintRefused marks a Node that joined unexpected: nothing schedules
+	// or keeps running on it.
+	TaintRefused = "claimstream.dev/refused"
+	// LabelGroup on a Node names the group its host was made for (a
+	// template's labels give it to the host); a Node with it and no slot is
+	// refused.
+	LabelGroup = "claimstream.dev/group"
+)
 
 // Labels and environment every lifecycle Job carries.
 const (

@@ -48,8 +48,11 @@ type Reactors struct {
 }
 
 // NewReactors builds the reactors, in the order one pass runs them on a
-// slot: observe, deadline, boot, job monitor, readiness gate, machine gone,
+// slot: observe, hosts (expected host, join matching, refusal), deadline,
+// boot, job monitor, readiness gate, host loss, machine gone, drain then
 // scale-down (and force shutdown), input law, node cleanup, collector.
+// After the slots, a pass runs the group-level work: the built-in scaler
+// and the refusal of stray hosts.
 func NewReactors(cfg ReactorsConfig) *Reactors {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -60,8 +63,8 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace}
 	r := &Reactors{base: b}
 	r.list = []Reactor{
-		&Observer{b}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &ReadinessGate{b},
-		&MachineGone{b}, &ScaleDown{b}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
+		&Observer{b}, &Hosts{b}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &ReadinessGate{b},
+		&HostLoss{b}, &MachineGone{b}, &Drain{base: b, next: &ScaleDown{b}}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
 	}
 	return r
 }
@@ -99,6 +102,16 @@ func (r *Reactors) ReconcileAll(ctx context.Context) (time.Duration, error) {
 		if d > 0 && d < next {
 			next = d
 		}
+	}
+	// Group-level work (builtin.go, hosts.go).
+	if d, err := r.builtinScaler(ctx); err != nil {
+		r.log.Error("built-in scaler failed", "err", err)
+		errs = append(errs, err)
+	} else if d > 0 && d < next {
+		next = d
+	}
+	if err := r.strayHosts(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return next, errors.Join(errs...)
 }

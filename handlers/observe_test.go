@@ -15,11 +15,16 @@ func TestObserveWritesOnChangeOnly(t *testing.T) {
 	e.register("a", false, cilium)
 	seq := e.h.Views.Seq()
 	e.pass()
-	if e.h.Views.Seq() != seq+1 {
-		t.Fatalf("registration: %d events", e.h.Views.Seq()-seq)
+	// The registration is observed once (NodeObserved) and matched to the
+	// booting claim once (HostJoined).
+	if e.h.Views.Seq() != seq+2 {
+		t.Fatalf("registration: %d events, want NodeObserved and HostJoined", e.h.Views.Seq()-seq)
 	}
 	if sl := e.slot("a"); !sl.Node.Present || sl.Node.Ready || len(sl.Node.Taints) != 1 {
 		t.Fatalf("observed %+v", sl.Node)
+	}
+	if j := e.claim("a").Joined; j == nil || j.Node != "a" || j.MatchedBy != "providerID" {
+		t.Fatalf("host join %+v, want node a matched by providerID", j)
 	}
 	seq = e.h.Views.Seq()
 	e.pass()

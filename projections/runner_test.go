@@ -115,7 +115,7 @@ func TestSnapshotOfAnotherVersionIsRefused(t *testing.T) {
 	if _, err := projections.DecodeSnapshot([]byte(`{"version":999,"seq":1,"state":{}}`)); err == nil {
 		t.Fatal("a snapshot of another version was accepted")
 	}
-	if _, err := projections.DecodeSnapshot([]byte(`{"version":1,"seq":5,"state":{"seq":4}}`)); err == nil {
+	if _, err := projections.DecodeSnapshot([]byte(`{"version":2,"seq":5,"state":{"seq":4}}`)); err == nil {
 		t.Fatal("a snapshot whose state disagrees with its seq was accepted")
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// SnapshotVersion changes whenever the shape of State changes; a snapshot of
-// another version is ignored and the views are rebuilt from the log.
-const SnapshotVersion = 1
+// SnapshotVersion changes whenever the shape of State or the fold changes;
+// a snapshot of another version is ignored and the views are rebuilt from
+// the log. 2: claims carry their trace context, expected and joined hosts
+// and drains.
+const SnapshotVersion = 2
 
 // snapshotObject is the object name of the newest snapshot.
 const snapshotObject = "views"

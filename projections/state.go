@@ -146,6 +146,10 @@ type ScaleDecided struct {
 	Target int       `json:"target"`
 	Action string    `json:"action"`
 	Reason string    `json:"reason"`
+	// Nodes is the count of wanting claims the decision saw; Slots are the
+	// slots it names (the idle nodes a hold watches, the nodes released).
+	Nodes int      `json:"nodes"`
+	Slots []string `json:"slots,omitempty"`
 }
 
 // Slot is the view of one slot: its config, its claims, what is observed
@@ -251,6 +255,13 @@ type Claim struct {
 	// MachineOffSince is when a ready claim's machine was seen off.
 	MachineOffSince *time.Time `json:"machineOffSince,omitempty"`
 
+	// Expected is the host the claim expects to join (HostExpected), Joined
+	// the Node matched to it (HostJoined), Drain the drain of its machine
+	// before the shutdown (DrainStarted, DrainTimedOut). Seed 003.
+	Expected *ExpectedHost `json:"expected,omitempty"`
+	Joined   *HostJoin     `json:"joined,omitempty"`
+	Drain    *Drain        `json:"drain,omitempty"`
+
 	Timeline []Step `json:"timeline"`
 }
 
@@ -260,6 +271,34 @@ type ScaleDownMark struct {
 	RequestedBy string         `json:"requestedBy"`
 	Request     events.Request `json:"request"`
 	Reason      string         `json:"reason,omitempty"`
+}
+
+// ExpectedHost is the host a booting claim expects (seed 003).
+type ExpectedHost struct {
+	At         time.Time `json:"at"`
+	Node       string    `json:"node"`
+	ProviderID string    `json:"providerID"`
+	Address    string    `json:"address,omitempty"`
+	InstanceID string    `json:"instanceID,omitempty"`
+	DeadlineAt time.Time `json:"deadlineAt"`
+}
+
+// HostJoin is the Node matched to a claim, and how.
+type HostJoin struct {
+	At        time.Time `json:"at"`
+	Node      string    `json:"node"`
+	MatchedBy string    `json:"matchedBy"`
+}
+
+// Drain is the drain of a claim's machine before its shutdown.
+type Drain struct {
+	StartedAt  time.Time       `json:"startedAt"`
+	Node       string          `json:"node"`
+	Pods       []string        `json:"pods,omitempty"`
+	Timeout    events.Duration `json:"timeout"`
+	Policy     string          `json:"policy"`
+	TimedOutAt *time.Time      `json:"timedOutAt,omitempty"`
+	Remaining  []string        `json:"remaining,omitempty"`
 }
 
 // Step is one entry of a claim's timeline.

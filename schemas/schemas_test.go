@@ -66,8 +66,10 @@ var (
 			ZeroOrMaxNodeScaling:             ptr(true),
 			IgnoreDaemonSetsUtilization:      ptr(true),
 		},
-		Builtin:  &events.BuiltinScaler{PodsPerNode: 10, MaxNodes: 4, Hold: dur(300 * time.Millisecond)},
-		GPULabel: "nvidia.com/gpu.present",
+		Builtin:        &events.BuiltinScaler{PodsPerNode: 10, MaxNodes: 4, Hold: dur(300 * time.Millisecond)},
+		GPULabel:       "nvidia.com/gpu.present",
+		DrainTimeout:   dur(10 * time.Minute),
+		OnDrainTimeout: events.DrainForce,
 	}
 
 	fullSlotSpec = events.SlotSpec{
@@ -116,6 +118,9 @@ var fullSamples = []events.Data{
 	}},
 	events.HostJoined{Ref: fullRef, Node: "worker-1", MatchedBy: "providerID"},
 	events.HostJoinRefused{Ref: fullRef, Node: "intruder-1", Why: "no claim expects it"},
+	events.HostExpected{Ref: fullRef, Node: "worker-1", ProviderID: "homelab://worker-1", Address: "10.0.0.21", InstanceID: "i-0abc", DeadlineAt: at},
+	events.DrainStarted{Ref: fullRef, Node: "worker-1", Pods: []string{"default/web-0"}, Timeout: dur(10 * time.Minute), Policy: events.DrainEvict},
+	events.DrainTimedOut{Ref: fullRef, Node: "worker-1", Policy: events.DrainForce, Remaining: []string{"default/web-0"}},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the
@@ -149,6 +154,9 @@ var minimalSamples = []events.Data{
 	events.NodeObserved{Ref: minRef},
 	events.HostJoined{Ref: minRef},
 	events.HostJoinRefused{Ref: minRef},
+	events.HostExpected{Ref: minRef},
+	events.DrainStarted{Ref: minRef, Policy: events.DrainWait},
+	events.DrainTimedOut{Ref: minRef, Policy: events.DrainWait},
 }
 
 func marshal(t *testing.T, v any) []byte {

@@ -9,6 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/scale"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/audit"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -228,7 +231,19 @@ func describeGroup(w io.Writer, g rest.Group, slots []rest.Slot, now time.Time) 
 		k.line("Retired", "yes")
 	}
 	if d := g.LastDecision; d != nil {
-		k.line("Last scale decision", fmt.Sprintf("%s %s (demand %d, target %d): %s", stamp(d.At), d.Action, d.Demand, d.Target, d.Reason))
+		line := fmt.Sprintf("%s %s (demand %d, target %d, nodes %d): %s", stamp(d.At), d.Action, d.Demand, d.Target, d.Nodes, d.Reason)
+		if len(d.Slots) > 0 {
+			line += " [" + strings.Join(d.Slots, ", ") + "]"
+		}
+		k.line("Last scale decision", line)
+	}
+	if b := g.Spec.Builtin; g.Spec.Scaler == events.ScalerBuiltin {
+		o := scale.OptionsOf(b)
+		k.line("Built-in scaler", fmt.Sprintf("%d pods a node, max %d nodes, hold %s", o.PodsPerNodeOrDefault(), o.MaxNodesOrDefault(), o.HoldOrDefault()))
+	}
+	if g.Spec.DrainTimeout > 0 || g.Spec.OnDrainTimeout != "" {
+		dt, dp := handlers.DrainSettings(g.Spec)
+		k.line("Drain", fmt.Sprintf("timeout %s, then %s", dt, dp))
 	}
 	fmt.Fprintln(w, "Slots:")
 	if len(slots) == 0 {
@@ -385,6 +400,26 @@ func describeClaim(w io.Writer, c rest.Claim, now time.Time) error {
 	}
 	if c.MachineOffSince != nil {
 		k.line("Machine off since", stampp(c.MachineOffSince))
+	}
+	if e := c.Expected; e != nil {
+		host := fmt.Sprintf("%s (providerID %s", e.Node, e.ProviderID)
+		if e.InstanceID != "" {
+			host += ", instance " + e.InstanceID
+		}
+		if e.Address != "" {
+			host += ", address " + e.Address
+		}
+		k.line("Expected host", host+") by "+stamp(e.DeadlineAt))
+	}
+	if j := c.Joined; j != nil {
+		k.line("Host joined", fmt.Sprintf("%s at %s (matched by %s)", j.Node, stamp(j.At), j.MatchedBy))
+	}
+	if d := c.Drain; d != nil {
+		line := fmt.Sprintf("%s since %s, %d pods, timeout %s, then %s", d.Node, stamp(d.StartedAt), len(d.Pods), d.Timeout, d.Policy)
+		if d.TimedOutAt != nil {
+			line += fmt.Sprintf("; timed out at %s with %d left", stamp(*d.TimedOutAt), len(d.Remaining))
+		}
+		k.line("Drain", line)
 	}
 	fmt.Fprintln(w, "Timeline:")
 	steps := make([]stepOf, 0, len(c.Timeline))

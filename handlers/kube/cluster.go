@@ -32,6 +32,10 @@ type Options struct {
 	// Versions, when set, is the truth Settle waits for the caches to
 	// reach (the simulator's and the tests' fake clientset, see Fake).
 	Versions func() (nodes, jobs map[string]string)
+	// WorkVersions, when set, is the truth Settle waits for the workload
+	// caches (started by the first Workload call) to reach: by resource
+	// ("pods", "jobs", ...), the resourceVersion of every "<ns>/<name>".
+	WorkVersions func() map[string]map[string]string
 }
 
 // Cluster implements handlers.Cluster over a Kubernetes API.
@@ -47,6 +51,13 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	changed chan struct{}
+
+	// The built-in scaler's workload informers (workload.go).
+	resync       time.Duration
+	workVersions func() map[string]map[string]string
+	workMu       sync.Mutex
+	runCtx       context.Context
+	work         *workInformers
 }
 
 var _ handlers.Cluster = (*Cluster)(nil)
@@ -56,7 +67,7 @@ func New(client kubernetes.Interface, opts Options) *Cluster {
 	if opts.Namespace == "" {
 		opts.Namespace = "claimstream"
 	}
-	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{})}
+	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions}
 	c.nodeFactory = informers.NewSharedInformerFactory(client, opts.Resync)
 	c.jobFactory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithNamespace(opts.Namespace))
 	c.nodes = c.nodeFactory.Core().V1().Nodes().Informer()
@@ -79,6 +90,9 @@ func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
 // Start runs the informers until ctx ends.
 func (c *Cluster) Start(ctx context.Context) {
+	c.workMu.Lock()
+	c.runCtx = ctx
+	c.workMu.Unlock()
 	c.nodeFactory.Start(ctx.Done())
 	c.jobFactory.Start(ctx.Done())
 }
@@ -87,6 +101,13 @@ func (c *Cluster) Start(ctx context.Context) {
 func (c *Cluster) Shutdown() {
 	c.nodeFactory.Shutdown()
 	c.jobFactory.Shutdown()
+	c.workMu.Lock()
+	w := c.work
+	c.work, c.runCtx = nil, nil
+	c.workMu.Unlock()
+	if w != nil {
+		w.factory.Shutdown()
+	}
 }
 
 // WaitForSync blocks until both caches are filled or ctx ends.
@@ -121,7 +142,7 @@ func (c *Cluster) Settle(ctx context.Context) error {
 	}
 	for i := 0; ; i++ {
 		nodes, jobs := c.versions()
-		if sameVersions(c.nodes.GetStore(), nodes, "") && sameVersions(c.jobs.GetStore(), jobs, c.namespace+"/") {
+		if sameVersions(c.nodes.GetStore(), nodes, "") && sameVersions(c.jobs.GetStore(), jobs, c.namespace+"/") && c.settledWork() {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -159,6 +180,8 @@ func metaOf(obj any) (metav1.Object, error) {
 	case *corev1.Node:
 		return o, nil
 	case *batchv1.Job:
+		return o, nil
+	case metav1.Object:
 		return o, nil
 	}
 	return nil, fmt.Errorf("unexpected %T", obj)

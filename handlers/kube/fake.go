@@ -1,11 +1,14 @@
 package kube
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,14 +29,21 @@ type Fake struct {
 	rv    uint64
 	nodes map[string]string
 	jobs  map[string]string // "<ns>/<name>"
+	// work: the workload resources the built-in scaler lists, by resource,
+	// "<ns>/<name>" -> resourceVersion.
+	work map[string]map[string]string
+
+	tracker *stampTracker
 }
 
 // NewFake returns an empty fake cluster.
 func NewFake() *Fake {
-	f := &Fake{Clientset: fake.NewClientset(), nodes: map[string]string{}, jobs: map[string]string{}}
+	f := &Fake{Clientset: fake.NewClientset(), nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}}
 	t := &stampTracker{ObjectTracker: f.Tracker(), f: f}
+	f.tracker = t
 	f.ReactionChain = nil
 	f.AddReactor("*", "*", k8stesting.ObjectReaction(t))
+	f.PrependReactor("create", "pods", f.evictionReaction)
 	return f
 }
 
@@ -58,10 +68,36 @@ func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string)
 	}
 }
 
+// WorkVersions returns the newest resourceVersion of every workload object
+// the built-in scaler lists (Options.WorkVersions), Jobs of every namespace
+// included.
+func (f *Fake) WorkVersions() map[string]map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]map[string]string{"jobs": {}}
+	for _, res := range workResources {
+		out[res] = map[string]string{}
+		for k, v := range f.work[res] {
+			out[res][k] = v
+		}
+	}
+	for k, v := range f.jobs {
+		out["jobs"][k] = v
+	}
+	return out
+}
+
 var (
 	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
 	jobsGVR  = batchv1.SchemeGroupVersion.WithResource("jobs")
 )
+
+// workResources are the stamped resources besides Nodes and Jobs.
+var workResources = []string{"pods", "deployments", "statefulsets", "daemonsets", "replicasets"}
+
+func workResource(gvr schema.GroupVersionResource) bool {
+	return (gvr.Group == "" || gvr.Group == "apps") && slices.Contains(workResources, gvr.Resource)
+}
 
 type stampTracker struct {
 	k8stesting.ObjectTracker
@@ -69,7 +105,7 @@ type stampTracker struct {
 }
 
 func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object, ns string, write func(runtime.Object) error) error {
-	if gvr != nodesGVR && gvr != jobsGVR {
+	if gvr != nodesGVR && gvr != jobsGVR && !workResource(gvr) {
 		return write(obj)
 	}
 	m, err := meta.Accessor(obj)
@@ -86,13 +122,19 @@ func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object
 	if err := write(obj); err != nil {
 		return err
 	}
-	if gvr == nodesGVR {
+	if ns == "" {
+		ns = m.GetNamespace()
+	}
+	switch {
+	case gvr == nodesGVR:
 		t.f.nodes[m.GetName()] = rv
-	} else {
-		if ns == "" {
-			ns = m.GetNamespace()
-		}
+	case gvr == jobsGVR:
 		t.f.jobs[ns+"/"+m.GetName()] = rv
+	default:
+		if t.f.work[gvr.Resource] == nil {
+			t.f.work[gvr.Resource] = map[string]string{}
+		}
+		t.f.work[gvr.Resource][ns+"/"+m.GetName()] = rv
 	}
 	return nil
 }
@@ -120,7 +162,7 @@ func (t *stampTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object
 }
 
 func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, opts ...metav1.DeleteOptions) error {
-	if gvr != nodesGVR && gvr != jobsGVR {
+	if gvr != nodesGVR && gvr != jobsGVR && !workResource(gvr) {
 		return t.ObjectTracker.Delete(gvr, ns, name, opts...)
 	}
 	t.f.mu.Lock()
@@ -128,10 +170,13 @@ func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, 
 	if err := t.ObjectTracker.Delete(gvr, ns, name, opts...); err != nil {
 		return err
 	}
-	if gvr == nodesGVR {
+	switch {
+	case gvr == nodesGVR:
 		delete(t.f.nodes, name)
-	} else {
+	case gvr == jobsGVR:
 		delete(t.f.jobs, ns+"/"+name)
+	default:
+		delete(t.f.work[gvr.Resource], ns+"/"+name)
 	}
 	return nil
 }
@@ -142,5 +187,7 @@ var fakeScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = batchv1.AddToScheme(s)
+	_ = appsv1.AddToScheme(s)
+	_ = policyv1.AddToScheme(s)
 	return s
 }()

@@ -2,13 +2,17 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/claimstream/claimstream/events"
@@ -173,4 +177,92 @@ func (f *Fake) DeleteJob(ctx context.Context, ns, name string) error {
 		return nil
 	}
 	return err
+}
+
+var (
+	podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
+	pdbsGVR = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+)
+
+// evictionReaction plays the API server's eviction subresource (policy/v1):
+// a pod whose PodDisruptionBudgets allow no disruption now is refused with
+// 429 TooManyRequests; otherwise the pod is deleted. The budget is computed
+// from the pods the fake holds (there is no disruption controller).
+func (f *Fake) evictionReaction(a k8stesting.Action) (bool, runtime.Object, error) {
+	if a.GetSubresource() != "eviction" {
+		return false, nil, nil
+	}
+	ca, ok := a.(k8stesting.CreateAction)
+	if !ok {
+		return false, nil, nil
+	}
+	ev, ok := ca.GetObject().(*policyv1.Eviction)
+	if !ok {
+		return true, nil, apierrors.NewBadRequest("not an Eviction")
+	}
+	ns := a.GetNamespace()
+	obj, err := f.tracker.Get(podsGVR, ns, ev.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	if allowed, name, err := f.disruptionsAllowed(pod); err != nil {
+		return true, nil, err
+	} else if allowed < 1 {
+		return true, nil, apierrors.NewTooManyRequests(fmt.Sprintf("Cannot evict pod as it would violate the pod's disruption budget %s.", name), 10)
+	}
+	if err := f.tracker.Delete(podsGVR, ns, ev.Name); err != nil {
+		return true, nil, err
+	}
+	return true, ev, nil
+}
+
+// disruptionsAllowed is the least of the pod's budgets (a large number
+// when none selects it).
+func (f *Fake) disruptionsAllowed(pod *corev1.Pod) (int, string, error) {
+	obj, err := f.tracker.List(pdbsGVR, policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), pod.Namespace)
+	if err != nil {
+		return 0, "", err
+	}
+	pobj, err := f.tracker.List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), pod.Namespace)
+	if err != nil {
+		return 0, "", err
+	}
+	pods := pobj.(*corev1.PodList).Items
+	least, name := 1<<30, ""
+	for _, pdb := range obj.(*policyv1.PodDisruptionBudgetList).Items {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		expected, healthy := 0, 0
+		for _, p := range pods {
+			if !sel.Matches(labels.Set(p.Labels)) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			expected++
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				healthy++
+			}
+		}
+		allowed := 1 << 30
+		switch {
+		case pdb.Spec.MinAvailable != nil:
+			n, err := intstr.GetScaledValueFromIntOrPercent(pdb.Spec.MinAvailable, expected, true)
+			if err != nil {
+				return 0, "", err
+			}
+			allowed = healthy - n
+		case pdb.Spec.MaxUnavailable != nil:
+			n, err := intstr.GetScaledValueFromIntOrPercent(pdb.Spec.MaxUnavailable, expected, true)
+			if err != nil {
+				return 0, "", err
+			}
+			allowed = n - (expected - healthy)
+		}
+		if allowed < least {
+			least, name = allowed, pdb.Name
+		}
+	}
+	return least, name, nil
 }

@@ -35,6 +35,7 @@ var groupDurations = []string{
 	"/lifecycle/startupJobTimeout", "/lifecycle/registrationWait", "/lifecycle/readinessGate",
 	"/autoscaling/scaleDownUnneededTime", "/autoscaling/scaleDownUnreadyTime",
 	"/builtin/hold",
+	"/drainTimeout",
 }
 
 func check(t *tree) *checker {
@@ -148,7 +149,7 @@ func check(t *tree) *checker {
 				c.add(ptr+rel, "must be a Go duration such as \"90s\", \"5m\" or \"1h30m\" (got %q)", s)
 			case d < 0:
 				c.add(ptr+rel, "must not be negative (got %q)", s)
-			case d == 0 && strings.HasPrefix(rel, "/lifecycle/"):
+			case d == 0 && (strings.HasPrefix(rel, "/lifecycle/") || rel == "/drainTimeout"):
 				c.add(ptr+rel, "must be > 0 (got %q); leave it out to take the default", s)
 			}
 		}

@@ -40,6 +40,9 @@ type Timing struct {
 	// PowerOffDelay: from the shutdown Job's completion to the Node going
 	// NotReady (default 0).
 	PowerOffDelay time.Duration
+	// PodsPerNode: how many running pods the simulated scheduler binds to
+	// one Node (default 110).
+	PodsPerNode int
 }
 
 func (t Timing) withDefaults() Timing {
@@ -54,6 +57,9 @@ func (t Timing) withDefaults() Timing {
 	}
 	if t.TaintDelay == 0 {
 		t.TaintDelay = 15 * time.Second
+	}
+	if t.PodsPerNode == 0 {
+		t.PodsPerNode = 110
 	}
 	return t
 }
@@ -75,6 +81,9 @@ type Knobs struct {
 	TaintStays bool `json:"taintStays,omitempty"`
 	// ShutdownNoop: shutdown Jobs succeed and the machine stays up.
 	ShutdownNoop bool `json:"shutdownNoop,omitempty"`
+	// InstanceID: a succeeding startup Job reports this instance in its
+	// pod's termination message (a provisioning Job that bought a machine).
+	InstanceID string `json:"instanceID,omitempty"`
 }
 
 // Config builds a Sim.
@@ -238,7 +247,11 @@ func (s *Sim) Step(ctx context.Context) (int, error) {
 			return len(due), err
 		}
 	}
-	return len(due) + len(jobs), nil
+	bound, err := s.schedulePods(ctx)
+	if err != nil {
+		return len(due), err
+	}
+	return len(due) + len(jobs) + bound, nil
 }
 
 // takeJob schedules what a new Job does (s.mu held).
@@ -291,6 +304,11 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			}
 			if err := finish(ctx, at, true, ""); err != nil {
 				return err
+			}
+			if id := s.Knobs(slot).InstanceID; id != "" {
+				if err := s.reportInstance(ctx, name, id, at); err != nil {
+					return err
+				}
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()

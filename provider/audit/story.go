@@ -82,7 +82,11 @@ func tell(d events.Data, at time.Time, c *claimClock) string {
 	case events.GroupRetired:
 		return fmt.Sprintf("group %s retired", d.Group)
 	case events.ScaleDecided:
-		return fmt.Sprintf("built-in scaler: %s (demand %d, target %d): %s", d.Action, d.Demand, d.Target, d.Reason)
+		out := fmt.Sprintf("built-in scaler: %s (demand %d, target %d, nodes %d): %s", d.Action, d.Demand, d.Target, d.Nodes, d.Reason)
+		if len(d.Slots) > 0 {
+			out += " [" + strings.Join(d.Slots, ", ") + "]"
+		}
+		return out
 	case events.SlotDeclared:
 		return fmt.Sprintf("slot %s declared in group %s (providerID %s)", d.Slot, d.Group, orDefault(d.Spec.ProviderID, "homelab://"+d.Slot))
 	case events.SlotChanged:
@@ -164,6 +168,19 @@ func tell(d events.Data, at time.Time, c *claimClock) string {
 		return fmt.Sprintf("host %s joined (matched by %s)", d.Node, d.MatchedBy)
 	case events.HostJoinRefused:
 		return fmt.Sprintf("host %s refused: %s (cordoned and tainted)", d.Node, d.Why)
+	case events.HostExpected:
+		out := fmt.Sprintf("expects host %s (providerID %s", d.Node, d.ProviderID)
+		if d.InstanceID != "" {
+			out += ", instance " + d.InstanceID
+		}
+		if d.Address != "" {
+			out += ", address " + d.Address
+		}
+		return out + ") by " + stamp(d.DeadlineAt)
+	case events.DrainStarted:
+		return fmt.Sprintf("drain of %s started: %d pods to move through the eviction API, timeout %s, then %s", d.Node, len(d.Pods), d.Timeout, d.Policy)
+	case events.DrainTimedOut:
+		return fmt.Sprintf("drain of %s timed out with %d pods left (%s); policy %s", d.Node, len(d.Remaining), strings.Join(d.Remaining, ", "), d.Policy)
 	}
 	return string(d.EventType())
 }

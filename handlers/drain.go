@@ -1,0 +1,180 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// DefaultDrainTimeout bounds a drain when the group sets no drainTimeout
+// (cluster-autoscaler's max-graceful-termination-sec is 600).
+const DefaultDrainTimeout = 10 * time.Minute
+
+// DrainRetry is how often a drain retries its evictions.
+const DrainRetry = 10 * time.Second
+
+// DrainSettings are a group's drain timeout and policy, defaults applied.
+func DrainSettings(g events.GroupSpec) (time.Duration, string) {
+	timeout := DefaultDrainTimeout
+	if g.DrainTimeout > 0 {
+		timeout = g.DrainTimeout.D()
+	}
+	policy := g.OnDrainTimeout
+	if policy == "" {
+		policy = events.DrainWait
+	}
+	return timeout, policy
+}
+
+// Drain runs before the scale-down of a ready claim's machine (it wraps the
+// ScaleDown reactor and keeps its name): while the machine is up and holds
+// pods a drain must move (not finished, not a DaemonSet's, not a mirror),
+// it cordons the Node and evicts them through the eviction API, which
+// honours PodDisruptionBudgets (DrainStarted records the start, the
+// timeout and the policy). Past the group's drainTimeout (DrainTimedOut):
+// wait stops evicting and waits for the pods to end; evict keeps retrying
+// the evictions; force deletes the remaining pods and goes on. Once the
+// node is empty the scale-down proceeds: shutdown, then the claim ends.
+// A decommission, a DeleteNodes and a built-in scale-in all come this way.
+type Drain struct {
+	base
+	next Reactor
+}
+
+func (r *Drain) Name() string { return r.next.Name() }
+
+func (r *Drain) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
+	v := r.view(slot)
+	if cl := v.Live; v.GroupOK && cl != nil && cl.Phase == projections.PhaseReady && cl.ScaleDown != nil {
+		if n, ok := r.cluster.Node(slot); ok && n.Ready {
+			wait, done, err := r.drain(ctx, v, cl)
+			if err != nil || !done {
+				return wait, err
+			}
+		}
+	}
+	return r.next.Reconcile(ctx, slot)
+}
+
+func (r *Drain) drain(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, bool, error) {
+	slot := v.Slot.Name
+	pods, err := r.cluster.ListPodsOnNode(ctx, slot)
+	if err != nil {
+		return 0, false, err
+	}
+	var left []PodView
+	var keys []string
+	for _, p := range pods {
+		if p.Drainable() {
+			left = append(left, p)
+			keys = append(keys, p.Key())
+		}
+	}
+	if len(left) == 0 {
+		return 0, true, nil
+	}
+	if err := r.cluster.Cordon(ctx, slot); err != nil {
+		return 0, false, fmt.Errorf("cordon %s: %w", slot, err)
+	}
+	timeout, policy := DrainSettings(v.Group)
+	now := r.now()
+	start := now
+	if cl.Drain != nil {
+		start = cl.Drain.StartedAt
+	} else if _, err := r.exec(ctx, r.Name(), StartDrain{Claim: cl.Name, Node: slot, Pods: keys, Timeout: timeout, Policy: policy}); err != nil {
+		return 0, false, err
+	}
+	end := start.Add(timeout)
+	if now.Before(end) {
+		if err := r.evict(ctx, left); err != nil {
+			return 0, false, err
+		}
+		return min(DrainRetry, after(now, end)), false, nil
+	}
+	if cl.Drain == nil || cl.Drain.TimedOutAt == nil {
+		if _, err := r.exec(ctx, r.Name(), TimeOutDrain{Claim: cl.Name, Remaining: keys}); err != nil {
+			return 0, false, err
+		}
+	}
+	switch policy {
+	case events.DrainForce:
+		for _, p := range left {
+			if !p.Deleting {
+				if err := r.cluster.DeletePod(ctx, p); err != nil {
+					return 0, false, err
+				}
+			}
+		}
+		r.log.Warn("drain timed out: remaining pods deleted (force)", "slot", slot, "claim", cl.Name, "pods", keys)
+		return 0, true, nil
+	case events.DrainEvict:
+		return DrainRetry, false, r.evict(ctx, left)
+	default:
+		return projections.JobMonitorPollInterval, false, nil
+	}
+}
+
+// evict asks the eviction API for every pod not already going; a budget
+// that forbids one now is retried on the next pass.
+func (r *Drain) evict(ctx context.Context, pods []PodView) error {
+	for _, p := range pods {
+		if p.Deleting {
+			continue
+		}
+		if err := r.cluster.Evict(ctx, p); err != nil && !errors.Is(err, ErrEvictionBlocked) {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartDrain records the start of a drain (DrainStarted), once per claim.
+type StartDrain struct {
+	Claim   string
+	Node    string
+	Pods    []string
+	Timeout time.Duration
+	Policy  string
+}
+
+func (c StartDrain) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
+
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c StartDrain) ClaimName() string { return c.Claim }
+
+func (c StartDrain) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	cl := s.Claims[c.Claim]
+	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown == nil || cl.Drain != nil {
+		return nil, nil
+	}
+	return []events.Write{slotWrite(s, cl.Slot, now, events.DrainStarted{
+		Ref:  claimRef(cl, fmt.Sprintf("drain before scale-down (%s by %s)", cl.ScaleDown.Request.Call, cl.ScaleDown.RequestedBy)),
+		Node: c.Node, Pods: c.Pods, Timeout: events.Duration(c.Timeout), Policy: c.Policy,
+	})}, nil
+}
+
+// TimeOutDrain records a drain past its timeout (DrainTimedOut), once.
+type TimeOutDrain struct {
+	Claim     string
+	Remaining []string
+}
+
+func (c TimeOutDrain) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
+
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c TimeOutDrain) ClaimName() string { return c.Claim }
+
+func (c TimeOutDrain) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	cl := s.Claims[c.Claim]
+	if cl == nil || cl.Drain == nil || cl.Drain.TimedOutAt != nil || cl.Phase != projections.PhaseReady {
+		return nil, nil
+	}
+	return []events.Write{slotWrite(s, cl.Slot, now, events.DrainTimedOut{
+		Ref:  claimRef(cl, fmt.Sprintf("drain of %s passed its timeout of %s", cl.Drain.Node, cl.Drain.Timeout)),
+		Node: cl.Drain.Node, Policy: cl.Drain.Policy, Remaining: c.Remaining,
+	})}, nil
+}

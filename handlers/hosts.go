@@ -1,0 +1,396 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// Elastic hosts (seed 003): the host a booting claim expects, the match of
+// a registering Node to it, the refusal of a Node nothing expects, and the
+// loss of a host its provider reports gone.
+
+// Provider signals that a host is gone (a spot reclaim, a terminated or
+// shut-down instance): the cloud controller manager's shutdown taint and
+// the out-of-service taint.
+var HostLossTaints = []string{"node.cloudprovider.kubernetes.io/shutdown", "node.kubernetes.io/out-of-service"}
+
+// RefusedTaint is the taint a refused host gets.
+var RefusedTaint = events.Taint{Key: TaintRefused, Effect: "NoExecute"}
+
+// Hosts records the expected host of a booting claim when its startup Job
+// reports the instance it bought (HostExpected), matches the
+// registering Node to it (HostJoined: providerID first, then name) and
+// gives the host its group's template labels and taints, and refuses a
+// Node nothing expects: no live claim on its slot (none made, or its claim
+// ended, e.g. past its deadline), a decommissioned slot, or a providerID
+// other than the expected one. A refused Node is cordoned, tainted
+// claimstream.dev/refused:NoExecute and reported (HostJoinRefused); the
+// input law shuts its machine down.
+type Hosts struct{ base }
+
+func (r *Hosts) Name() string { return "hosts" }
+
+func (r *Hosts) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
+	v := r.view(slot)
+	if !v.GroupOK || !v.Active {
+		return 0, nil
+	}
+	cl := v.Live
+	if cl != nil && cl.Phase == projections.PhaseBooting {
+		if err := r.expect(ctx, v, cl); err != nil {
+			return 0, err
+		}
+	}
+	node, present := r.cluster.Node(slot)
+	if !present {
+		return 0, nil
+	}
+	if cl != nil && (cl.Phase == projections.PhaseBooting || cl.Phase == projections.PhaseReady) {
+		by, why := matchHost(v, cl, node)
+		if why == "" {
+			return 0, r.joined(ctx, v, cl, node, by)
+		}
+		return 0, r.refuse(ctx, v, node, why)
+	}
+	if cl != nil {
+		return 0, nil // pending: the boot that follows owns the machine
+	}
+	if why := unexpected(v, node); why != "" {
+		return 0, r.refuse(ctx, v, node, why)
+	}
+	return 0, nil
+}
+
+// expect records the host a booting claim expects once its startup Job
+// reports the instance it bought (a provisioning Job's termination
+// message). Without a report the expected host is the slot's own (its
+// name, providerID and address, by the claim's deadline): the views derive
+// it (ExpectedHostOf) and nothing is written.
+func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) error {
+	if cl.Expected != nil || cl.StartupJob == "" {
+		return nil
+	}
+	if j, ok := r.cluster.Job(cl.StartupJob); !ok || j.Phase != JobSucceeded {
+		return nil
+	}
+	out, err := r.cluster.JobOutput(ctx, cl.StartupJob)
+	if err != nil {
+		return err
+	}
+	rep := ParseJobReport(out)
+	if rep.InstanceID == "" {
+		return nil
+	}
+	want := ExpectHost{Claim: cl.Name, Node: v.Slot.Name, ProviderID: v.Slot.ProviderID(), Address: v.Slot.Spec.Address, InstanceID: rep.InstanceID}
+	if rep.ProviderID != "" {
+		want.ProviderID = rep.ProviderID
+	}
+	if rep.Address != "" {
+		want.Address = rep.Address
+	}
+	if rep.Node != "" {
+		want.Node = rep.Node
+	}
+	_, err = r.exec(ctx, r.Name(), want)
+	return err
+}
+
+// ExpectedHostOf is the host a claim in its boot window expects: the one
+// its startup Job reported (HostExpected), else its slot's own.
+func ExpectedHostOf(sl *projections.Slot, cl *projections.Claim) *projections.ExpectedHost {
+	if cl.Expected != nil {
+		return cl.Expected
+	}
+	if sl == nil || !cl.InBootWindow() || cl.DeadlineAt == nil {
+		return nil
+	}
+	return &projections.ExpectedHost{Node: sl.Name, ProviderID: sl.ProviderID(), Address: sl.Spec.Address, DeadlineAt: *cl.DeadlineAt}
+}
+
+// matchHost matches a Node to the claim that expects it: providerID first,
+// then name (the slot is named like its Node; a Node that reports no
+// providerID yet is matched by name). It returns why not otherwise.
+func matchHost(v slotView, cl *projections.Claim, n NodeView) (by, why string) {
+	want := v.Slot.ProviderID()
+	if cl.Expected != nil && cl.Expected.ProviderID != "" {
+		want = cl.Expected.ProviderID
+	}
+	switch {
+	case n.ProviderID != "" && n.ProviderID == want:
+		return "providerID", ""
+	case n.ProviderID == "" && n.Name == v.Slot.Name:
+		return "name", ""
+	}
+	return "", fmt.Sprintf("node %s has providerID %s, claim %s expects %s", n.Name, n.ProviderID, cl.Name, want)
+}
+
+// unexpected says why a Node on a slot with no live claim is a host nothing
+// expects, or "" when it is not a join (the Node of a machine already
+// switched off, left for the node cleanup).
+func unexpected(v slotView, n NodeView) string {
+	joined := n.Ready
+	if nw := v.Newest; nw == nil || nw.FinishedAt == nil || n.CreatedAt.After(*nw.FinishedAt) {
+		joined = true
+	}
+	if d := v.Slot.Decommissioned; d != nil && n.CreatedAt.After(d.At) {
+		joined = true
+	}
+	if !joined {
+		return ""
+	}
+	switch nw := v.Newest; {
+	case v.Slot.Decommissioned != nil:
+		d := v.Slot.Decommissioned
+		why := fmt.Sprintf("slot %s is decommissioned (by %s at %s)", v.Slot.Name, d.By, d.At.Format(time.RFC3339))
+		if d.Reason != "" {
+			why += ": " + d.Reason
+		}
+		return why
+	case nw != nil && nw.DeadlineAt != nil && nw.ReadyAt == nil && n.CreatedAt.After(*nw.DeadlineAt):
+		return fmt.Sprintf("joined at %s, after the deadline %s of claim %s, which ended %s (%s): nothing expects a host on slot %s",
+			n.CreatedAt.Format(time.RFC3339), nw.DeadlineAt.Format(time.RFC3339), nw.Name, nw.Phase, nw.Reason, v.Slot.Name)
+	case nw != nil && nw.FinishedAt != nil:
+		return fmt.Sprintf("claim %s ended %s (%s) at %s: nothing expects a host on slot %s", nw.Name, nw.Phase, nw.Reason, nw.FinishedAt.Format(time.RFC3339), v.Slot.Name)
+	}
+	return fmt.Sprintf("no claim expects a host on slot %s", v.Slot.Name)
+}
+
+func (r *Hosts) joined(ctx context.Context, v slotView, cl *projections.Claim, n NodeView, by string) error {
+	// Every match is recorded once per claim: the host the provisioning
+	// Job reported, or the slot's own machine under its own name and
+	// providerID.
+	if cl.Joined == nil {
+		if _, err := r.exec(ctx, r.Name(), JoinHost{Claim: cl.Name, Node: n.Name, MatchedBy: by}); err != nil {
+			return err
+		}
+	}
+	if n.HasTaint(RefusedTaint) {
+		if err := r.cluster.RemoveNodeTaint(ctx, n.Name, TaintRefused); err != nil {
+			return fmt.Errorf("remove %s from %s: %w", TaintRefused, n.Name, err)
+		}
+	}
+	// The template's part now (the readiness gate applies the slot's own
+	// labels and taints once the startup Job is done).
+	labels, taints := HostConfig(v.Slot.Group, v.Group, events.SlotSpec{})
+	return r.cluster.ApplySlotConfig(ctx, n.Name, labels, taints)
+}
+
+// HostConfig is what a joining host is given: its group's template labels
+// and taints, then its slot's (the slot wins a label both set), and the
+// group label.
+func HostConfig(group string, g events.GroupSpec, s events.SlotSpec) (map[string]string, []events.Taint) {
+	labels := map[string]string{LabelGroup: group}
+	var taints []events.Taint
+	if t := g.Template; t != nil {
+		maps.Copy(labels, t.Labels)
+		taints = append(taints, t.Taints...)
+	}
+	maps.Copy(labels, s.Labels)
+	taints = append(taints, s.Taints...)
+	return labels, taints
+}
+
+func (r *Hosts) refuse(ctx context.Context, v slotView, n NodeView, why string) error {
+	return refuseNode(ctx, r.base, r.Name(), v.Slot.Name, v.Slot.Group, n, why)
+}
+
+// refuseNode cordons and taints a refused Node (every pass: idempotent) and
+// reports it once per Node object.
+func refuseNode(ctx context.Context, b base, reactor, slot, group string, n NodeView, why string) error {
+	if err := b.cluster.Cordon(ctx, n.Name); err != nil {
+		return fmt.Errorf("cordon %s: %w", n.Name, err)
+	}
+	if err := b.cluster.AddNodeTaint(ctx, n.Name, RefusedTaint); err != nil {
+		return fmt.Errorf("taint %s: %w", n.Name, err)
+	}
+	_, err := b.exec(ctx, reactor, RefuseHost{Slot: slot, Group: group, Node: n.Name, CreatedAt: n.CreatedAt, Why: why})
+	return err
+}
+
+// HostLoss fails a ready claim whose provider reports its host gone (the
+// shutdown or out-of-service taint on its Node): the machine-gone path
+// (failed, force shutdown) at once, with the reason HostLost and the
+// signal recorded. A machine that just goes dark is MachineGone's, after
+// its grace.
+type HostLoss struct{ base }
+
+func (r *HostLoss) Name() string { return "hostloss" }
+
+func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
+	v := r.view(slot)
+	cl := v.Live
+	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown != nil || !v.GroupOK {
+		return 0, nil
+	}
+	n, ok := r.cluster.Node(slot)
+	if !ok {
+		return 0, nil
+	}
+	for _, key := range HostLossTaints {
+		if n.HasTaint(events.Taint{Key: key}) {
+			_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseReady, FailClaim: FailClaim{
+				Claim: cl.Name, Reason: projections.ReasonHostLost, ForceShutdown: true,
+				Message: fmt.Sprintf("the provider reports host %s gone (taint %s)", n.Name, key),
+				Cause:   "host loss: provider-initiated",
+			}})
+			return 0, err
+		}
+	}
+	return 0, nil
+}
+
+// strayHosts refuses a Node that carries a managed group's label and is no
+// slot of any group (by name or providerID).
+func (r *Reactors) strayHosts(ctx context.Context) error {
+	var errs []error
+	for _, n := range r.cluster.Nodes() {
+		group := n.Labels[LabelGroup]
+		if group == "" {
+			continue
+		}
+		known, managed := false, false
+		r.views.Read(func(s *projections.State) {
+			_, known = s.SlotForNode(n.Name, n.ProviderID)
+			_, managed = s.ActiveGroup(group)
+		})
+		if known || !managed {
+			continue
+		}
+		why := fmt.Sprintf("node %s (providerID %s) says group %s, which has no slot of that name or providerID", n.Name, n.ProviderID, group)
+		if err := refuseNode(ctx, r.base, "hosts", n.Name, group, n, why); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stray hosts: %v", errs)
+	}
+	return nil
+}
+
+// JobReport is what a provisioning Job reports of the instance it bought,
+// in its termination message: JSON ({"instanceID": ..., "providerID": ...,
+// "address": ..., "node": ...}) or key=value lines (instance-id=...).
+type JobReport struct {
+	InstanceID string `json:"instanceID"`
+	ProviderID string `json:"providerID"`
+	Address    string `json:"address"`
+	Node       string `json:"node"`
+}
+
+// ParseJobReport reads a termination message; what it cannot read is empty.
+func ParseJobReport(msg string) JobReport {
+	var rep JobReport
+	msg = strings.TrimSpace(msg)
+	if strings.HasPrefix(msg, "{") {
+		_ = json.Unmarshal([]byte(msg), &rep)
+		return rep
+	}
+	for _, line := range strings.Split(msg, "\n") {
+		k, val, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			continue
+		}
+		val = strings.TrimSpace(val)
+		switch strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(strings.TrimSpace(k))) {
+		case "instanceid":
+			rep.InstanceID = val
+		case "providerid":
+			rep.ProviderID = val
+		case "address":
+			rep.Address = val
+		case "node", "nodename":
+			rep.Node = val
+		}
+	}
+	return rep
+}
+
+// --- deciders ----------------------------------------------------------------
+
+// ExpectHost records the host a booting claim expects (HostExpected), once,
+// and again when the instance id becomes known.
+type ExpectHost struct {
+	Claim      string
+	Node       string
+	ProviderID string
+	Address    string
+	InstanceID string
+}
+
+func (c ExpectHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
+
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c ExpectHost) ClaimName() string { return c.Claim }
+
+func (c ExpectHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	cl := s.Claims[c.Claim]
+	if cl == nil || cl.Phase != projections.PhaseBooting || cl.DeadlineAt == nil {
+		return nil, nil
+	}
+	if e := cl.Expected; e != nil && (e.InstanceID != "" || c.InstanceID == "") {
+		return nil, nil
+	}
+	cause := "boot committed: expecting host " + c.Node
+	if c.InstanceID != "" {
+		cause = "startup Job reported instance " + c.InstanceID
+	}
+	return []events.Write{slotWrite(s, cl.Slot, now, events.HostExpected{
+		Ref: claimRef(cl, cause), Node: c.Node, ProviderID: c.ProviderID, Address: c.Address,
+		InstanceID: c.InstanceID, DeadlineAt: *cl.DeadlineAt,
+	})}, nil
+}
+
+// JoinHost records the Node matched to a claim (HostJoined), once.
+type JoinHost struct {
+	Claim     string
+	Node      string
+	MatchedBy string
+}
+
+func (c JoinHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
+
+// ClaimName is the claim the command is about (ClaimCommand).
+func (c JoinHost) ClaimName() string { return c.Claim }
+
+func (c JoinHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	cl := s.Claims[c.Claim]
+	if cl == nil || cl.Joined != nil || (cl.Phase != projections.PhaseBooting && cl.Phase != projections.PhaseReady) {
+		return nil, nil
+	}
+	return []events.Write{slotWrite(s, cl.Slot, now, events.HostJoined{
+		Ref: claimRef(cl, "node "+c.Node+" registered, matched by "+c.MatchedBy), Node: c.Node, MatchedBy: c.MatchedBy,
+	})}, nil
+}
+
+// RefuseHost reports a refused Node (HostJoinRefused), once per Node object
+// (a Node created after the last report is a new join). Slot is the slot's
+// name, or the Node's when it is no slot.
+type RefuseHost struct {
+	Slot      string
+	Group     string
+	Node      string
+	CreatedAt time.Time
+	Why       string
+}
+
+func (c RefuseHost) LockKey(*projections.State) string { return c.Group }
+
+func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	var seq uint64
+	if sl := s.Slots[c.Slot]; sl != nil {
+		seq = sl.Seq
+		if j := sl.LastJoinRefused; j != nil && j.By == c.Node && !j.At.Before(c.CreatedAt) {
+			return nil, nil
+		}
+	}
+	return []events.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
+		Ref: events.Ref{Slot: c.Slot, Group: c.Group, Cause: "host join refused: " + c.Why}, Node: c.Node, Why: c.Why,
+	}}}}}, nil
+}

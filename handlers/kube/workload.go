@@ -1,0 +1,247 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/scale"
+)
+
+// The workload informers of the built-in scaler (pods, Jobs, Deployments,
+// StatefulSets, DaemonSets, ReplicaSets, cluster-wide) are started on the
+// first Workload call, so a pool without a builtin group never lists (nor
+// needs the RBAC for) the cluster's work.
+type workInformers struct {
+	factory   informers.SharedInformerFactory
+	stores    map[string]cache.SharedIndexInformer // by resource
+	hasSynced []cache.InformerSynced
+}
+
+func (c *Cluster) startWork() *workInformers {
+	c.workMu.Lock()
+	defer c.workMu.Unlock()
+	if c.work != nil || c.runCtx == nil {
+		return c.work
+	}
+	f := informers.NewSharedInformerFactory(c.client, c.resync)
+	w := &workInformers{factory: f, stores: map[string]cache.SharedIndexInformer{
+		"pods":         f.Core().V1().Pods().Informer(),
+		"jobs":         f.Batch().V1().Jobs().Informer(),
+		"deployments":  f.Apps().V1().Deployments().Informer(),
+		"statefulsets": f.Apps().V1().StatefulSets().Informer(),
+		"daemonsets":   f.Apps().V1().DaemonSets().Informer(),
+		"replicasets":  f.Apps().V1().ReplicaSets().Informer(),
+	}}
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.notify() },
+		UpdateFunc: func(any, any) { c.notify() },
+		DeleteFunc: func(any) { c.notify() },
+	}
+	for _, inf := range w.stores {
+		_, _ = inf.AddEventHandler(h)
+		w.hasSynced = append(w.hasSynced, inf.HasSynced)
+	}
+	f.Start(c.runCtx.Done())
+	c.work = w
+	return w
+}
+
+// workSyncWait bounds how long the first Workload call waits for the
+// workload caches it started.
+const workSyncWait = 10 * time.Second
+
+func (w *workInformers) synced() bool {
+	for _, inf := range w.stores {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrWorkloadNotSynced: the workload caches have not been filled yet.
+var ErrWorkloadNotSynced = errors.New("workload caches are not synced yet")
+
+// Workload implements handlers.Cluster: one read of every workload lister.
+func (c *Cluster) Workload(ctx context.Context) (scale.Observation, error) {
+	w := c.startWork()
+	if w == nil {
+		return scale.Observation{}, fmt.Errorf("workload observation: the cluster adapter is not started")
+	}
+	if !w.synced() {
+		// The first call started the informers: give them a moment.
+		wctx, cancel := context.WithTimeout(ctx, workSyncWait)
+		ok := cache.WaitForCacheSync(wctx.Done(), w.hasSynced...)
+		cancel()
+		if !ok {
+			return scale.Observation{}, ErrWorkloadNotSynced
+		}
+	}
+	f := w.factory
+	var o scale.Observation
+	var err error
+	all := labels.Everything()
+	if o.Pods, err = f.Core().V1().Pods().Lister().List(all); err != nil {
+		return scale.Observation{}, fmt.Errorf("list pods: %w", err)
+	}
+	if o.Jobs, err = f.Batch().V1().Jobs().Lister().List(all); err != nil {
+		return scale.Observation{}, fmt.Errorf("list jobs: %w", err)
+	}
+	if o.Deployments, err = f.Apps().V1().Deployments().Lister().List(all); err != nil {
+		return scale.Observation{}, fmt.Errorf("list deployments: %w", err)
+	}
+	if o.StatefulSets, err = f.Apps().V1().StatefulSets().Lister().List(all); err != nil {
+		return scale.Observation{}, fmt.Errorf("list statefulsets: %w", err)
+	}
+	if o.DaemonSets, err = f.Apps().V1().DaemonSets().Lister().List(all); err != nil {
+		return scale.Observation{}, fmt.Errorf("list daemonsets: %w", err)
+	}
+	if o.ReplicaSets, err = f.Apps().V1().ReplicaSets().Lister().List(all); err != nil {
+		return scale.Observation{}, fmt.Errorf("list replicasets: %w", err)
+	}
+	return o, nil
+}
+
+// settleWork waits for the workload caches, if started, to reach the
+// WorkVersions truth.
+func (c *Cluster) settledWork() bool {
+	c.workMu.Lock()
+	w := c.work
+	c.workMu.Unlock()
+	if w == nil || c.workVersions == nil {
+		return true
+	}
+	want := c.workVersions()
+	for res, inf := range w.stores {
+		if !sameVersions(inf.GetStore(), want[res], "") {
+			return false
+		}
+	}
+	return true
+}
+
+// Nodes implements handlers.Cluster.
+func (c *Cluster) Nodes() []handlers.NodeView {
+	var out []handlers.NodeView
+	for _, obj := range c.nodes.GetStore().List() {
+		out = append(out, NodeViewOf(obj.(*corev1.Node)))
+	}
+	slices.SortFunc(out, func(a, b handlers.NodeView) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// AddNodeTaint implements handlers.Cluster.
+func (c *Cluster) AddNodeTaint(ctx context.Context, name string, t events.Taint) error {
+	n, ok := c.node(name)
+	if !ok {
+		return nil
+	}
+	for _, x := range n.Spec.Taints {
+		if x.Key == t.Key && string(x.Effect) == t.Effect {
+			return nil
+		}
+	}
+	all := append(slices.Clone(n.Spec.Taints), TaintOf(t))
+	return c.patchNode(ctx, name, map[string]any{"spec": map[string]any{"taints": all}})
+}
+
+// RemoveNodeTaint implements handlers.Cluster.
+func (c *Cluster) RemoveNodeTaint(ctx context.Context, name, key string) error {
+	n, ok := c.node(name)
+	if !ok {
+		return nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == key })
+	if len(kept) == len(n.Spec.Taints) {
+		return nil
+	}
+	if kept == nil {
+		kept = []corev1.Taint{}
+	}
+	return c.patchNode(ctx, name, map[string]any{"spec": map[string]any{"taints": kept}})
+}
+
+// ListPodsOnNode implements handlers.Cluster: a field-selected list from
+// the API (the fake clientset ignores field selectors, so it is filtered
+// here too).
+func (c *Cluster) ListPodsOnNode(ctx context.Context, node string) ([]handlers.PodView, error) {
+	l, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list pods on %s: %w", node, err)
+	}
+	var out []handlers.PodView
+	for i := range l.Items {
+		if p := &l.Items[i]; p.Spec.NodeName == node {
+			out = append(out, PodViewOf(p))
+		}
+	}
+	slices.SortFunc(out, func(a, b handlers.PodView) int { return strings.Compare(a.Key(), b.Key()) })
+	return out, nil
+}
+
+// PodViewOf reads what a drain needs of a pod.
+func PodViewOf(p *corev1.Pod) handlers.PodView {
+	_, mirror := p.Annotations[scale.MirrorAnnotation]
+	return handlers.PodView{
+		Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase),
+		DaemonSet: scale.DaemonSetPod(p), Mirror: mirror, Deleting: p.DeletionTimestamp != nil,
+	}
+}
+
+// Evict implements handlers.Cluster through the policy/v1 Eviction
+// subresource, which honours PodDisruptionBudgets.
+func (c *Cluster) Evict(ctx context.Context, p handlers.PodView) error {
+	err := c.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+	})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsTooManyRequests(err):
+		return fmt.Errorf("evict %s: %w: %v", p.Key(), handlers.ErrEvictionBlocked, err)
+	}
+	return fmt.Errorf("evict %s: %w", p.Key(), err)
+}
+
+// DeletePod implements handlers.Cluster.
+func (c *Cluster) DeletePod(ctx context.Context, p handlers.PodView) error {
+	err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+	if err == nil || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("delete pod %s: %w", p.Key(), err)
+}
+
+// JobOutput implements handlers.Cluster: the termination message of the
+// newest terminated container of the Job's pods.
+func (c *Cluster) JobOutput(ctx context.Context, job string) (string, error) {
+	l, err := c.client.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{"batch.kubernetes.io/job-name": job}.String()})
+	if err != nil {
+		return "", fmt.Errorf("list pods of Job %s: %w", job, err)
+	}
+	out := ""
+	var at metav1.Time
+	for _, p := range l.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" && !t.FinishedAt.Before(&at) {
+				out, at = t.Message, t.FinishedAt
+			}
+		}
+	}
+	return out, nil
+}

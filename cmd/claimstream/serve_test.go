@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -223,4 +224,17 @@ func TestServeRefusesAProviderWithoutTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--plaintext") {
 		t.Fatalf("got %v, want an error naming the TLS flags", err)
 	}
+}
+
+// docs/operations.md lists every flag of serve.
+func TestOperationsDocListsEveryServeFlag(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newServe().Flags().VisitAll(func(f *pflag.Flag) {
+		if !strings.Contains(string(doc), "--"+f.Name+" ") {
+			t.Errorf("docs/operations.md does not mention --%s", f.Name)
+		}
+	})
 }

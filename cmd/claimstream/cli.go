@@ -648,31 +648,48 @@ func printResult(w io.Writer, verb string, r rest.CommandResult) {
 	}
 }
 
-func newClaimCmd() *cobra.Command {
+// slotCommand is a verb that acts on one slot through the API: claim,
+// decommission, recommission.
+func slotCommand(use, short, byHelp, reasonHelp string, call func(*rest.Client, context.Context, string, rest.CommandRequest) (rest.CommandResult, error)) *cobra.Command {
 	o := &cliOptions{}
 	var by, reason string
+	verb := strings.Fields(use)[0]
 	cmd := &cobra.Command{
-		Use:   "claim SLOT",
-		Short: "Claim a slot's machine by hand",
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			r, err := c.ManualClaim(cmd.Context(), args[0], rest.CommandRequest{By: by, Reason: reason})
+			r, err := call(c, cmd.Context(), args[0], rest.CommandRequest{By: by, Reason: reason})
 			if err != nil {
 				return err
 			}
-			printResult(cmd.OutOrStdout(), "claim", r)
+			printResult(cmd.OutOrStdout(), verb, r)
 			return nil
 		},
 	}
 	o.bind(cmd, false)
 	cmd.ValidArgsFunction = completeSlots(o)
-	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks (recorded as requestedBy)")
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the cause)")
+	cmd.Flags().StringVar(&by, "by", defaultBy(), byHelp)
+	if reasonHelp != "" {
+		cmd.Flags().StringVar(&reason, "reason", "", reasonHelp)
+	}
 	return cmd
+}
+
+func newClaimCmd() *cobra.Command {
+	return slotCommand("claim SLOT", "Claim a slot's machine by hand", "who asks (recorded as requestedBy)", "why (recorded in the cause)", (*rest.Client).ManualClaim)
+}
+
+func newDecommissionCmd() *cobra.Command {
+	return slotCommand("decommission SLOT", "Take a slot out of service; its live claim is cancelled or scaled down", "who asks", "why", (*rest.Client).Decommission)
+}
+
+func newRecommissionCmd() *cobra.Command {
+	return slotCommand("recommission SLOT", "Put a decommissioned slot back into service", "who asks", "", (*rest.Client).Recommission)
 }
 
 func newDeleteCmd() *cobra.Command {
@@ -705,59 +722,6 @@ func newDeleteCmd() *cobra.Command {
 		},
 	}
 	o.bind(cmd, false)
-	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks")
-	return cmd
-}
-
-func newDecommissionCmd() *cobra.Command {
-	o := &cliOptions{}
-	var by, reason string
-	cmd := &cobra.Command{
-		Use:   "decommission SLOT",
-		Short: "Take a slot out of service; its live claim is cancelled or scaled down",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.Decommission(cmd.Context(), args[0], rest.CommandRequest{By: by, Reason: reason})
-			if err != nil {
-				return err
-			}
-			printResult(cmd.OutOrStdout(), "decommission", r)
-			return nil
-		},
-	}
-	o.bind(cmd, false)
-	cmd.ValidArgsFunction = completeSlots(o)
-	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks")
-	cmd.Flags().StringVar(&reason, "reason", "", "why")
-	return cmd
-}
-
-func newRecommissionCmd() *cobra.Command {
-	o := &cliOptions{}
-	var by string
-	cmd := &cobra.Command{
-		Use:   "recommission SLOT",
-		Short: "Put a decommissioned slot back into service",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.Recommission(cmd.Context(), args[0], rest.CommandRequest{By: by})
-			if err != nil {
-				return err
-			}
-			printResult(cmd.OutOrStdout(), "recommission", r)
-			return nil
-		},
-	}
-	o.bind(cmd, false)
-	cmd.ValidArgsFunction = completeSlots(o)
 	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks")
 	return cmd
 }

@@ -53,24 +53,14 @@ func newRenv(t *testing.T) *renv {
 // (startup nil when noStartup).
 func (e *renv) declare(group string, spec events.GroupSpec, noStartup bool, slots ...string) {
 	e.t.Helper()
-	spec.Scaler = events.ScalerClusterAutoscaler
-	now := e.h.Clock.Now().UTC()
-	ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}}}
-	for _, sl := range slots {
+	e.h.DeclareWith(group, spec, func(sl string) events.SlotSpec {
 		ss := events.SlotSpec{ProviderID: "homelab://" + sl, Shutdown: &events.JobSpec{PodSpec: testPodSpec},
 			Labels: map[string]string{"claimstream.dev/rack": "a"}, Taints: []events.Taint{{Key: "claimstream.dev/slow", Effect: "PreferNoSchedule"}}}
 		if !noStartup {
 			ss.Startup = &events.JobSpec{PodSpec: testPodSpec}
 		}
-		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: ss}}}})
-	}
-	res, err := e.h.Store.AppendWrites(context.Background(), ws...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.h.Views.WaitFor(context.Background(), res.Last); err != nil {
-		e.t.Fatal(err)
-	}
+		return ss
+	}, slots...)
 }
 
 // pass lets the caches catch up, runs every reactor once, catches up.

@@ -122,8 +122,18 @@ func (h *Harness) MustExec(cmd handlers.Command) handlers.Result {
 	return r
 }
 
-// Declare writes a group and its slots.
+// Declare writes a group and its slots (providerID homelab://<slot>, no
+// lifecycle Jobs).
 func (h *Harness) Declare(group string, spec events.GroupSpec, slots ...string) {
+	h.T.Helper()
+	h.DeclareWith(group, spec, func(slot string) events.SlotSpec {
+		return events.SlotSpec{ProviderID: "homelab://" + slot}
+	}, slots...)
+}
+
+// DeclareWith writes a group and its slots, each with the spec slotSpec
+// gives it, and waits until the views show them.
+func (h *Harness) DeclareWith(group string, spec events.GroupSpec, slotSpec func(slot string) events.SlotSpec, slots ...string) {
 	h.T.Helper()
 	if spec.Scaler == "" {
 		spec.Scaler = events.ScalerClusterAutoscaler
@@ -141,7 +151,7 @@ func (h *Harness) Declare(group string, spec events.GroupSpec, slots ...string) 
 			if x := s.Slots[sl]; x != nil {
 				seq = x.Seq
 			}
-			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Expected: seq, Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + sl}}}}})
+			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Expected: seq, Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: slotSpec(sl)}}}})
 		}
 	})
 	res, err := h.Store.AppendWrites(context.Background(), ws...)

@@ -22,38 +22,14 @@ var podSpec = json.RawMessage(`{"containers":[{"name":"power","image":"busybox:1
 // pod specs (handlerstest.Declare declares slots without them).
 func declare(t testing.TB, h *handlerstest.Harness, group string, spec events.GroupSpec, slots ...string) {
 	t.Helper()
-	if spec.Scaler == "" {
-		spec.Scaler = events.ScalerClusterAutoscaler
-	}
-	now := h.Clock.Now().UTC()
-	var ws []events.Write
-	h.Read(func(s *projections.State) {
-		var gseq uint64
-		if g := s.Groups[group]; g != nil {
-			gseq = g.Seq
+	h.DeclareWith(group, spec, func(sl string) events.SlotSpec {
+		return events.SlotSpec{
+			ProviderID: "homelab://" + sl, Address: "192.0.2.1",
+			Startup:  &events.JobSpec{PodSpec: podSpec},
+			Shutdown: &events.JobSpec{PodSpec: podSpec},
+			Labels:   map[string]string{"claimstream.dev/rack": "a"},
 		}
-		ws = append(ws, events.Write{Aggregate: events.GroupAggregate(group), Expected: gseq, Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
-		for _, sl := range slots {
-			var seq uint64
-			if x := s.Slots[sl]; x != nil {
-				seq = x.Seq
-			}
-			ss := events.SlotSpec{
-				ProviderID: "homelab://" + sl, Address: "192.0.2.1",
-				Startup:  &events.JobSpec{PodSpec: podSpec},
-				Shutdown: &events.JobSpec{PodSpec: podSpec},
-				Labels:   map[string]string{"claimstream.dev/rack": "a"},
-			}
-			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Expected: seq, Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: ss}}}})
-		}
-	})
-	res, err := h.Store.AppendWrites(context.Background(), ws...)
-	if err != nil {
-		t.Fatalf("declare %s: %v", group, err)
-	}
-	if err := h.Views.WaitFor(context.Background(), res.Last); err != nil {
-		t.Fatal(err)
-	}
+	}, slots...)
 }
 
 // newWorld starts a harness and a simulated world on it.

@@ -1,0 +1,215 @@
+package suite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/claimstream/claimstream/deploy/e2e/chartrender"
+)
+
+// cert-manager's kinds as minimal CRDs (schema: preserve unknown fields),
+// so that the cert-manager rendering is accepted by the real API server.
+// Their objects are checked for kind, apiVersion and metadata only.
+const certManagerCRDs = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: certificates.cert-manager.io}
+spec:
+  group: cert-manager.io
+  names: {kind: Certificate, plural: certificates, singular: certificate, listKind: CertificateList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: issuers.cert-manager.io}
+spec:
+  group: cert-manager.io
+  names: {kind: Issuer, plural: issuers, singular: issuer, listKind: IssuerList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
+var chartCases = []struct {
+	name   string
+	values string
+	// kinds that must be rendered (count by kind)
+	want map[string]int
+}{
+	{
+		name:   "defaults",
+		values: ``,
+		want:   map[string]int{"StatefulSet": 1, "Service": 4, "ConfigMap": 1, "Secret": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2},
+	},
+	{
+		name: "autoscaler-and-everything",
+		values: `
+replicas: 2
+rbac: {builtinScaler: true}
+jobNamespace: power-jobs
+logLevel: debug
+extraArgs: [--config-poll=30s]
+persistence: {size: 10Gi, storageClassName: fast, fsync: false}
+metrics: {enabled: true, port: 9100}
+otlpEndpoint: http://otel-collector.observability.svc:4317
+rest: {existingTokenSecret: claimstream-api-token}
+tls: {clientAuth: true, extraDNSNames: [claimstream.example.org], validityDays: 30}
+service: {type: NodePort, annotations: {example.org/x: "y"}}
+podAnnotations: {example.org/scrape: "true"}
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: CriticalAddonsOnly, operator: Exists}]
+priorityClassName: system-cluster-critical
+clusterAutoscaler:
+  enabled: true
+  maxNodeProvisionTime: 20m
+  extraArgs: [--scan-interval=5s, --scale-down-unneeded-time=5m]
+`,
+		want: map[string]int{"StatefulSet": 1, "Service": 4, "Deployment": 1, "ConfigMap": 2, "Secret": 2, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3},
+	},
+	{
+		name: "existing-secrets-no-leader-election",
+		values: `
+leaderElection: {enabled: false}
+pool: {existingConfigMap: my-pool}
+tls: {mode: existing, serverSecret: my-server-tls, clientSecret: my-client-tls, clientAuth: false}
+rest: {enabled: false}
+metrics: {enabled: false}
+serviceAccount: {create: false, name: claimstream-sa}
+clusterAutoscaler: {enabled: true}
+`,
+		want: map[string]int{"StatefulSet": 1, "Service": 2, "Deployment": 1, "ConfigMap": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2},
+	},
+	{
+		name: "cert-manager",
+		values: `
+tls: {mode: cert-manager}
+clusterAutoscaler: {enabled: true}
+`,
+		want: map[string]int{"Certificate": 3, "Issuer": 2, "StatefulSet": 1, "Deployment": 1},
+	},
+	{
+		name: "cert-manager-own-issuer",
+		values: `
+tls: {mode: cert-manager, certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}
+`,
+		want: map[string]int{"Certificate": 2, "Issuer": 0, "StatefulSet": 1},
+	},
+}
+
+// TestChartServerSideDryRun renders deploy/chart with default and
+// non-default values (Helm's Go API, as `helm template`) and creates every
+// rendered object on the real API server with a server-side dry run and
+// strict field validation: every manifest is checked against the real
+// schemas (and admission).
+func TestChartServerSideDryRun(t *testing.T) {
+	ctx := ctxFor(t, 3*time.Minute)
+	for _, doc := range strings.Split(certManagerCRDs, "\n---\n") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyDynamic(ctx, &unstructured.Unstructured{Object: m}, false); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	waitT(t, 30*time.Second, "cert-manager stub CRDs served", func() (bool, string) {
+		_, err := adminCfgDiscovery().ServerResourcesForGroupVersion("cert-manager.io/v1")
+		return err == nil, fmt.Sprint(err)
+	})
+	for i, c := range chartCases {
+		t.Run(c.name, func(t *testing.T) {
+			var vals map[string]any
+			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			ns := fmt.Sprintf("chart-%d", i)
+			objs, err := chartrender.Render("claimstream", ns, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[string]int{}
+			for _, o := range objs {
+				kinds[o.GetKind()]++
+			}
+			for k, n := range c.want {
+				if kinds[k] != n {
+					t.Errorf("%d %s rendered, want %d (all: %v)", kinds[k], k, n, kinds)
+				}
+			}
+			for _, n := range []string{ns, "power-jobs"} {
+				if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					t.Fatal(err)
+				}
+			}
+			for _, o := range objs {
+				if o.GetNamespace() == "" && namespaced(o.GetKind()) {
+					t.Errorf("%s %s has no namespace", o.GetKind(), o.GetName())
+					o.SetNamespace(ns)
+				}
+				if err := applyDynamic(ctx, o, true); err != nil {
+					t.Errorf("server-side dry run of %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+				}
+			}
+			t.Logf("%d objects validated: %v", len(objs), kinds)
+			checkChartWiring(t, objs)
+		})
+	}
+}
+
+func namespaced(kind string) bool {
+	switch kind {
+	case "ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition":
+		return false
+	}
+	return true
+}
+
+// checkChartWiring checks what a dry run cannot: the server's arguments
+// point at the mounted files, and cluster-autoscaler's cloud-config points
+// at the gRPC Service with the client certificate.
+func checkChartWiring(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var grpcSvc, cloudConfig string
+	var args []any
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Service" && strings.HasSuffix(o.GetName(), "-grpc"):
+			grpcSvc = o.GetName() + "." + o.GetNamespace() + ".svc"
+		case o.GetKind() == "ConfigMap" && strings.HasSuffix(o.GetName(), "-cloud-config"):
+			cloudConfig, _, _ = unstructured.NestedString(o.Object, "data", "cloud-config.yaml")
+		case o.GetKind() == "StatefulSet":
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ = unstructured.NestedSlice(cs[0].(map[string]any), "args")
+		}
+	}
+	joined := fmt.Sprint(args)
+	for _, want := range []string{"serve", "--config=/etc/claimstream/pool/pool.yaml", "--tls-cert=/etc/claimstream/tls/tls.crt"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("server args %v lack %s", args, want)
+		}
+	}
+	if strings.Contains(joined, "--plaintext") {
+		t.Errorf("the chart must not serve plaintext: %v", args)
+	}
+	if cloudConfig != "" {
+		if !strings.Contains(cloudConfig, `address: "`+grpcSvc+`:8086"`) || !strings.Contains(cloudConfig, "cert: ") {
+			t.Errorf("cloud-config does not point at %s with a client cert:\n%s", grpcSvc, cloudConfig)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package suite
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/claimstream/claimstream/deploy/e2e/machines"
+)
+
+// The e2e pool: one group per scenario so that each scenario knows its
+// slots; short lifecycle timeouts, so a deadline is about a minute, not
+// 12m10s; a readiness taint the machine model removes late. The lifecycle
+// Jobs run on the always-present worker node (kwok completes their pods;
+// the image is never pulled).
+const e2ePool = `
+groups:
+  - name: boot      # scenarios 1 and 2
+    maxSize: 2
+    readinessTaints: &rt [{key: e2e.claimstream.dev/not-ready, effect: NoExecute}]
+    lifecycle: &lc {startupJobTimeout: 20s, registrationWait: 10s, readinessGate: 15s}
+    template: &tmpl
+      capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  - name: fail      # scenario 3: a machine that never boots
+    readinessTaints: *rt
+    lifecycle: *lc
+    template: *tmpl
+  - name: law       # scenario 4: a Node that joins with no claim
+    readinessTaints: *rt
+    lifecycle: *lc
+    template: *tmpl
+  - name: crash     # scenario 5: kill -9 of the server mid-boot
+    readinessTaints: *rt
+    lifecycle: *lc
+    template: *tmpl
+
+slots:
+  - name: boot-1
+    group: boot
+    startup: &power
+      podSpec:
+        restartPolicy: Never
+        nodeSelector: {e2e.claimstream.dev/worker: "true"}
+        tolerations: [{key: e2e.claimstream.dev/worker, operator: Exists, effect: NoSchedule}]
+        containers:
+          - name: power
+            image: e2e.invalid/power:never-pulled
+            command: ["/bin/true"]
+    shutdown: *power
+  - {name: boot-2, group: boot, startup: *power, shutdown: *power}
+  - {name: fail-1, group: fail, startup: *power, shutdown: *power}
+  - {name: law-1, group: law, startup: *power, shutdown: *power}
+  - {name: crash-1, group: crash, startup: *power, shutdown: *power}
+`
+
+func e2eSlots() []machines.Slot {
+	var out []machines.Slot
+	for _, n := range []string{"boot-1", "boot-2", "fail-1", "law-1", "crash-1"} {
+		out = append(out, machines.Slot{
+			Name:            n,
+			ReadinessTaints: []corev1.Taint{{Key: readyTaint, Effect: corev1.TaintEffectNoExecute}},
+		})
+	}
+	return out
+}

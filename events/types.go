@@ -221,6 +221,10 @@ type SlotSpec struct {
 	Capacity   map[string]string `json:"capacity,omitempty"`
 }
 
+// DefaultProviderID is the providerID of a slot that declares none:
+// homelab://<slot>, the instance id cluster-autoscaler matches Nodes by.
+func DefaultProviderID(slot string) string { return "homelab://" + slot }
+
 // Request is the structured attribution of a claim or a scale-down: which
 // call asked, with what arguments.
 type Request struct {

@@ -2,6 +2,8 @@ package projections
 
 import (
 	"time"
+
+	"github.com/claimstream/claimstream/events"
 )
 
 // IsLive: the claim holds its slot (pending, booting, ready; marked or not).
@@ -201,7 +203,7 @@ func (sl *Slot) ProviderID() string {
 	if sl.Spec.ProviderID != "" {
 		return sl.Spec.ProviderID
 	}
-	return "homelab://" + sl.Name
+	return events.DefaultProviderID(sl.Name)
 }
 
 // SlotPhase derives the reported phase of a slot from (live claim,

@@ -85,7 +85,7 @@ func check(t *tree) *checker {
 		}
 		pid, explicit := sm["providerID"].(string)
 		if !explicit && nameOK {
-			pid = "homelab://" + name
+			pid = events.DefaultProviderID(name)
 		}
 		if pid != "" && (explicit || nameOK) {
 			if first, dup := providerAt[pid]; dup {

@@ -65,7 +65,7 @@ type Slot struct {
 }
 
 // DefaultProviderID is the providerID of a slot that declares none.
-func DefaultProviderID(slot string) string { return "homelab://" + slot }
+func DefaultProviderID(slot string) string { return events.DefaultProviderID(slot) }
 
 // Load reads and parses the pool file at path. Problems with its content
 // come back as a *ConfigError.

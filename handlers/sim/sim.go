@@ -403,7 +403,7 @@ func (s *Sim) declared(slot string) (string, []events.Taint) {
 	s.mu.Lock()
 	views := s.views
 	s.mu.Unlock()
-	providerID := "homelab://" + slot
+	providerID := events.DefaultProviderID(slot)
 	var taints []events.Taint
 	if views != nil {
 		views.Read(func(st *projections.State) {

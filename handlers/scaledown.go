@@ -69,7 +69,12 @@ func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.C
 		r.log.Warn("slot declares no shutdown Job: its scale-down cannot power the machine off", "slot", slot, "claim", cl.Name)
 		return projections.ReconcilePeriod, nil
 	}
-	res, err := r.exec(ctx, r.Name(), FireShutdown{Claim: cl.Name, After: cl.LastShutdownJob, Cause: "scale-down: " + cl.ScaleDown.Request.Call + " by " + cl.ScaleDown.RequestedBy})
+	return r.fire(ctx, v, cl, FireShutdown{Claim: cl.Name, After: cl.LastShutdownJob, Cause: "scale-down: " + cl.ScaleDown.Request.Call + " by " + cl.ScaleDown.RequestedBy})
+}
+
+// fire appends the ShutdownFired of cmd, then creates the Job it names.
+func (r *ScaleDown) fire(ctx context.Context, v slotView, cl *projections.Claim, cmd FireShutdown) (time.Duration, error) {
+	res, err := r.exec(ctx, r.Name(), cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -106,14 +111,5 @@ func (r *ScaleDown) forceShutdown(ctx context.Context, v slotView, cl *projectio
 	if err := r.cluster.Cordon(ctx, v.Slot.Name); err != nil {
 		return 0, fmt.Errorf("cordon %s: %w", v.Slot.Name, err)
 	}
-	res, err := r.exec(ctx, r.Name(), FireShutdown{Claim: cl.Name, Force: true, Cause: "force shutdown: claim failed " + cl.Reason})
-	if err != nil {
-		return 0, err
-	}
-	if d, ok := shutdownEvent(res); ok {
-		if err := r.ensureShutdownJob(ctx, v, d.Job, cl.Name, cl.Attempt); err != nil {
-			return 0, fmt.Errorf("create shutdown Job %s: %w", d.Job, err)
-		}
-	}
-	return projections.JobMonitorPollInterval, nil
+	return r.fire(ctx, v, cl, FireShutdown{Claim: cl.Name, Force: true, Cause: "force shutdown: claim failed " + cl.Reason})
 }

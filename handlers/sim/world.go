@@ -128,40 +128,17 @@ func (w *World) Pass(ctx context.Context) (time.Duration, error) {
 // RunFor drives a fake clock: a pass, then a jump to the soonest of the
 // reactors' requeue and the simulator's next action, until d has passed.
 func (w *World) RunFor(ctx context.Context, d time.Duration) error {
-	fc, ok := w.cfg.Clock.(*clocktesting.FakeClock)
-	if !ok {
-		return fmt.Errorf("RunFor needs a *testing.FakeClock, got %T", w.cfg.Clock)
-	}
-	end := fc.Now().Add(d)
-	for {
-		next, err := w.Pass(ctx)
-		if err != nil {
-			return err
-		}
-		now := fc.Now()
-		if !now.Before(end) {
-			return nil
-		}
-		at := now.Add(next)
-		if s, ok := w.Sim.NextAt(); ok && s.Before(at) {
-			at = s
-		}
-		if !at.After(now) {
-			at = now.Add(time.Millisecond)
-		}
-		if at.After(end) {
-			at = end
-		}
-		fc.SetTime(at)
-	}
+	_, err := w.RunUntil(ctx, d, nil)
+	return err
 }
 
 // RunUntil runs like RunFor until cond holds on the views (checked after
-// every pass) or max has passed; it reports whether cond held.
+// every pass; nil never holds) or max has passed; it reports whether cond
+// held.
 func (w *World) RunUntil(ctx context.Context, max time.Duration, cond func(*projections.State) bool) (bool, error) {
 	fc, ok := w.cfg.Clock.(*clocktesting.FakeClock)
 	if !ok {
-		return false, fmt.Errorf("RunUntil needs a *testing.FakeClock, got %T", w.cfg.Clock)
+		return false, fmt.Errorf("RunFor/RunUntil need a *testing.FakeClock, got %T", w.cfg.Clock)
 	}
 	end := fc.Now().Add(max)
 	for {
@@ -169,10 +146,12 @@ func (w *World) RunUntil(ctx context.Context, max time.Duration, cond func(*proj
 		if err != nil {
 			return false, err
 		}
-		held := false
-		w.cfg.Views.Read(func(s *projections.State) { held = cond(s) })
-		if held {
-			return true, nil
+		if cond != nil {
+			held := false
+			w.cfg.Views.Read(func(s *projections.State) { held = cond(s) })
+			if held {
+				return true, nil
+			}
 		}
 		now := fc.Now()
 		if !now.Before(end) {

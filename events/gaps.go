@@ -1,12 +1,15 @@
 package events
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Gap is a run of sequences the log should hold and does not deliver: the
@@ -90,15 +93,20 @@ func (gs Gaps) String() string {
 	if len(gs) == 0 {
 		return "no sequences are missing from the log"
 	}
-	parts := make([]string, len(gs))
-	for i, g := range gs {
-		parts[i] = g.String()
-	}
 	noun, verb := "sequences", "are"
 	if len(gs) == 1 && gs[0].First == gs[0].Last {
 		noun, verb = "sequence", "is"
 	}
-	return fmt.Sprintf("%s %s %s missing from the log", noun, strings.Join(parts, ", "), verb)
+	return fmt.Sprintf("%s %s %s missing from the log", noun, gs.Ranges(), verb)
+}
+
+// Ranges lists the gaps as "16, 88-90".
+func (gs Gaps) Ranges() string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = g.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 // GapError is what a read returns when the log did not deliver every
@@ -171,4 +179,40 @@ func (t *gapTracker) result() Gaps {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.gaps)
+}
+
+// StreamDamage is what the stream's own state says the file store lost:
+// sequences between its first and last it no longer holds (the stream
+// denies delete, so each one is damage) and the data it reports lost.
+type StreamDamage struct {
+	Deleted   Gaps
+	LostMsgs  []uint64
+	LostBytes uint64
+}
+
+// Empty is true when the stream reports nothing lost.
+func (d StreamDamage) Empty() bool {
+	return len(d.Deleted) == 0 && len(d.LostMsgs) == 0 && d.LostBytes == 0
+}
+
+// Damage reads the stream's state for lost data. A damaged block whose
+// index still lists its records is not reported here: only a read meets
+// it (Read returns it as a *GapError).
+func (s *Store) Damage(ctx context.Context) (StreamDamage, error) {
+	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return StreamDamage{}, fmt.Errorf("stream %s: %w", s.cfg.Stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithDeletedDetails(true))
+	if err != nil {
+		return StreamDamage{}, fmt.Errorf("stream %s info: %w", s.cfg.Stream, err)
+	}
+	var d StreamDamage
+	for _, seq := range info.State.Deleted {
+		d.Deleted.Add(seq, seq)
+	}
+	if l := info.State.Lost; l != nil {
+		d.LostMsgs, d.LostBytes = l.Msgs, l.Bytes
+	}
+	return d, nil
 }

@@ -159,11 +159,16 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	seq := s.views.Seq()
-	if !ok {
-		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last)})
+	problem, blocking := s.views.Problem()
+	if blocking {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "log gaps", Seq: seq, Last: last, Problem: problem})
 		return
 	}
-	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last})
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last), Problem: problem})
+		return
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last, Problem: problem})
 }
 
 // --- views --------------------------------------------------------------------

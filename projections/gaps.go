@@ -36,8 +36,11 @@ func (r *Runner) noteGaps(gaps events.Gaps, during string) {
 	if accept {
 		action = "writes go on (--accept-log-gaps): the views lack these events"
 	}
-	r.log.Error("the event log has a gap: views built without the missing events",
-		"missing", fresh.String(), "events", fresh.Count(), "allMissing", all.String(), "during", during, "action", action)
+	attrs := []any{"missing", fresh.String(), "events", fresh.Count(), "during", during, "action", action}
+	if len(all) != len(fresh) || all.Count() != fresh.Count() {
+		attrs = append(attrs, "allMissing", all.String())
+	}
+	r.log.Error("the event log has a gap: views built without the missing events", attrs...)
 }
 
 // Gaps is the sequences missing from the log that the views were built
@@ -100,9 +103,15 @@ func (r *Runner) checkStreamDamage(ctx context.Context, viewsSeq uint64) {
 	if d.Empty() {
 		return
 	}
-	attrs := []any{"lostMsgs", d.LostMsgs, "lostBytes", d.LostBytes, "viewsSeq", viewsSeq}
+	attrs := []any{"viewsSeq", viewsSeq}
 	if len(d.Deleted) > 0 {
 		attrs = append(attrs, "missing", d.Deleted.String())
+	}
+	if len(d.LostMsgs) > 0 {
+		attrs = append(attrs, "lostMsgs", d.LostMsgs)
+	}
+	if d.LostBytes > 0 {
+		attrs = append(attrs, "lostBytes", d.LostBytes)
 	}
 	var inSnapshot events.Gaps
 	snap := r.lastSnap.Load()

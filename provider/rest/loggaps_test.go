@@ -84,3 +84,20 @@ func TestEventsOfALogWithAGapAreListed(t *testing.T) {
 		t.Fatalf("events of a log with a gap: %d\n%s", rec.status, rec.body.String())
 	}
 }
+
+func TestReplayOverAGapIsRefusedNamingIt(t *testing.T) {
+	h := apiOverAGap(t, true)
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, httptestRequest("GET", "/api/v1/replay?seq=10"))
+	var body rest.ErrorBody
+	_ = json.Unmarshal(rec.body.Bytes(), &body)
+	if rec.status != http.StatusPreconditionFailed || body.Code != "FailedPrecondition" || !strings.Contains(body.Error, "sequence 10 is missing from the log") {
+		t.Fatalf("replay over a gap: %d %s", rec.status, rec.body.String())
+	}
+	// Before the gap the replay is whole.
+	rec = &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, httptestRequest("GET", "/api/v1/replay?seq=9"))
+	if rec.status != http.StatusOK {
+		t.Fatalf("replay before the gap: %d %s", rec.status, rec.body.String())
+	}
+}

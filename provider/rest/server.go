@@ -433,6 +433,10 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "give at=<RFC 3339 time> or seq=<n>")
 		return
 	}
+	if events.GapsOf(err) != nil {
+		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot replay over a damaged log: "+err.Error())
+		return
+	}
 	if err != nil {
 		s.fail(w, err)
 		return

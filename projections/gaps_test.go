@@ -81,6 +81,10 @@ func TestRunnerStartsOnATruncatedLogAndRefusesWrites(t *testing.T) {
 	if !strings.Contains(logs.String(), "writes are refused") {
 		t.Fatalf("the log does not say what is done about it:\n%s", logs.String())
 	}
+	// The stream's own state agrees: it marked 30 deleted and lost bytes.
+	if !strings.Contains(logs.String(), `level=WARN msg="the log's file store reports lost data" viewsSeq=29 missing="sequence 30 is missing from the log" lostBytes=`) {
+		t.Fatalf("no line with the stream's own report:\n%s", logs.String())
+	}
 	err := r.WritesRefused()
 	if !errors.Is(err, projections.ErrWritesRefused) || !strings.Contains(err.Error(), "sequence 30 is missing from the log") {
 		t.Fatalf("writes refused: %v", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
+	"k8s.io/utils/clock"
 )
 
 // ErrConflict is matched (errors.Is) by every optimistic-concurrency
@@ -59,6 +60,12 @@ type StoreConfig struct {
 	Duplicates time.Duration
 	// Logger receives a warning for every entry a reader skips.
 	Logger *slog.Logger
+	// ReadStall bounds how long a bounded read (Read) waits while the
+	// server delivers nothing yet says more is pending; then the rest of
+	// the range is reported missing (default 30s).
+	ReadStall time.Duration
+	// Clock times the reads' idle checks (default the real clock).
+	Clock clock.WithTicker
 }
 
 func (c StoreConfig) withDefaults() StoreConfig {
@@ -79,6 +86,12 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.ReadStall == 0 {
+		c.ReadStall = 30 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	return c
 }
@@ -319,6 +332,13 @@ func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
 // Read calls fn for every event with from <= seq <= to, in order. to == 0
 // means the last event at the time of the call. Entries this reader cannot
 // decode are counted, logged and passed to fn with Data nil and Err set.
+//
+// Read ends in bounded time even when the log cannot deliver the whole
+// range (a truncated or damaged block file): every event that does arrive
+// goes to fn, and the sequences that were skipped or never came are then
+// returned as a *GapError (GapsOf). A sequence counts as never coming when
+// the server has nothing left to deliver (the consumer's pending count is
+// 0), or, failing that, when it delivers nothing for StoreConfig.ReadStall.
 func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error) error {
 	if to == 0 {
 		last, err := s.LastSeq(ctx)
@@ -340,26 +360,63 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 	batches := make(chan []Event, 16)
 	done := errors.New("done")
 	var batch []Event
+	send := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		select {
+		case batches <- batch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		batch = make([]Event, 0, 512)
+		return nil
+	}
+	gaps := &gapTracker{next: from}
+	stalled := false
 	consumed := make(chan error, 1)
 	go func() {
-		err := s.consume(ctx, from, func(e Event) error {
+		err := s.consume(ctx, from, func(e Event, pending uint64) error {
 			if e.Seq > to {
+				gaps.missingTo(to)
 				return done
 			}
+			gaps.saw(e.Seq)
 			batch = append(batch, e)
-			if len(batch) == 512 || e.Seq == to {
-				select {
-				case batches <- batch:
-				case <-ctx.Done():
-					return ctx.Err()
+			// Nothing pending: the server has no sequence left for this
+			// range, so the rest of it is missing, not late.
+			end := e.Seq == to || pending == 0
+			if len(batch) == 512 || end {
+				if err := send(); err != nil {
+					return err
 				}
-				batch = make([]Event, 0, 512)
 			}
-			if e.Seq == to {
+			if end {
+				gaps.missingTo(to)
+				return done
+			}
+			return nil
+		}, func(info *jetstream.ConsumerInfo, sinceLast time.Duration) error {
+			// Called when no message came for a while: the range's tail
+			// is missing when the server has delivered everything it had
+			// and all of it reached the callback.
+			if info != nil && info.NumPending == 0 && info.Delivered.Stream < gaps.expected() {
+				gaps.missingTo(to)
+				return done
+			}
+			if sinceLast >= s.cfg.ReadStall {
+				stalled = true
+				gaps.missingTo(to)
 				return done
 			}
 			return nil
 		})
+		// consume has drained: the callback no longer runs, the batch is ours.
+		if err == nil || errors.Is(err, done) {
+			if serr := send(); serr != nil {
+				err = serr
+			}
+		}
 		close(batches)
 		consumed <- err
 	}()
@@ -377,22 +434,35 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 	if err := <-consumed; err != nil && !errors.Is(err, done) {
 		return err
 	}
+	if g := gaps.result(); len(g) > 0 {
+		return &GapError{Stream: s.cfg.Stream, Gaps: g, Stalled: stalled}
+	}
 	return nil
 }
 
 // Tail calls fn for every event from seq from on, in order, and keeps
-// waiting for new ones until ctx ends or fn returns an error.
+// waiting for new ones until ctx ends or fn returns an error. A reader that
+// must know of sequences the log skips compares each event's Seq with the
+// one before (the projections runner does).
 func (s *Store) Tail(ctx context.Context, from uint64, fn func(Event) error) error {
 	if from == 0 {
 		from = 1
 	}
-	return s.consume(ctx, from, fn)
+	return s.consume(ctx, from, func(e Event, _ uint64) error { return fn(e) }, nil)
 }
 
+// readIdleCheck is how long a bounded reader waits for the next message
+// before it asks the server whether anything is left to deliver.
+const readIdleCheck = 200 * time.Millisecond
+
 // consume runs an ordered consumer from seq from and hands each decoded
-// event to fn until fn errs or ctx ends. The consumer's own goroutine calls
-// fn, in order, one message at a time.
-func (s *Store) consume(ctx context.Context, from uint64, fn func(Event) error) error {
+// event, with the count of messages the server still has for the consumer,
+// to fn until fn errs or ctx ends. The consumer's own goroutine calls fn,
+// in order, one message at a time. When idle is set, it is called with the
+// consumer's info (nil when the server did not answer) and the time since
+// the last message (or since the start) whenever no message has come for
+// readIdleCheck while fn was not running; its error ends the consumption.
+func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
 	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.subjects.All()},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -404,13 +474,20 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(Event) error) 
 	stopped := make(chan error, 1)
 	var once sync.Once
 	stop := func(err error) { once.Do(func() { stopped <- err }) }
+	clk := s.cfg.Clock
+	// activity: the time fn last started or ended (UnixNano), 0 while fn
+	// runs; the idle check waits for a quiet consumer, not a slow reader.
+	var activity atomic.Int64
+	activity.Store(clk.Now().UnixNano())
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		activity.Store(0)
+		defer activity.Store(clk.Now().UnixNano())
 		meta, err := m.Metadata()
 		if err != nil {
 			stop(fmt.Errorf("read %s: metadata: %w", s.cfg.Stream, err))
 			return
 		}
-		if err := fn(s.decode(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data())); err != nil {
+		if err := fn(s.decode(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data()), meta.NumPending); err != nil {
 			stop(err)
 		}
 	}, jetstream.PullMaxMessages(4096), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -426,11 +503,41 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(Event) error) 
 		cc.Drain()
 		<-cc.Closed()
 	}()
-	select {
-	case err := <-stopped:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	var tick <-chan time.Time
+	if idle != nil {
+		t := clk.NewTicker(readIdleCheck)
+		defer t.Stop()
+		tick = t.C()
+	}
+	for {
+		select {
+		case err := <-stopped:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			last := activity.Load()
+			if last == 0 {
+				continue // fn is running
+			}
+			quiet := clk.Since(time.Unix(0, last))
+			if quiet < readIdleCheck {
+				continue
+			}
+			ictx, icancel := context.WithTimeout(ctx, readIdleCheck*5)
+			info, ierr := cons.Info(ictx)
+			icancel()
+			if ierr != nil {
+				info = nil
+			}
+			// The callback may have run meanwhile; judge only a quiet one.
+			if activity.Load() != last {
+				continue
+			}
+			if err := idle(info, quiet); err != nil {
+				stop(err)
+			}
+		}
 	}
 }
 

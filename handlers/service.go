@@ -117,6 +117,11 @@ func (s *Service) execute(ctx context.Context, cmd Command) (Result, error) {
 		if err != nil || len(writes) == 0 {
 			return res, err
 		}
+		if err := s.views.WritesRefused(); err != nil {
+			// Views built over a gap in the log may decide wrongly (a
+			// lost claim looks like a free slot): write nothing.
+			return res, refuse(CodeFailedPrecondition, "%v", err)
+		}
 		out, err := s.append(ctx, writes)
 		if errors.Is(err, events.ErrConflict) {
 			res.Conflicts++

@@ -28,10 +28,15 @@ type Runner struct {
 	state *State
 	wait  chan struct{} // closed when the state advances; nil when nobody waits
 
+	// lastSnap is the seq of the newest snapshot saved (0: none);
+	// nextSnap the seq from which the next one is due.
 	lastSnap atomic.Uint64
+	nextSnap atomic.Uint64
 	refused  atomic.Uint64
 	snapping atomic.Bool
 	started  chan struct{}
+
+	gaps logGaps
 }
 
 // RunnerOptions configure a Runner.
@@ -46,6 +51,10 @@ type RunnerOptions struct {
 	// not called for the events Start folds, so a restart does not count
 	// the history again. It must not block.
 	OnEvent func(events.Event)
+	// AcceptGaps lets the command service write even when the views were
+	// built over sequences missing from the log (serve --accept-log-gaps).
+	// By default such views refuse writes (WritesRefused).
+	AcceptGaps bool
 }
 
 // NewRunner returns a runner over store. Call Start, then Run.
@@ -56,7 +65,10 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Runner{store: store, snaps: opts.Snapshots, every: opts.SnapshotEvery, log: opts.Logger, on: opts.OnEvent, state: NewState(), started: make(chan struct{})}
+	r := &Runner{store: store, snaps: opts.Snapshots, every: opts.SnapshotEvery, log: opts.Logger, on: opts.OnEvent, state: NewState(), started: make(chan struct{})}
+	r.gaps.accept = opts.AcceptGaps
+	r.nextSnap.Store(opts.SnapshotEvery)
+	return r
 }
 
 // Start builds the views: the newest usable snapshot, then every event
@@ -78,6 +90,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		default:
 			st = snap
 			r.lastSnap.Store(snap.Seq)
+			r.nextSnap.Store(snap.Seq + r.every)
 			r.log.Info("loaded snapshot", "seq", snap.Seq)
 		}
 	}
@@ -88,9 +101,16 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.fold(st, e)
 		return nil
 	})
+	if gaps := events.GapsOf(err); gaps != nil {
+		// The views hold every event the log delivered; what it did not
+		// is reported, and decides whether they may serve writes.
+		r.noteGaps(gaps, "start")
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("projection catch-up from %d: %w", from, err)
 	}
+	r.checkStreamDamage(ctx, st.Seq)
 	r.mu.Lock()
 	r.state = st
 	r.mu.Unlock()
@@ -104,6 +124,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	<-r.started
 	err := r.store.Tail(ctx, r.Seq()+1, func(e events.Event) error {
 		r.mu.Lock()
+		if e.Seq > r.state.Seq+1 {
+			r.noteGaps(events.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
+		}
 		r.fold(r.state, e)
 		w := r.wait
 		r.wait = nil
@@ -115,7 +138,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if w != nil {
 			close(w)
 		}
-		if r.snaps != nil && seq-r.lastSnap.Load() >= r.every {
+		if r.snaps != nil && seq >= r.nextSnap.Load() {
 			r.snapshotAsync(ctx)
 		}
 		return nil
@@ -148,14 +171,19 @@ func (r *Runner) Seq() uint64 {
 	return r.state.Seq
 }
 
-// Refused counts the events the model refused since start.
+// Refused counts the events the model refused since start (metric
+// claimstream_events_refused_total): each is a line "event refused by the
+// model" in the log; a run of them usually follows a gap in the log.
 func (r *Runner) Refused() uint64 { return r.refused.Load() }
+
+// SnapshotSeq is the seq of the newest snapshot saved or loaded (0: none).
+func (r *Runner) SnapshotSeq() uint64 { return r.lastSnap.Load() }
 
 // WaitFor blocks until the views reflect seq or ctx ends.
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 	for {
 		r.mu.Lock()
-		if r.state.Seq >= seq {
+		if r.readToLocked() >= seq {
 			r.mu.Unlock()
 			return nil
 		}
@@ -189,7 +217,26 @@ func (r *Runner) CaughtUp(ctx context.Context) (bool, uint64, error) {
 	if err != nil {
 		return false, 0, err
 	}
-	return r.Seq() >= last, last, nil
+	return r.ReadTo() >= last, last, nil
+}
+
+// ReadTo is the sequence the views have read the log to: Seq, or past it
+// when the sequences after Seq are known to be missing (a truncated log
+// ends in lost events; the views cannot wait for them).
+func (r *Runner) ReadTo() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.readToLocked()
+}
+
+func (r *Runner) readToLocked() uint64 {
+	pos := r.state.Seq
+	for _, g := range r.Gaps() {
+		if g.First <= pos+1 && g.Last > pos {
+			pos = g.Last
+		}
+	}
+	return pos
 }
 
 // SnapshotNow writes a snapshot of the current views.
@@ -203,15 +250,26 @@ func (r *Runner) SnapshotNow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if gaps := r.Gaps(); len(gaps) > 0 {
+		return fmt.Errorf("no snapshot of views built over a gap (%s): the next start must see the gap again", gaps)
+	}
 	if err := r.snaps.save(ctx, b, seq); err != nil {
 		return err
 	}
 	r.lastSnap.Store(seq)
+	r.nextSnap.Store(seq + r.every)
 	return nil
 }
 
 func (r *Runner) snapshotAsync(ctx context.Context) {
 	if !r.snapping.CompareAndSwap(false, true) {
+		return
+	}
+	if gaps := r.Gaps(); len(gaps) > 0 {
+		// A snapshot past the gap would hide it from the next start.
+		r.snapping.Store(false)
+		r.nextSnap.Store(r.Seq() + r.every)
+		r.log.Warn("not writing a snapshot of views built over a gap in the log", "missing", gaps.String())
 		return
 	}
 	// A read lock keeps the fold out while the views are encoded.
@@ -220,18 +278,26 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	r.mu.RUnlock()
 	if err != nil {
 		r.snapping.Store(false)
+		r.nextSnap.Store(seq + r.every)
 		r.log.Error("encode snapshot", "err", err)
 		return
 	}
-	r.lastSnap.Store(seq)
 	go func() {
-		if err := r.snaps.save(ctx, b, seq); err != nil && ctx.Err() == nil {
-			r.log.Error("write snapshot", "seq", seq, "err", err)
+		// The watermark moves only once the snapshot is saved; a failed
+		// save is tried again after another SnapshotEvery events.
+		if err := r.snaps.save(ctx, b, seq); err != nil {
+			r.nextSnap.Store(seq + r.every)
+			if ctx.Err() == nil {
+				r.log.Error("write snapshot failed, trying again later", "seq", seq, "retryAt", seq+r.every, "err", err)
+			}
+		} else {
+			r.lastSnap.Store(seq)
+			r.nextSnap.Store(seq + r.every)
 		}
 		r.snapping.Store(false)
 		// Events that arrived while this one was written may already be
 		// due for the next.
-		if ctx.Err() == nil && r.Seq()-r.lastSnap.Load() >= r.every {
+		if ctx.Err() == nil && r.Seq() >= r.nextSnap.Load() {
 			r.snapshotAsync(ctx)
 		}
 	}()

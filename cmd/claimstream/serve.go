@@ -38,6 +38,7 @@ type serveOptions struct {
 	stream     string
 	natsListen string
 	noFsync    bool
+	acceptGaps bool
 	logLevel   string
 	logFormat  string
 
@@ -84,6 +85,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.stream, "stream", "CLAIMSTREAM", "JetStream stream name of the event log")
 	f.StringVar(&o.natsListen, "nats-listen", "", "also open a NATS client port at host:port for subscribers (off by default)")
 	f.BoolVar(&o.noFsync, "no-fsync", false, "do not fsync every append (loses acknowledged events on power loss)")
+	f.BoolVar(&o.acceptGaps, "accept-log-gaps", false, "serve writes even when sequences are missing from a damaged log (see docs/operations.md)")
 	f.StringVar(&o.grpcAddress, "grpc-address", "127.0.0.1:8086", "cluster-autoscaler externalgrpc provider address (empty: no provider)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "provider server certificate (PEM file)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "provider server key (PEM file)")
@@ -249,7 +251,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
-	ropts := projections.RunnerOptions{Snapshots: snaps, Logger: log}
+	ropts := projections.RunnerOptions{Snapshots: snaps, Logger: log, AcceptGaps: o.acceptGaps}
 	if tel != nil {
 		ropts.OnEvent = tel.Metrics.OnEvent
 	}

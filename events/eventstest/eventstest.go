@@ -54,6 +54,24 @@ func (s *Server) Restart() {
 	s.start()
 }
 
+// Stop shuts the server down and leaves its store dir, so a test can
+// damage the files before Start.
+func (s *Server) Stop() {
+	s.t.Helper()
+	if s.Embedded != nil {
+		s.Shutdown()
+		s.Embedded = nil
+	}
+}
+
+// Start starts a stopped server again on the same store dir.
+func (s *Server) Start() {
+	s.t.Helper()
+	if s.Embedded == nil {
+		s.start()
+	}
+}
+
 // Store opens the event store on the server.
 func (s *Server) Store() *events.Store {
 	s.t.Helper()

@@ -114,6 +114,9 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.registerLogHealth(); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -157,7 +160,7 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 			o.ObserveInt64(m.claims, n, metric.WithAttributes(attribute.String("group", k.group), attribute.String("phase", k.phase)))
 		}
 	}
-	seq := v.Seq()
+	seq := v.ReadTo() // sequences known lost are not lag
 	_, last, err := v.CaughtUp(ctx)
 	if err != nil {
 		return nil // the log is unreachable: report no lag rather than fail the scrape

@@ -159,11 +159,16 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	seq := s.views.Seq()
-	if !ok {
-		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last)})
+	problem, blocking := s.views.Problem()
+	if blocking {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "log gaps", Seq: seq, Last: last, Problem: problem})
 		return
 	}
-	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last})
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last), Problem: problem})
+		return
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last, Problem: problem})
 }
 
 // --- views --------------------------------------------------------------------
@@ -426,6 +431,10 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "give at=<RFC 3339 time> or seq=<n>")
+		return
+	}
+	if events.GapsOf(err) != nil {
+		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot replay over a damaged log: "+err.Error())
 		return
 	}
 	if err != nil {

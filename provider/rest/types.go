@@ -123,6 +123,9 @@ type Health struct {
 	Seq  uint64 `json:"seq"`
 	Last uint64 `json:"last,omitempty"`
 	Lag  uint64 `json:"lag,omitempty"`
+	// Problem says what is wrong with the views (sequences missing from
+	// the log), ready or not.
+	Problem string `json:"problem,omitempty"`
 }
 
 // --- building the objects from the views ------------------------------------

@@ -181,6 +181,12 @@ func tell(d events.Data, at time.Time, c *claimClock) string {
 		return fmt.Sprintf("drain of %s started: %d pods to move through the eviction API, timeout %s, then %s", d.Node, len(d.Pods), d.Timeout, d.Policy)
 	case events.DrainTimedOut:
 		return fmt.Sprintf("drain of %s timed out with %d pods left (%s); policy %s", d.Node, len(d.Remaining), strings.Join(d.Remaining, ", "), d.Policy)
+	case events.UnclaimedShutdownPaused:
+		return fmt.Sprintf("%d shutdown Jobs did not power off a machine no claim wants; paused until %s", d.Attempts, stamp(d.PausedUntil))
+	case events.NodeDeleteRequested:
+		return fmt.Sprintf("node %s deleted: %s", d.Node, d.Why)
+	case events.FailedInstanceDeleted:
+		return fmt.Sprintf("failed instance deleted by %s via %s at %s; no longer listed", d.RequestedBy, call(d.Request), stamp(at))
 	}
 	return string(d.EventType())
 }

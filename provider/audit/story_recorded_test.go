@@ -36,3 +36,30 @@ func TestStoryTellsRecordedSideEffects(t *testing.T) {
 		}
 	}
 }
+
+// TestStoryTellsASupersedingClaim: a merged log's second ClaimCreated on a
+// slot with a live claim reads as superseding it, as the fold applies it.
+func TestStoryTellsASupersedingClaim(t *testing.T) {
+	ref := func(claim string) events.Ref {
+		return events.Ref{Claim: claim, Slot: "node-1.lan", Group: "homelab", Attempt: 1, Cause: "test"}
+	}
+	req := events.Request{Call: events.CallManual, Group: "homelab"}
+	datas := []events.Data{
+		events.ClaimCreated{Ref: ref("old"), RequestedAt: t0, RequestedBy: "ca", Request: req, DeadlineAt: t0.Add(time.Hour)},
+		events.ClaimBooting{Ref: ref("old"), StartupJob: "old-start-1"},
+		events.ClaimCreated{Ref: ref("new"), RequestedAt: t0, RequestedBy: "alice", Request: req, DeadlineAt: t0.Add(time.Hour)},
+		events.ClaimFailed{Ref: ref("new"), Reason: "StartupJobFailed"},
+		events.ClaimCreated{Ref: ref("third"), RequestedAt: t0, RequestedBy: "ca", Request: req, DeadlineAt: t0.Add(time.Hour)},
+	}
+	var evs []events.Event
+	for i, d := range datas {
+		evs = append(evs, events.Event{Seq: uint64(i + 1), Time: t0, Type: d.EventType(), Data: d})
+	}
+	lines := audit.Story(evs)
+	if !strings.Contains(lines[2].Text, "supersedes old") {
+		t.Errorf("the second claim's line does not say it supersedes the first: %q", lines[2].Text)
+	}
+	if strings.Contains(lines[4].Text, "supersedes") {
+		t.Errorf("a claim on a slot whose claim ended supersedes nothing: %q", lines[4].Text)
+	}
+}

@@ -48,6 +48,11 @@ const (
 	TypeHostExpected  Type = "HostExpected"
 	TypeDrainStarted  Type = "DrainStarted"
 	TypeDrainTimedOut Type = "DrainTimedOut"
+	// Side effects recorded before they are carried out, and the pauses and
+	// ends that have no claim move of their own.
+	TypeUnclaimedShutdownPaused Type = "UnclaimedShutdownPaused"
+	TypeNodeDeleteRequested     Type = "NodeDeleteRequested"
+	TypeFailedInstanceDeleted   Type = "FailedInstanceDeleted"
 )
 
 // Data is the payload of one event. Every payload embeds Ref, so every event
@@ -376,7 +381,9 @@ type ClaimCompleted struct {
 }
 
 // ClaimSuperseded: a second live claim on a slot is failed in favour of the
-// newest one (a guard: the store's expectations make it unreachable).
+// newest one. Nothing writes it any more (the fold supersedes the older
+// claim when the newer one's ClaimCreated lands); a log that holds one is
+// still read.
 type ClaimSuperseded struct {
 	Ref
 	By string `json:"by"`
@@ -479,6 +486,32 @@ type DrainTimedOut struct {
 	Remaining []string `json:"remaining,omitempty"`
 }
 
+// UnclaimedShutdownPaused: the input law fired its bound of shutdown Jobs at
+// a machine nobody claims and it is still up; firing pauses until
+// PausedUntil. The claimless twin of ShutdownAttemptLimitReached.
+type UnclaimedShutdownPaused struct {
+	Ref
+	Attempts    int       `json:"attempts"`
+	PausedUntil time.Time `json:"pausedUntil"`
+}
+
+// NodeDeleteRequested: the Node object of a slot is about to be deleted
+// (the NotReady Node of a powered-off machine). Written before the delete.
+type NodeDeleteRequested struct {
+	Ref
+	Node string `json:"node"`
+	Why  string `json:"why"`
+}
+
+// FailedInstanceDeleted: cluster-autoscaler deleted the instance of a failed
+// claim (DeleteNodes on an instance reported with errorInfo); the instance
+// is no longer listed. Ref names the failed claim.
+type FailedInstanceDeleted struct {
+	Ref
+	RequestedBy string  `json:"requestedBy"`
+	Request     Request `json:"request"`
+}
+
 func (GroupDeclared) EventType() Type               { return TypeGroupDeclared }
 func (GroupChanged) EventType() Type                { return TypeGroupChanged }
 func (GroupRetired) EventType() Type                { return TypeGroupRetired }
@@ -507,6 +540,9 @@ func (HostJoinRefused) EventType() Type             { return TypeHostJoinRefused
 func (HostExpected) EventType() Type                { return TypeHostExpected }
 func (DrainStarted) EventType() Type                { return TypeDrainStarted }
 func (DrainTimedOut) EventType() Type               { return TypeDrainTimedOut }
+func (UnclaimedShutdownPaused) EventType() Type     { return TypeUnclaimedShutdownPaused }
+func (NodeDeleteRequested) EventType() Type         { return TypeNodeDeleteRequested }
+func (FailedInstanceDeleted) EventType() Type       { return TypeFailedInstanceDeleted }
 
 // catalog maps every type to its aggregate kind and a constructor of its data.
 var catalog = map[Type]struct {
@@ -541,6 +577,9 @@ var catalog = map[Type]struct {
 	TypeHostExpected:                {KindSlot, func() Data { return &HostExpected{} }},
 	TypeDrainStarted:                {KindSlot, func() Data { return &DrainStarted{} }},
 	TypeDrainTimedOut:               {KindSlot, func() Data { return &DrainTimedOut{} }},
+	TypeUnclaimedShutdownPaused:     {KindSlot, func() Data { return &UnclaimedShutdownPaused{} }},
+	TypeNodeDeleteRequested:         {KindSlot, func() Data { return &NodeDeleteRequested{} }},
+	TypeFailedInstanceDeleted:       {KindSlot, func() Data { return &FailedInstanceDeleted{} }},
 }
 
 // Types lists the catalog in a stable order.

@@ -70,6 +70,7 @@ func (r *Boot) Reconcile(ctx context.Context, slot string) (time.Duration, error
 		if err := r.cluster.CreateJob(ctx, r.jobRequest(v, cl.StartupJob, cl.Name, cl.Attempt, OperationStartup, v.Slot.Spec.Startup)); err != nil {
 			return 0, fmt.Errorf("create startup Job %s: %w", cl.StartupJob, err)
 		}
+		r.log.Info("startup Job created again (recorded by ClaimBooting, not found)", "slot", slot, "claim", cl.Name, "attempt", cl.Attempt, "job", cl.StartupJob)
 		return 0, nil
 	}
 	return 0, nil

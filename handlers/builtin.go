@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -39,22 +40,37 @@ func (r *Reactors) builtinScaler(ctx context.Context) (time.Duration, error) {
 		return time.Second, fmt.Errorf("built-in scaler: observe: %w", err)
 	}
 	var next time.Duration
+	var errs []error
 	slices.Sort(groups)
 	for _, g := range groups {
-		var d scale.Decision
-		if _, err := r.exec(ctx, "builtin", ScaleGroup{Group: g, Obs: &obs, Out: &d}); err != nil {
-			return 0, err
+		// One group's failure is reported and the other groups still get
+		// their pass.
+		d, err := r.scaleGroup(ctx, g, &obs)
+		if err != nil {
+			r.log.Error("built-in scaler: group pass failed", "group", g, "err", err)
+			errs = append(errs, fmt.Errorf("built-in scaler: group %s: %w", g, err))
+			continue
 		}
-		for _, slot := range d.Release {
-			if err := r.cluster.Cordon(ctx, slot); err != nil {
-				return 0, fmt.Errorf("cordon %s: %w", slot, err)
-			}
-		}
-		if d.Requeue > 0 && (next == 0 || d.Requeue < next) {
-			next = d.Requeue
+		if d > 0 && (next == 0 || d < next) {
+			next = d
 		}
 	}
-	return next, nil
+	return next, errors.Join(errs...)
+}
+
+// scaleGroup is one group's pass: decide and append, then cordon the nodes
+// the decision released (their ScaleDownRequested is in the log).
+func (r *Reactors) scaleGroup(ctx context.Context, group string, obs *scale.Observation) (time.Duration, error) {
+	var d scale.Decision
+	if _, err := r.exec(ctx, "builtin", ScaleGroup{Group: group, Obs: obs, Out: &d}); err != nil {
+		return 0, err
+	}
+	for _, slot := range d.Release {
+		if err := r.cordon(ctx, slot, "", "built-in scaler released the node"); err != nil {
+			return 0, err
+		}
+	}
+	return d.Requeue, nil
 }
 
 // ScaleGroup is the built-in scaler's decider: scale.Decide over the

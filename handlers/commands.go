@@ -169,7 +169,9 @@ type NodeRef struct {
 
 // DeleteNodes takes the named nodes out of Group: a pending claim is
 // cancelled, a booting or ready one is marked for scale-down (its shutdown
-// follows), a marked or absent one is left as it is (idempotent).
+// follows), a failed instance still listed to cluster-autoscaler is
+// recorded deleted (FailedInstanceDeleted), a marked or absent one is left
+// as it is (idempotent).
 type DeleteNodes struct {
 	Group       string
 	Nodes       []NodeRef
@@ -217,7 +219,12 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 	for _, slot := range slots {
 		cl := s.LiveOfSlot(slot)
 		switch {
-		case cl == nil || cl.ScaleDown != nil:
+		case cl == nil:
+			if w, ok := deleteFailedInstance(s, slot, now, req, orUnknown(c.RequestedBy), cause); ok {
+				writes = append(writes, w)
+			}
+			continue
+		case cl.ScaleDown != nil:
 			continue
 		case cl.IsPending():
 			writes = append(writes, slotWrite(s, slot, now, events.ClaimCancelled{

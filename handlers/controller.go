@@ -277,6 +277,12 @@ func (b base) view(slot string) slotView {
 func copyClaim(c *projections.Claim) *projections.Claim {
 	cp := *c
 	cp.Timeline = nil
+	if c.Drain != nil {
+		// The views change a drain in place (DrainTimedOut).
+		d := *c.Drain
+		d.Pods, d.Remaining = slices.Clone(d.Pods), slices.Clone(d.Remaining)
+		cp.Drain = &d
+	}
 	return &cp
 }
 
@@ -323,7 +329,11 @@ func (b base) shutdownInFlight(ctx context.Context, v slotView, job, claim strin
 	st, ok := b.cluster.Job(job)
 	switch {
 	case !ok && now.Before(at.Add(v.timeouts().JobTimeout)):
-		return projections.JobMonitorPollInterval, b.ensureShutdownJob(ctx, v, job, claim, attempt)
+		if err := b.ensureShutdownJob(ctx, v, job, claim, attempt); err != nil {
+			return 0, fmt.Errorf("create shutdown Job %s: %w", job, err)
+		}
+		b.log.Info("shutdown Job created again (recorded by ShutdownFired, not found)", "slot", v.Slot.Name, "claim", claim, "job", job)
+		return projections.JobMonitorPollInterval, nil
 	case !ok:
 		return 0, nil // finished and removed by its TTL
 	case !st.Finished():

@@ -137,16 +137,9 @@ func (c FireShutdown) Decide(s *projections.State, now time.Time) ([]events.Writ
 }
 
 // StopJobsFired counts the shutdown Jobs ever fired for a claim (its Job
-// names are <claim>-stop-<n>, n never reused across pauses).
-func StopJobsFired(cl *projections.Claim) int {
-	n := 0
-	for _, st := range cl.Timeline {
-		if st.Type == events.TypeShutdownFired {
-			n++
-		}
-	}
-	return n
-}
+// names are <claim>-stop-<n>, n never reused across pauses). The views
+// count them: the timeline coalesces repeated steps.
+func StopJobsFired(cl *projections.Claim) int { return cl.StopJobs }
 
 // LimitShutdown pauses a scale-down that fired ShutdownAttemptLimit Jobs
 // with the machine still up: ShutdownAttemptLimitReached, paused for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -77,57 +78,115 @@ func (r *Drain) drain(ctx context.Context, v slotView, cl *projections.Claim) (t
 	if len(left) == 0 {
 		return 0, true, nil
 	}
-	if err := r.cluster.Cordon(ctx, slot); err != nil {
-		return 0, false, fmt.Errorf("cordon %s: %w", slot, err)
+	// The drain in force is the one recorded: DrainStarted carries the
+	// timeout and policy of the group when the drain began, and a later
+	// change of the group does not change a drain under way.
+	drain := cl.Drain
+	if drain == nil {
+		timeout, policy := DrainSettings(v.Group)
+		if _, err := r.exec(ctx, r.Name(), StartDrain{Claim: cl.Name, Node: slot, Pods: keys, Timeout: timeout, Policy: policy}); err != nil {
+			return 0, false, err
+		}
+		if drain = r.recordedDrain(slot, cl.Name); drain == nil {
+			return DrainRetry, false, nil
+		}
 	}
-	timeout, policy := DrainSettings(v.Group)
-	now := r.now()
-	start := now
-	if cl.Drain != nil {
-		start = cl.Drain.StartedAt
-	} else if _, err := r.exec(ctx, r.Name(), StartDrain{Claim: cl.Name, Node: slot, Pods: keys, Timeout: timeout, Policy: policy}); err != nil {
+	// Cordon and evict only after DrainStarted is in the log.
+	if err := r.cordon(ctx, slot, cl.Name, "drain before scale-down"); err != nil {
 		return 0, false, err
 	}
-	end := start.Add(timeout)
+	now := r.now()
+	end := drain.StartedAt.Add(drain.Timeout.D())
 	if now.Before(end) {
-		if err := r.evict(ctx, left); err != nil {
+		// The evictions DrainStarted decided: the pods it lists.
+		if err := r.evict(ctx, slot, cl.Name, recorded(left, drain.Pods)); err != nil {
 			return 0, false, err
 		}
 		return min(DrainRetry, after(now, end)), false, nil
 	}
-	if cl.Drain == nil || cl.Drain.TimedOutAt == nil {
+	remaining := drain.Remaining
+	if drain.TimedOutAt == nil {
 		if _, err := r.exec(ctx, r.Name(), TimeOutDrain{Claim: cl.Name, Remaining: keys}); err != nil {
 			return 0, false, err
 		}
-	}
-	switch policy {
-	case events.DrainForce:
-		for _, p := range left {
-			if !p.Deleting {
-				if err := r.cluster.DeletePod(ctx, p); err != nil {
-					return 0, false, err
-				}
-			}
+		if d := r.recordedDrain(slot, cl.Name); d == nil || d.TimedOutAt == nil {
+			return DrainRetry, false, nil
+		} else {
+			remaining = d.Remaining
 		}
-		r.log.Warn("drain timed out: remaining pods deleted (force)", "slot", slot, "claim", cl.Name, "pods", keys)
+	}
+	switch drain.Policy {
+	case events.DrainForce:
+		// The deletes DrainTimedOut decided: the pods it lists.
+		var deleted []string
+		for _, p := range recorded(left, remaining) {
+			if p.Deleting {
+				continue
+			}
+			if err := r.cluster.DeletePod(ctx, p); err != nil {
+				return 0, false, fmt.Errorf("delete pod %s: %w", p.Key(), err)
+			}
+			deleted = append(deleted, p.Key())
+		}
+		if len(deleted) > 0 {
+			r.log.Warn("drain timed out: remaining pods deleted (force)", "slot", slot, "claim", cl.Name, "pods", deleted)
+		}
+		if len(recorded(left, remaining)) < len(left) {
+			// Pods that came after the timeout was recorded are not this
+			// drain's to delete; they hold the shutdown.
+			return DrainRetry, false, nil
+		}
 		return 0, true, nil
 	case events.DrainEvict:
-		return DrainRetry, false, r.evict(ctx, left)
+		return DrainRetry, false, r.evict(ctx, slot, cl.Name, recorded(left, remaining))
 	default:
+		// wait: no more evictions; the claim is reported to
+		// cluster-autoscaler as deleting until its pods end.
 		return projections.JobMonitorPollInterval, false, nil
 	}
 }
 
+// recorded keeps the pods an event listed (namespace/name keys).
+func recorded(pods []PodView, keys []string) []PodView {
+	var out []PodView
+	for _, p := range pods {
+		if slices.Contains(keys, p.Key()) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// recordedDrain is the drain of claim as the views hold it once a command
+// returned (the service waits for its write to show), or nil.
+func (r *Drain) recordedDrain(slot, claim string) *projections.Drain {
+	if v := r.view(slot); v.Live != nil && v.Live.Name == claim {
+		return v.Live.Drain
+	}
+	return nil
+}
+
 // evict asks the eviction API for every pod not already going; a budget
-// that forbids one now is retried on the next pass.
-func (r *Drain) evict(ctx context.Context, pods []PodView) error {
+// that forbids one now is retried on the next pass. One log line per pass
+// that asked for evictions.
+func (r *Drain) evict(ctx context.Context, slot, claim string, pods []PodView) error {
+	var asked, blocked []string
 	for _, p := range pods {
 		if p.Deleting {
 			continue
 		}
-		if err := r.cluster.Evict(ctx, p); err != nil && !errors.Is(err, ErrEvictionBlocked) {
-			return err
+		err := r.cluster.Evict(ctx, p)
+		switch {
+		case errors.Is(err, ErrEvictionBlocked):
+			blocked = append(blocked, p.Key())
+		case err != nil:
+			return fmt.Errorf("evict pod %s: %w", p.Key(), err)
+		default:
+			asked = append(asked, p.Key())
 		}
+	}
+	if len(asked)+len(blocked) > 0 {
+		r.log.Info("drain: evictions requested", "slot", slot, "claim", claim, "evicted", asked, "blockedByBudget", blocked)
 	}
 	return nil
 }

@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/projections"
 )
 
-// InputLaw shuts down a machine observed up with no live claim: cordon,
+// InputLaw shuts down a machine observed up with no live claim:
 // ShutdownFired (no claim, Force, the cause naming the law), then the
-// shutdown Job <slot>-stop-<slot seq>. While a shutdown of the slot is in
-// flight (running, or finished less than ShutdownSettle ago) it waits; a
-// machine that stays up gets another, up to ShutdownAttemptLimit in a row,
-// then a pause of ShutdownAttemptResetGrace.
+// cordon and the shutdown Job <slot>-stop-<slot seq>. While a shutdown of
+// the slot is in flight (running, or finished less than ShutdownSettle ago)
+// it waits; a machine that stays up gets another, up to
+// ShutdownAttemptLimit in a row, then a pause of ShutdownAttemptResetGrace,
+// recorded as UnclaimedShutdownPaused.
 type InputLaw struct{ base }
 
 func (r *InputLaw) Name() string { return "inputlaw" }
@@ -36,23 +38,67 @@ func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		r.log.Warn("slot declares no shutdown Job: the input law cannot power its machine off", "slot", slot)
 		return projections.ReconcilePeriod, nil
 	}
-	if err := r.cluster.Cordon(ctx, slot); err != nil {
-		return 0, fmt.Errorf("cordon %s: %w", slot, err)
-	}
 	res, err := r.exec(ctx, r.Name(), FireSlotShutdown{Slot: slot, After: after0})
 	if err != nil {
 		return 0, err
 	}
 	d, ok := shutdownEvent(res)
 	if !ok {
-		if last != nil {
-			// Paused after ShutdownAttemptLimit shutdowns that did not land.
-			return after(r.now(), last.At.Add(projections.ShutdownAttemptResetGrace)), nil
+		if last != nil && last.Claim == "" && last.Attempt >= projections.ShutdownAttemptLimit {
+			// Paused after ShutdownAttemptLimit shutdowns that did not
+			// land: say so in the log, once per pause (an alert's event).
+			until := last.At.Add(projections.ShutdownAttemptResetGrace)
+			if _, err := r.exec(ctx, r.Name(), PauseSlotShutdown{Slot: slot, After: last.Job}); err != nil {
+				return 0, err
+			}
+			// The shutdowns in the log took it out of service: a Node that
+			// registered again meanwhile stays cordoned.
+			if err := r.cordon(ctx, slot, "", "input law: shutdowns paused"); err != nil {
+				return 0, err
+			}
+			return after(r.now(), until), nil
 		}
 		return 0, nil
+	}
+	// Cordon and power off only after ShutdownFired is in the log.
+	if err := r.cordon(ctx, slot, "", "input law: machine up with no claim that wants it"); err != nil {
+		return 0, err
 	}
 	if err := r.ensureShutdownJob(ctx, v, d.Job, "", 0); err != nil {
 		return 0, fmt.Errorf("create shutdown Job %s: %w", d.Job, err)
 	}
+	r.log.Info("shutdown Job created", "slot", slot, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force, "why", "input law")
 	return projections.JobMonitorPollInterval, nil
+}
+
+// PauseSlotShutdown records the input law's pause (UnclaimedShutdownPaused)
+// once the slot's last ShutdownAttemptLimit claimless shutdowns did not
+// power the machine off: the claimless twin of LimitShutdown. After is the
+// slot's last shutdown Job the reactor saw; the pause ends
+// ShutdownAttemptResetGrace after it. Written once per pause.
+type PauseSlotShutdown struct {
+	Slot  string
+	After string
+}
+
+func (c PauseSlotShutdown) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
+
+func (c PauseSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	sl := s.Slots[c.Slot]
+	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil || sl.ShutdownPausedUntil != nil {
+		return nil, nil
+	}
+	last := sl.LastShutdown
+	if last == nil || last.Job != c.After || last.Claim != "" || last.Attempt < projections.ShutdownAttemptLimit {
+		return nil, nil
+	}
+	until := last.At.Add(projections.ShutdownAttemptResetGrace)
+	if !now.Before(until) {
+		return nil, nil
+	}
+	return []events.Write{slotWrite(s, sl.Name, now, events.UnclaimedShutdownPaused{
+		Ref:         events.Ref{Slot: sl.Name, Group: sl.Group, Cause: fmt.Sprintf("input law: %d shutdown Jobs finished and the machine no claim wants is still observed up", last.Attempt)},
+		Attempts:    last.Attempt,
+		PausedUntil: until,
+	})}, nil
 }

@@ -136,28 +136,6 @@ func (c CompleteClaim) Decide(s *projections.State, now time.Time) ([]events.Wri
 	return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimCompleted{Ref: claimRef(cl, orCause(c.Cause, "machine observed off")), Reason: reason})}, nil
 }
 
-// SupersedeOlder fails every live claim of a slot but the newest. The
-// store's expectations keep a slot at one live claim; this is the guard
-// for a log written by something else.
-type SupersedeOlder struct {
-	Slot string
-}
-
-func (c SupersedeOlder) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
-
-func (c SupersedeOlder) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	live := s.LiveClaimsOfSlot(c.Slot)
-	if len(live) < 2 {
-		return nil, nil
-	}
-	newest := live[len(live)-1]
-	w := events.Write{Aggregate: events.SlotAggregate(c.Slot), Expected: s.Slots[c.Slot].Seq}
-	for _, cl := range live[:len(live)-1] {
-		w.Events = append(w.Events, events.Event{Time: now, Data: events.ClaimSuperseded{Ref: claimRef(cl, "a second live claim on the slot"), By: newest.Name}})
-	}
-	return []events.Write{w}, nil
-}
-
 // CollectClaim drops a terminal claim from the live views once its TTL has
 // passed. Its history stays in the log; the slot keeps its digest.
 type CollectClaim struct {

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
 )
 
 // NodeCleanup deletes the NotReady Node object of a powered-off machine once
 // its shutdown finished and the slot has no live claim (a Node registered
 // after the shutdown fired is left alone): a NotReady Node
-// counts against cluster-autoscaler's unready gate. The kubelet registers
-// the Node again on the next boot, and the readiness gate applies the
-// slot's declared labels and taints to it again.
+// counts against cluster-autoscaler's unready gate. NodeDeleteRequested is
+// appended first, then the Node is deleted (a crash between the two deletes
+// it on the next pass: the record is there and NotFound is success). The
+// kubelet registers the Node again on the next boot, and the readiness gate
+// applies the slot's declared labels and taints to it again.
 type NodeCleanup struct{ base }
 
 func (r *NodeCleanup) Name() string { return "nodecleanup" }
@@ -31,9 +36,45 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if job, ok := r.cluster.Job(v.Slot.LastShutdown.Job); ok && !job.Finished() {
 		return 0, nil
 	}
+	if _, err := r.exec(ctx, r.Name(), RequestNodeDelete{Slot: slot, Node: slot, ShutdownJob: v.Slot.LastShutdown.Job}); err != nil {
+		return 0, err
+	}
+	if d := r.view(slot).Slot.LastNodeDelete; d == nil || d.By != slot || d.At.Before(v.Slot.LastShutdown.At) {
+		return 0, nil // not recorded: never delete without the record
+	}
 	if err := r.cluster.DeleteNode(ctx, slot); err != nil {
 		return 0, fmt.Errorf("delete node %s: %w", slot, err)
 	}
 	r.log.Info("deleted the NotReady node of a powered-off machine", "slot", slot, "shutdownJob", v.Slot.LastShutdown.Job)
 	return 0, nil
+}
+
+// RequestNodeDelete records that a slot's NotReady Node is deleted after
+// its machine's shutdown (NodeDeleteRequested), once per shutdown: a delete
+// already recorded since the slot's last shutdown writes nothing.
+type RequestNodeDelete struct {
+	Slot        string
+	Node        string
+	ShutdownJob string
+}
+
+func (c RequestNodeDelete) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
+
+func (c RequestNodeDelete) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	sl := s.Slots[c.Slot]
+	if sl == nil || sl.Group == "" || sl.LastShutdown == nil || sl.LastShutdown.Job != c.ShutdownJob || s.LiveOfSlot(c.Slot) != nil {
+		return nil, nil
+	}
+	if d := sl.LastNodeDelete; d != nil && d.By == c.Node && !d.At.Before(sl.LastShutdown.At) {
+		return nil, nil
+	}
+	ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node cleanup: the machine's shutdown Job " + c.ShutdownJob + " finished and its Node is NotReady"}
+	if n := len(sl.Claims); n > 0 {
+		if cl := s.Claims[sl.Claims[n-1]]; cl != nil && cl.Phase.IsTerminal() {
+			ref.Claim, ref.Attempt = cl.Name, cl.Attempt
+		}
+	}
+	return []events.Write{slotWrite(s, sl.Name, now, events.NodeDeleteRequested{
+		Ref: ref, Node: c.Node, Why: "NotReady after the shutdown of its machine (it counts against cluster-autoscaler's unready gate)",
+	})}, nil
 }

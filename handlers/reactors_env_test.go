@@ -26,6 +26,9 @@ type renv struct {
 	f  *kube.Fake
 	cl *kube.Cluster
 	r  *handlers.Reactors
+	// acts records every change the reactors made to the cluster, with the
+	// log's end at the time of the call (append_then_act_test.go).
+	acts *actionLog
 }
 
 const ns = "claimstream"
@@ -45,7 +48,8 @@ func newRenv(t *testing.T) *renv {
 	if !e.cl.WaitForSync(ctx) {
 		t.Fatal("caches did not sync")
 	}
-	e.r = handlers.NewReactors(handlers.ReactorsConfig{Views: e.h.Views, Service: e.h.Service, Cluster: e.cl, Clock: e.h.Clock, Namespace: ns, Log: rquiet})
+	e.acts = &actionLog{Cluster: e.cl, store: e.h.Store}
+	e.r = handlers.NewReactors(handlers.ReactorsConfig{Views: e.h.Views, Service: e.h.Service, Cluster: e.acts, Clock: e.h.Clock, Namespace: ns, Log: rquiet})
 	return e
 }
 

@@ -9,8 +9,8 @@ import (
 )
 
 // ScaleDown powers off the machine of a ready claim marked for scale-down:
-// cordon, then a shutdown Job (ShutdownFired appended first, one count per
-// Job, <claim>-stop-<n>); the machine observed off ends the claim
+// cordon (ScaleDownRequested is in the log), then a shutdown Job
+// (ShutdownFired appended first, one count per Job, <claim>-stop-<n>); the machine observed off ends the claim
 // completed. A shutdown that finished with the machine still up fires the
 // next one after ShutdownSettle; past ShutdownAttemptLimit Jobs the claim
 // records ShutdownAttemptLimitReached and pauses ShutdownAttemptResetGrace,
@@ -44,8 +44,9 @@ func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.C
 		_, err := r.exec(ctx, r.Name(), CompleteClaim{Claim: cl.Name, Reason: projections.ReasonScaledDown, Cause: "scale-down landed: machine observed off"})
 		return 0, err
 	}
-	if err := r.cluster.Cordon(ctx, slot); err != nil {
-		return 0, fmt.Errorf("cordon %s: %w", slot, err)
+	// ScaleDownRequested, in the log, took the machine out of service.
+	if err := r.cordon(ctx, slot, cl.Name, "scale-down requested"); err != nil {
+		return 0, err
 	}
 	now := r.now()
 	if p := cl.ShutdownPausedUntil; p != nil && now.Before(*p) {
@@ -72,16 +73,21 @@ func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.C
 	return r.fire(ctx, v, cl, FireShutdown{Claim: cl.Name, After: cl.LastShutdownJob, Cause: "scale-down: " + cl.ScaleDown.Request.Call + " by " + cl.ScaleDown.RequestedBy})
 }
 
-// fire appends the ShutdownFired of cmd, then creates the Job it names.
+// fire appends the ShutdownFired of cmd, then cordons the Node and creates
+// the Job it names.
 func (r *ScaleDown) fire(ctx context.Context, v slotView, cl *projections.Claim, cmd FireShutdown) (time.Duration, error) {
 	res, err := r.exec(ctx, r.Name(), cmd)
 	if err != nil {
 		return 0, err
 	}
 	if d, ok := shutdownEvent(res); ok {
+		if err := r.cordon(ctx, v.Slot.Name, cl.Name, "shutdown fired"); err != nil {
+			return 0, err
+		}
 		if err := r.ensureShutdownJob(ctx, v, d.Job, cl.Name, cl.Attempt); err != nil {
 			return 0, fmt.Errorf("create shutdown Job %s: %w", d.Job, err)
 		}
+		r.log.Info("shutdown Job created", "slot", v.Slot.Name, "claim", cl.Name, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force)
 	}
 	return projections.JobMonitorPollInterval, nil
 }
@@ -97,7 +103,11 @@ func (r *ScaleDown) forceShutdown(ctx context.Context, v slotView, cl *projectio
 			at = *cl.LastShutdownAttemptAt
 		}
 		if _, ok := r.cluster.Job(cl.LastShutdownJob); !ok && r.now().Before(at.Add(v.timeouts().JobTimeout)) {
-			return projections.JobMonitorPollInterval, r.ensureShutdownJob(ctx, v, cl.LastShutdownJob, cl.Name, cl.Attempt)
+			if err := r.ensureShutdownJob(ctx, v, cl.LastShutdownJob, cl.Name, cl.Attempt); err != nil {
+				return 0, fmt.Errorf("create shutdown Job %s: %w", cl.LastShutdownJob, err)
+			}
+			r.log.Info("shutdown Job created again (recorded by ShutdownFired, not found)", "slot", v.Slot.Name, "claim", cl.Name, "job", cl.LastShutdownJob)
+			return projections.JobMonitorPollInterval, nil
 		}
 		return 0, nil
 	}
@@ -107,9 +117,6 @@ func (r *ScaleDown) forceShutdown(ctx context.Context, v slotView, cl *projectio
 	if v.Slot.Spec.Shutdown == nil {
 		r.log.Warn("slot declares no shutdown Job: a failed claim's machine cannot be forced off", "slot", v.Slot.Name, "claim", cl.Name)
 		return 0, nil
-	}
-	if err := r.cluster.Cordon(ctx, v.Slot.Name); err != nil {
-		return 0, fmt.Errorf("cordon %s: %w", v.Slot.Name, err)
 	}
 	return r.fire(ctx, v, cl, FireShutdown{Claim: cl.Name, Force: true, Cause: "force shutdown: claim failed " + cl.Reason})
 }

@@ -247,6 +247,18 @@ func (p *pool) run(text string) ([]string, error) {
 		return []string{"now +" + p.now.Sub(t0).String()}, nil
 	case "show":
 		return p.show(), nil
+	case "failures":
+		// The failed instances cluster-autoscaler is told about.
+		var lines []string
+		for _, sl := range p.s.Groups[a["group"]].Slots {
+			if c := p.s.ListedFailure(sl, p.now); c != nil {
+				lines = append(lines, fmt.Sprintf("failed instance slot=%s attempt=%d reason=%s", sl, c.Attempt, c.Reason))
+			}
+		}
+		if len(lines) == 0 {
+			lines = []string{"no failed instance listed"}
+		}
+		return lines, nil
 	case "increase":
 		cmd = handlers.IncreaseSize{Group: a["group"], Delta: atoi(a["delta"]), RequestedBy: a["by"]}
 	case "decrease":
@@ -281,6 +293,10 @@ func (p *pool) run(text string) ([]string, error) {
 		cmd = handlers.CompleteClaim{Claim: p.claimOf(a["slot"])}
 	case "collect":
 		cmd = handlers.CollectClaim{Claim: p.newestOf(a["slot"])}
+	case "merge":
+		// A ClaimCreated from another log (a merge, a hand-written entry):
+		// appended with the slot's current sequence, whatever it holds.
+		return p.merge(a["slot"], a["claim"], a["by"])
 	default:
 		return nil, fmt.Errorf("unknown verb %q", verb)
 	}
@@ -297,6 +313,39 @@ func (p *pool) run(text string) ([]string, error) {
 	var lines []string
 	for _, e := range evs {
 		lines = append(lines, describe(e))
+	}
+	return lines, nil
+}
+
+// merge appends a ClaimCreated for slot as a merged log would hold it: no
+// decider saw it, so nothing checked the slot was free.
+func (p *pool) merge(slot, claim, by string) ([]string, error) {
+	sl := p.s.Slots[slot]
+	if sl == nil {
+		return nil, fmt.Errorf("merge: no slot %s", slot)
+	}
+	g := p.s.Groups[sl.Group]
+	ev := events.ClaimCreated{
+		Ref:         events.Ref{Claim: claim, Slot: slot, Group: sl.Group, Attempt: 1, Cause: "merged from another log by " + by},
+		RequestedAt: p.now, RequestedBy: by, Request: events.Request{Call: events.CallManual, Group: sl.Group},
+		DeadlineAt: projections.DeadlineAt(p.now, g.Spec), TTL: events.Duration(time.Hour),
+	}
+	evs, err := p.append([]events.Write{{Aggregate: events.SlotAggregate(slot), Expected: sl.Seq, Events: []events.Event{{Time: p.now, Data: ev}}}})
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, e := range evs {
+		lines = append(lines, describe(e))
+	}
+	for _, name := range sl.Claims {
+		c := p.s.Claims[name]
+		if c == nil || len(c.Timeline) == 0 || len(evs) == 0 {
+			continue
+		}
+		if st := c.Timeline[len(c.Timeline)-1]; st.Seq == evs[0].Seq && st.Type == events.TypeClaimSuperseded {
+			lines = append(lines, fmt.Sprintf("  %s: %s/%s, %s", st.Type, c.Phase, c.Reason, st.Detail))
+		}
 	}
 	return lines, nil
 }
@@ -334,6 +383,8 @@ func describe(e events.Event) string {
 		s += " reason=" + d.Reason
 	case events.ScaleDownRequested:
 		s += fmt.Sprintf(" call=%s nodes=%s", d.Request.Call, strings.Join(d.Request.Nodes, ","))
+	case events.FailedInstanceDeleted:
+		s += fmt.Sprintf(" by=%s call=%s nodes=%s", d.RequestedBy, d.Request.Call, strings.Join(d.Request.Nodes, ","))
 	}
 	return s + " cause=" + strconvQuote(r.Cause)
 }

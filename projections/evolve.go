@@ -287,11 +287,40 @@ func claimCreated(s *State, e events.Event) error {
 		DeadlineAt: &deadline, Budget: d.Budget, MaxNodeProvisionTime: d.MaxNodeProvisionTime, TTL: d.TTL,
 		TraceParent: e.TraceParent,
 	}
+	// One live claim per slot, by this rule alone: a claim created on a
+	// slot that holds a live one (a hand-written or merged log; the store's
+	// expectations keep the service's own writes from it) supersedes the
+	// older in the views: it fails Superseded, with no forced shutdown,
+	// since the newer claim owns the slot and its machine.
+	older := liveClaimsOf(s, sl)
 	s.Claims[c.Name] = c
 	sl.Claims = append(sl.Claims, c.Name)
 	step(c, e, d.Request.Call+signed(d.Request.Delta)+" by "+d.RequestedBy)
+	for _, o := range older {
+		supersede(o, c.Name, e)
+	}
 	stampDigest(s, sl, c)
 	return nil
+}
+
+func liveClaimsOf(s *State, sl *Slot) []*Claim {
+	var out []*Claim
+	for _, name := range sl.Claims {
+		if c := s.Claims[name]; c != nil && c.IsLive() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// supersede ends c failed Superseded by the claim newer, at e's time; the
+// step is recorded as a ClaimSuperseded so the timeline reads as such.
+func supersede(c *Claim, newer string, e events.Event) {
+	at := e.Time
+	c.Phase, c.Reason, c.ForceShutdown = PhaseFailed, ReasonSuperseded, false
+	c.FinishedAt, c.ShutdownPausedUntil = &at, nil
+	addStep(c, Step{Seq: e.Seq, At: at, Type: events.TypeClaimSuperseded, Phase: PhaseFailed,
+		Cause: "a second live claim on the slot", Detail: "superseded by " + newer})
 }
 
 // claimMove applies the phase change of a claim event, refusing what the
@@ -379,6 +408,7 @@ func shutdownFired(s *State, e events.Event) error {
 	}
 	at := e.Time
 	sl.LastShutdown = &Shutdown{At: at, Job: d.Job, Claim: d.Claim, Attempt: d.ShutdownAttempt, Force: d.Force, Cause: d.Cause}
+	sl.ShutdownPausedUntil = nil
 	if d.Claim == "" {
 		return nil
 	}
@@ -387,6 +417,7 @@ func shutdownFired(s *State, e events.Event) error {
 		return refuse(e, "claim %s is not in the views", d.Claim)
 	}
 	c.ShutdownAttempts = d.ShutdownAttempt
+	c.StopJobs++
 	c.LastShutdownAttemptAt = &at
 	c.LastShutdownJob = d.Job
 	c.ShutdownPausedUntil = nil
@@ -488,7 +519,7 @@ func hostJoinRefused(s *State, e events.Event) error {
 // --- helpers ---------------------------------------------------------------
 
 func step(c *Claim, e events.Event, detail string) {
-	c.Timeline = append(c.Timeline, Step{
+	addStep(c, Step{
 		Seq: e.Seq, At: e.Time, Type: e.Data.EventType(), Phase: c.Phase.Normal(),
 		Cause: e.Data.Reference().Cause, Detail: detail,
 	})

@@ -58,19 +58,14 @@ func (s *State) LiveOfSlot(slot string) *Claim {
 }
 
 // LiveClaimsOfSlot lists every live claim of a slot, oldest first. More than
-// one is a bug the store's expectations prevent; the supersede guard reads it.
+// one never holds: the store's expectations keep the service's writes from
+// it, and the fold supersedes the older claim of a hand-written log.
 func (s *State) LiveClaimsOfSlot(slot string) []*Claim {
 	sl := s.Slots[slot]
 	if sl == nil {
 		return nil
 	}
-	var out []*Claim
-	for _, name := range sl.Claims {
-		if c := s.Claims[name]; c != nil && c.IsLive() {
-			out = append(out, c)
-		}
-	}
-	return out
+	return liveClaimsOf(s, sl)
 }
 
 // LiveClaims lists the live claims of a group's slots, in slot order.
@@ -258,25 +253,4 @@ func (s *State) SlotForNode(name, providerID string) (*Slot, bool) {
 
 func (s *State) byProviderID() map[string]string {
 	return s.index.providerID
-}
-
-// RecentFailures lists the group's failed claims that ended within window
-// of now and are the newest claim of their slot.
-func (s *State) RecentFailures(group string, now time.Time, window time.Duration) []*Claim {
-	g := s.Groups[group]
-	if g == nil {
-		return nil
-	}
-	var out []*Claim
-	for _, slot := range g.Slots {
-		sl := s.Slots[slot]
-		if sl == nil || len(sl.Claims) == 0 {
-			continue
-		}
-		c := s.Claims[sl.Claims[len(sl.Claims)-1]]
-		if c != nil && c.Phase == PhaseFailed && c.FinishedAt != nil && now.Sub(*c.FinishedAt) <= window {
-			out = append(out, c)
-		}
-	}
-	return out
 }

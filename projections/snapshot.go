@@ -13,8 +13,11 @@ import (
 // SnapshotVersion changes whenever the shape of State or the fold changes;
 // a snapshot of another version is ignored and the views are rebuilt from
 // the log. 2: claims carry their trace context, expected and joined hosts
-// and drains.
-const SnapshotVersion = 2
+// and drains. 3: a second live claim supersedes the older in the fold;
+// claims count their stop Jobs and record a deleted failed instance;
+// timeline steps coalesce; slots record the input law's pause and Node
+// deletes.
+const SnapshotVersion = 3
 
 // snapshotObject is the object name of the newest snapshot.
 const snapshotObject = "views"

@@ -177,6 +177,13 @@ type Slot struct {
 	LastShutdown *Shutdown `json:"lastShutdown,omitempty"`
 	// LastJoinRefused is the last host join this slot refused.
 	LastJoinRefused *Mark `json:"lastJoinRefused,omitempty"`
+	// ShutdownPausedUntil is the input law's pause after
+	// ShutdownAttemptLimit shutdowns of an unclaimed machine that did not
+	// land (UnclaimedShutdownPaused); the next ShutdownFired clears it.
+	ShutdownPausedUntil *time.Time `json:"shutdownPausedUntil,omitempty"`
+	// LastNodeDelete is the last NodeDeleteRequested: By is the Node,
+	// Reason why it was deleted.
+	LastNodeDelete *Mark `json:"lastNodeDelete,omitempty"`
 }
 
 // Mark records who did something, when and why.
@@ -252,6 +259,12 @@ type Claim struct {
 	LastShutdownAttemptAt *time.Time `json:"lastShutdownAttemptAt,omitempty"`
 	LastShutdownJob       string     `json:"lastShutdownJob,omitempty"`
 	ShutdownPausedUntil   *time.Time `json:"shutdownPausedUntil,omitempty"`
+	// StopJobs counts every shutdown Job ever fired for the claim: the n of
+	// its next Job <claim>-stop-<n+1> (never reused across pauses).
+	StopJobs int `json:"stopJobs,omitempty"`
+	// InstanceDeleted is set when cluster-autoscaler deleted the instance
+	// of this failed claim (FailedInstanceDeleted): it is no longer listed.
+	InstanceDeleted *Mark `json:"instanceDeleted,omitempty"`
 	// MachineOffSince is when a ready claim's machine was seen off.
 	MachineOffSince *time.Time `json:"machineOffSince,omitempty"`
 
@@ -310,6 +323,10 @@ type Step struct {
 	Cause string      `json:"cause"`
 	// Detail is the event's own numbers in words (Job name, reason).
 	Detail string `json:"detail,omitempty"`
+	// Repeats counts the later events of the same kind folded into this
+	// step once the timeline held TimelineStepsPerKind of them; Seq, At and
+	// Detail are then the newest one's.
+	Repeats int `json:"repeats,omitempty"`
 }
 
 // NewState is the empty state: the fold's zero.

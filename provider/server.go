@@ -268,7 +268,8 @@ const (
 )
 
 // NodeGroupNodes reports one instance per slot with a live claim or a
-// recent failure; the instance id is the slot's providerID.
+// recent failure not yet deleted (projections.ListedFailure); the instance
+// id is the slot's providerID.
 func (s *Server) NodeGroupNodes(_ context.Context, req *pb.NodeGroupNodesRequest) (*pb.NodeGroupNodesResponse, error) {
 	now := s.clock.Now()
 	var out *pb.NodeGroupNodesResponse
@@ -301,11 +302,10 @@ func instances(st *projections.State, g *projections.Group, now time.Time) []*pb
 			out = append(out, &pb.Instance{Id: sl.ProviderID(), Status: &pb.InstanceStatus{InstanceState: state}})
 			continue
 		}
-		if len(sl.Claims) == 0 {
-			continue
-		}
-		c := st.Claims[sl.Claims[len(sl.Claims)-1]]
-		if c == nil || c.Phase != projections.PhaseFailed || c.FinishedAt == nil || now.Sub(*c.FinishedAt) > projections.RecentFailureWindow {
+		// A failed instance is listed until cluster-autoscaler deletes it
+		// (FailedInstanceDeleted) or the failure window passes.
+		c := st.ListedFailure(name, now)
+		if c == nil {
 			continue
 		}
 		msg := c.Message

@@ -121,6 +121,9 @@ var fullSamples = []events.Data{
 	events.HostExpected{Ref: fullRef, Node: "worker-1", ProviderID: "homelab://worker-1", Address: "10.0.0.21", InstanceID: "i-0abc", DeadlineAt: at},
 	events.DrainStarted{Ref: fullRef, Node: "worker-1", Pods: []string{"default/web-0"}, Timeout: dur(10 * time.Minute), Policy: events.DrainEvict},
 	events.DrainTimedOut{Ref: fullRef, Node: "worker-1", Policy: events.DrainForce, Remaining: []string{"default/web-0"}},
+	events.UnclaimedShutdownPaused{Ref: fullRef, Attempts: 3, PausedUntil: at.Add(30 * time.Minute)},
+	events.NodeDeleteRequested{Ref: fullRef, Node: "worker-1", Why: "NotReady after its shutdown"},
+	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}}},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the
@@ -157,6 +160,9 @@ var minimalSamples = []events.Data{
 	events.HostExpected{Ref: minRef},
 	events.DrainStarted{Ref: minRef, Policy: events.DrainWait},
 	events.DrainTimedOut{Ref: minRef, Policy: events.DrainWait},
+	events.UnclaimedShutdownPaused{Ref: minRef, Attempts: 1},
+	events.NodeDeleteRequested{Ref: minRef},
+	events.FailedInstanceDeleted{Ref: minRef, Request: events.Request{Call: events.CallDeleteNodes}},
 }
 
 func marshal(t *testing.T, v any) []byte {

@@ -139,7 +139,7 @@ func (p *plane) withSinks(ctx context.Context, run func(context.Context) error) 
 	defer cancel()
 	errs := make(chan error, 1)
 	go func() {
-		d := &sinks.Dispatcher{JS: p.store.JetStream(), Store: p.store, Config: p.sinks, Clock: clock.RealClock{}, Logger: p.log}
+		d := &sinks.Dispatcher{JS: p.store.JetStream(), Store: p.store, Config: p.sinks, Clock: p.clock, Logger: p.log}
 		if p.tel != nil {
 			d.Metrics = p.tel.Metrics
 		}

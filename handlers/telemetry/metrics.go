@@ -31,7 +31,7 @@ const (
 	// claimstream_shutdown_attempts_total{group,force}: ShutdownFired.
 	InstShutdownAttempts = "claimstream_shutdown_attempts"
 	// claimstream_shutdown_attempt_limits_total{group}:
-	// ShutdownAttemptLimitReached.
+	// ShutdownAttemptLimitReached and UnclaimedShutdownPaused.
 	InstShutdownLimits = "claimstream_shutdown_attempt_limits"
 	// claimstream_host_joins_refused_total{group}: HostJoinRefused.
 	InstJoinsRefused = "claimstream_host_joins_refused"
@@ -89,7 +89,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(err)
 	m.shutdowns, err = meter.Int64Counter(InstShutdownAttempts, metric.WithDescription("Shutdown Jobs fired (ShutdownFired)."))
 	add(err)
-	m.shutdownLimits, err = meter.Int64Counter(InstShutdownLimits, metric.WithDescription("Scale-downs that fired their bound of shutdown Jobs (ShutdownAttemptLimitReached)."))
+	m.shutdownLimits, err = meter.Int64Counter(InstShutdownLimits, metric.WithDescription("Machines that stayed up after their bound of shutdown Jobs (ShutdownAttemptLimitReached, UnclaimedShutdownPaused)."))
 	add(err)
 	m.joinsRefused, err = meter.Int64Counter(InstJoinsRefused, metric.WithDescription("Nodes that joined unexpected (HostJoinRefused)."))
 	add(err)
@@ -206,7 +206,7 @@ func (m *Metrics) OnEvent(e events.Event) {
 		}
 	case events.ShutdownFired:
 		m.shutdowns.Add(ctx, 1, metric.WithAttributes(attribute.String("group", ref.Group), attribute.Bool("force", d.Force)))
-	case events.ShutdownAttemptLimitReached:
+	case events.ShutdownAttemptLimitReached, events.UnclaimedShutdownPaused:
 		m.shutdownLimits.Add(ctx, 1, group)
 	case events.HostJoinRefused:
 		m.joinsRefused.Add(ctx, 1, group)

@@ -6,6 +6,7 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ func Story(evs []events.Event) []Line {
 		}
 		return c
 	}
+	// live is each slot's live claims as the story has seen them: a
+	// ClaimCreated on a slot with one supersedes it, as the fold does.
+	live := map[string][]string{}
 	out := make([]Line, 0, len(evs))
 	for _, e := range evs {
 		l := Line{Seq: e.Seq, At: e.Time.UTC(), Type: e.Type}
@@ -67,6 +71,15 @@ func Story(evs []events.Event) []Line {
 			c = clockOf(ref.Claim)
 		}
 		l.Text = tell(e.Data, at, c)
+		switch e.Data.(type) {
+		case events.ClaimCreated:
+			if older := live[ref.Slot]; len(older) > 0 {
+				l.Text += fmt.Sprintf("; supersedes %s, still live on the slot (it ends failed Superseded)", strings.Join(older, ", "))
+			}
+			live[ref.Slot] = []string{ref.Claim}
+		case events.ClaimFailed, events.ClaimCancelled, events.ClaimCompleted, events.ClaimSuperseded:
+			live[ref.Slot] = slices.DeleteFunc(live[ref.Slot], func(n string) bool { return n == ref.Claim })
+		}
 		out = append(out, l)
 	}
 	return out
@@ -181,6 +194,12 @@ func tell(d events.Data, at time.Time, c *claimClock) string {
 		return fmt.Sprintf("drain of %s started: %d pods to move through the eviction API, timeout %s, then %s", d.Node, len(d.Pods), d.Timeout, d.Policy)
 	case events.DrainTimedOut:
 		return fmt.Sprintf("drain of %s timed out with %d pods left (%s); policy %s", d.Node, len(d.Remaining), strings.Join(d.Remaining, ", "), d.Policy)
+	case events.UnclaimedShutdownPaused:
+		return fmt.Sprintf("%d shutdown Jobs did not power off a machine no claim wants; paused until %s", d.Attempts, stamp(d.PausedUntil))
+	case events.NodeDeleteRequested:
+		return fmt.Sprintf("node %s deleted: %s", d.Node, d.Why)
+	case events.FailedInstanceDeleted:
+		return fmt.Sprintf("failed instance deleted by %s via %s at %s; no longer listed", d.RequestedBy, call(d.Request), stamp(at))
 	}
 	return string(d.EventType())
 }

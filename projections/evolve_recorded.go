@@ -1,0 +1,71 @@
+package projections
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// The folds of the events that record a side effect before it is carried
+// out, or a pause or an end with no claim move of its own: the input law's
+// pause, a Node delete, and the deletion of a failed instance by
+// cluster-autoscaler.
+func init() {
+	moves[events.TypeUnclaimedShutdownPaused] = unclaimedShutdownPaused
+	moves[events.TypeNodeDeleteRequested] = nodeDeleteRequested
+	moves[events.TypeFailedInstanceDeleted] = failedInstanceDeleted
+}
+
+func unclaimedShutdownPaused(s *State, e events.Event) error {
+	d := e.Data.(events.UnclaimedShutdownPaused)
+	sl := s.Slots[d.Slot]
+	if sl == nil {
+		return refuse(e, "slot %s is not in the views", d.Slot)
+	}
+	until := d.PausedUntil
+	sl.ShutdownPausedUntil = &until
+	return nil
+}
+
+func nodeDeleteRequested(s *State, e events.Event) error {
+	d := e.Data.(events.NodeDeleteRequested)
+	sl := s.Slots[d.Slot]
+	if sl == nil {
+		return refuse(e, "slot %s is not in the views", d.Slot)
+	}
+	sl.LastNodeDelete = &Mark{At: e.Time, By: d.Node, Reason: d.Why}
+	return nil
+}
+
+func failedInstanceDeleted(s *State, e events.Event) error {
+	d := e.Data.(events.FailedInstanceDeleted)
+	c := s.Claims[d.Claim]
+	if c == nil {
+		return refuse(e, "claim %s is not in the views", d.Claim)
+	}
+	if c.Phase != PhaseFailed {
+		return refuse(e, "claim %s is %s: only a failed claim's instance is deleted this way", c.Name, c.Phase.Normal())
+	}
+	if c.InstanceDeleted != nil {
+		return refuse(e, "claim %s: its instance is already deleted", c.Name)
+	}
+	c.InstanceDeleted = &Mark{At: e.Time, By: d.RequestedBy}
+	step(c, e, fmt.Sprintf("failed instance deleted by %s", d.RequestedBy))
+	return nil
+}
+
+// ListedFailure is the slot's newest claim when cluster-autoscaler is told
+// about it as a failed instance: failed within RecentFailureWindow of now,
+// no live claim on the slot, and its instance not deleted yet. Otherwise nil.
+func (s *State) ListedFailure(slot string, now time.Time) *Claim {
+	sl := s.Slots[slot]
+	if sl == nil || sl.Retired || len(sl.Claims) == 0 || s.LiveOfSlot(slot) != nil {
+		return nil
+	}
+	c := s.Claims[sl.Claims[len(sl.Claims)-1]]
+	if c == nil || c.Phase != PhaseFailed || c.FinishedAt == nil || c.InstanceDeleted != nil || now.Sub(*c.FinishedAt) > RecentFailureWindow {
+		return nil
+	}
+	return c
+}

@@ -337,15 +337,16 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	return rest.New(p.views, p.service, p.store, p.clock, rest.Options{Token: token, Logger: p.log}), nil
 }
 
-// applyPool reconciles the log with a pool file through the command
-// service (a conflict with a concurrent write is decided again).
+// applyPool reconciles the log with a pool file, one group per decision
+// under the group's lock (pool.Applier).
 func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
-	res, err := p.service.Execute(ctx, applyPool{cfg: cfg})
+	a := &pool.Applier{Service: p.service, Views: p.views, Clock: p.clock, Log: p.log}
+	res, err := a.Apply(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", cfg.Source, err)
 	}
-	if n := len(res.Events); n > 0 {
-		p.log.Info("pool file applied", "file", cfg.Source, "events", n, "seq", res.Last)
+	if res.Events > 0 {
+		p.log.Info("pool file applied", "file", cfg.Source, "groups", res.Groups, "events", res.Events, "seq", res.Last)
 	}
 	return nil
 }
@@ -390,15 +391,6 @@ func modTime(path string) time.Time {
 		return time.Time{}
 	}
 	return fi.ModTime()
-}
-
-// applyPool is the pool reconciler as a command.
-type applyPool struct{ cfg *pool.Config }
-
-func (applyPool) LockKey(*projections.State) string { return "pool-config" }
-
-func (a applyPool) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	return pool.Reconcile(a.cfg, s, now)
 }
 
 func splitHostPort(hp string) (string, int, error) {

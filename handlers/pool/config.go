@@ -51,6 +51,8 @@ type Group struct {
 	Spec events.GroupSpec
 	// Line is where the group's entry starts in Source (0 if not from a file).
 	Line int
+
+	at string // JSON pointer of the entry in the file
 }
 
 // Slot is one declared slot: one machine, named like its Kubernetes Node.
@@ -217,7 +219,7 @@ func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Confi
 		if spec.ReadinessTaints == nil {
 			spec.ReadinessTaints = []events.Taint{}
 		}
-		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr)})
+		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr), at: ptr})
 	}
 
 	for i, s := range slots {

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
@@ -63,43 +67,96 @@ func checkApplied(t *testing.T, h *handlerstest.Harness, cfg *Config) {
 // TestApply10k: 10,000 slots in 100 groups apply on first start, and again
 // when every slot changes, each in bounded time, through the command
 // service and a real JetStream store; applying the same file again writes
-// nothing. The timings are logged (docs/benchmarks.md).
+// nothing. The timings are logged against a baseline (the same events
+// appended straight to the store in appends of MaxEventsPerAppend, with no
+// decisions and no views), with fsync off and, with
+// CLAIMSTREAM_APPLY_FSYNC=1, also on, as serve runs by default
+// (docs/benchmarks.md).
 func TestApply10k(t *testing.T) {
-	h := handlerstest.New(t)
-	ctx := context.Background()
-	a := applier(h)
+	modes := []bool{false}
+	if os.Getenv("CLAIMSTREAM_APPLY_FSYNC") != "" {
+		modes = append(modes, true)
+	}
+	for _, fsync := range modes {
+		t.Run(fmt.Sprintf("fsync=%v", fsync), func(t *testing.T) {
+			srv := eventstest.StartServer(t)
+			if fsync {
+				srv.NoSync = false
+				srv.Restart()
+			}
+			baseline(t, srv)
+			h := handlerstest.OnServer(t, srv, events.StoreConfig{})
+			ctx := context.Background()
+			a := applier(h)
+			for _, step := range []struct {
+				name string
+				cfg  *Config
+				want int
+			}{
+				{"first start", bigConfig(100, 100, "1"), 10_100},
+				{"the same file again", bigConfig(100, 100, "1"), 0},
+				{"every slot changed", bigConfig(100, 100, "2"), 10_000},
+			} {
+				began := time.Now()
+				res, err := a.Apply(ctx, step.cfg)
+				took := time.Since(began)
+				if err != nil {
+					t.Fatalf("%s: %v", step.name, err)
+				}
+				if res.Events != step.want || res.PlannedEvents != step.want {
+					t.Errorf("%s: wrote %d events (planned %d), want %d", step.name, res.Events, res.PlannedEvents, step.want)
+				}
+				checkApplied(t, h, step.cfg)
+				t.Logf("Apply, %s: %d events in %d groups in %v (%.0f events/s)", step.name, res.Events, res.Groups, took.Round(time.Millisecond), float64(res.Events)/took.Seconds())
+				// Bounded: generous for two shared cores (ten times that
+				// under the race detector); a regression to one decision
+				// per slot, or to a quadratic reconcile, takes far longer.
+				bound := 2 * time.Minute
+				if raceEnabled {
+					bound *= 10
+				}
+				if took > bound {
+					t.Errorf("%s took %v", step.name, took)
+				}
+			}
+		})
+	}
+}
 
-	for _, step := range []struct {
-		name string
-		cfg  *Config
-		want int
-	}{
-		{"first start", bigConfig(100, 100, "1"), 10_100},
-		{"the same file again", bigConfig(100, 100, "1"), 0},
-		{"every slot changed", bigConfig(100, 100, "2"), 10_000},
-	} {
-		began := time.Now()
-		res, err := a.Apply(ctx, step.cfg)
-		took := time.Since(began)
-		if err != nil {
-			t.Fatalf("%s: %v", step.name, err)
-		}
-		if res.Events != step.want || res.PlannedEvents != step.want {
-			t.Errorf("%s: wrote %d events (planned %d), want %d", step.name, res.Events, res.PlannedEvents, step.want)
-		}
-		checkApplied(t, h, step.cfg)
-		t.Logf("%s: %d events in %d groups in %v (%.0f events/s)", step.name, res.Events, res.Groups, took.Round(time.Millisecond), float64(res.Events)/took.Seconds())
-		// Bounded: generous for two shared cores (ten times that under the
-		// race detector); a regression to one decision per slot, or to a
-		// quadratic reconcile, takes far longer.
-		bound := 2 * time.Minute
-		if raceEnabled {
-			bound *= 10
-		}
-		if took > bound {
-			t.Errorf("%s took %v", step.name, took)
+// baseline appends the first start's 10,100 events straight to the store,
+// in appends of MaxEventsPerAppend, and logs the time.
+func baseline(t *testing.T, srv *eventstest.Server) {
+	t.Helper()
+	js, err := jetstream.New(srv.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{Stream: "BASELINE", Prefix: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := Reconcile(bigConfig(100, 100, "1"), projections.NewState(), handlerstest.Start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ws {
+		for j := range ws[i].Events {
+			ws[i].Events[j].Source = "/claimstream/test"
 		}
 	}
+	began := time.Now()
+	n := 0
+	for len(ws) > 0 {
+		chunk := firstAppend(ws, events.MaxEventsPerAppend)
+		res, err := st.AppendWrites(context.Background(), chunk...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(res.Events)
+		ws = ws[len(chunk):]
+	}
+	took := time.Since(began)
+	t.Logf("baseline, Store.AppendWrites in appends of %d: %d events in %v (%.0f events/s)", events.MaxEventsPerAppend, n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 }
 
 // TestApplyGroupLargerThanOneAppend: a group of 2,500 slots is written in

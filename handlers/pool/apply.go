@@ -80,12 +80,16 @@ func (a *Applier) Apply(ctx context.Context, cfg *Config) (Applied, error) {
 				return out, fmt.Errorf("pool file %s: group %s not applied (%d/%d groups, %d/%d events applied; applying the file again continues from here): %w",
 					cfg.Source, group, i, len(plan.groups), out.Events, out.PlannedEvents, err)
 			}
-			if len(res.Events) == 0 {
-				break
-			}
 			wrote += len(res.Events)
 			out.Events += len(res.Events)
-			out.Last = res.Last
+			if res.Last != 0 {
+				out.Last = res.Last
+			}
+			// Done when nothing is left, or when all that was planned
+			// landed (saves a decision that would find nothing).
+			if len(res.Events) == 0 || wrote >= plan.eventsOf[group] {
+				break
+			}
 		}
 		if wrote > 0 {
 			out.Groups++

@@ -342,6 +342,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
 	a := &pool.Applier{Service: p.service, Views: p.views, Clock: p.clock, Log: p.log}
 	res, err := a.Apply(ctx, cfg)
+	p.poolApplied(err)
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", cfg.Source, err)
 	}
@@ -349,6 +350,13 @@ func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
 		p.log.Info("pool file applied", "file", cfg.Source, "groups", res.Groups, "events", res.Events, "seq", res.Last)
 	}
 	return nil
+}
+
+// poolApplied counts the outcome of one apply in the metrics.
+func (p *plane) poolApplied(err error) {
+	if p.tel != nil && !errors.Is(err, context.Canceled) {
+		p.tel.Metrics.PoolApplied(err)
+	}
 }
 
 // watchPool re-applies the pool file when it changes or on SIGHUP. A file
@@ -374,6 +382,7 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 		}
 		cfg, err := loadPool(path)
 		if err != nil {
+			p.poolApplied(err)
 			p.log.Error("pool file not applied", "err", err)
 			continue
 		}

@@ -14,7 +14,9 @@
 //  4. decoding into events.GroupSpec / events.SlotSpec, with defaults.
 //
 // Reconcile then turns a Config and the views into the config events that
-// make the views match the file.
+// make the views match the file, and Applier writes them through the
+// command service one group per decision (ReconcileGroup, GroupCommand),
+// each decision within events.MaxEventsPerAppend.
 package pool
 
 import (

@@ -179,8 +179,16 @@ func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs 
 // aggregate's wildcard filter, so a write lands only if nothing else was
 // appended to its aggregate since the decider read it. More than one event
 // goes as one atomic batch: all land or none do. A failed expectation is a
-// *ConflictError (errors.Is(err, ErrConflict)).
+// *ConflictError (errors.Is(err, ErrConflict)); more than
+// MaxEventsPerAppend events is an *AppendTooLargeError and sends nothing.
 func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
+	total := 0
+	for _, w := range writes {
+		total += len(w.Events)
+	}
+	if total > MaxEventsPerAppend {
+		return AppendResult{}, &AppendTooLargeError{Events: total, Aggregates: aggregatesNamed(writes)}
+	}
 	var msgs []*nats.Msg
 	var out []Event
 	seen := map[Aggregate]bool{}
@@ -309,11 +317,7 @@ func (s *Store) appendError(err error, writes []Write) error {
 		}
 		return ce
 	}
-	names := make([]string, 0, len(writes))
-	for _, w := range writes {
-		names = append(names, w.Aggregate.String())
-	}
-	return fmt.Errorf("append to %v: %w", names, err)
+	return fmt.Errorf("append to %s: %w", aggregatesNamed(writes), err)
 }
 
 // LastSeq is the sequence of the newest event in the log (0 when empty).

@@ -339,17 +339,26 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	return rest.New(p.views, p.service, p.store, p.clock, rest.Options{Token: token, Logger: p.log}), nil
 }
 
-// applyPool reconciles the log with a pool file through the command
-// service (a conflict with a concurrent write is decided again).
+// applyPool reconciles the log with a pool file, one group per decision
+// under the group's lock (pool.Applier).
 func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
-	res, err := p.service.Execute(ctx, applyPool{cfg: cfg})
+	a := &pool.Applier{Service: p.service, Views: p.views, Clock: p.clock, Log: p.log}
+	res, err := a.Apply(ctx, cfg)
+	p.poolApplied(err)
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", cfg.Source, err)
 	}
-	if n := len(res.Events); n > 0 {
-		p.log.Info("pool file applied", "file", cfg.Source, "events", n, "seq", res.Last)
+	if res.Events > 0 {
+		p.log.Info("pool file applied", "file", cfg.Source, "groups", res.Groups, "events", res.Events, "seq", res.Last)
 	}
 	return nil
+}
+
+// poolApplied counts the outcome of one apply in the metrics.
+func (p *plane) poolApplied(err error) {
+	if p.tel != nil && !errors.Is(err, context.Canceled) {
+		p.tel.Metrics.PoolApplied(err)
+	}
 }
 
 // watchPool re-applies the pool file when it changes or on SIGHUP. A file
@@ -375,6 +384,7 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 		}
 		cfg, err := loadPool(path)
 		if err != nil {
+			p.poolApplied(err)
 			p.log.Error("pool file not applied", "err", err)
 			continue
 		}
@@ -392,15 +402,6 @@ func modTime(path string) time.Time {
 		return time.Time{}
 	}
 	return fi.ModTime()
-}
-
-// applyPool is the pool reconciler as a command.
-type applyPool struct{ cfg *pool.Config }
-
-func (applyPool) LockKey(*projections.State) string { return "pool-config" }
-
-func (a applyPool) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	return pool.Reconcile(a.cfg, s, now)
 }
 
 func splitHostPort(hp string) (string, int, error) {

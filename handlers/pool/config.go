@@ -14,7 +14,9 @@
 //  4. decoding into events.GroupSpec / events.SlotSpec, with defaults.
 //
 // Reconcile then turns a Config and the views into the config events that
-// make the views match the file.
+// make the views match the file, and Applier writes them through the
+// command service one group per decision (ReconcileGroup, GroupCommand),
+// each decision within events.MaxEventsPerAppend.
 package pool
 
 import (
@@ -51,6 +53,8 @@ type Group struct {
 	Spec events.GroupSpec
 	// Line is where the group's entry starts in Source (0 if not from a file).
 	Line int
+
+	at string // JSON pointer of the entry in the file
 }
 
 // Slot is one declared slot: one machine, named like its Kubernetes Node.
@@ -217,7 +221,7 @@ func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Confi
 		if spec.ReadinessTaints == nil {
 			spec.ReadinessTaints = []events.Taint{}
 		}
-		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr)})
+		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr), at: ptr})
 	}
 
 	for i, s := range slots {

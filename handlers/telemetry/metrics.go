@@ -67,6 +67,7 @@ type Metrics struct {
 	sinkDead       metric.Int64Counter
 	claims         metric.Int64ObservableGauge
 	lag            metric.Int64ObservableGauge
+	pool           poolInstruments
 }
 
 // NewMetrics creates the instruments on meter.
@@ -106,6 +107,8 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	m.claims, err = meter.Int64ObservableGauge(InstClaims, metric.WithDescription("Claims in the live views, by group and phase."))
 	add(err)
 	m.lag, err = meter.Int64ObservableGauge(InstProjectionLag, metric.WithDescription("Events in the log the views have not folded yet."))
+	add(err)
+	m.pool, err = newPoolInstruments(meter)
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

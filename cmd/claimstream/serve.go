@@ -36,7 +36,7 @@ type serveOptions struct {
 	configPoll time.Duration
 	dataDir    string
 	stream     string
-	natsListen string
+	nats       natsOptions
 	noFsync    bool
 	logLevel   string
 	logFormat  string
@@ -82,7 +82,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.DurationVar(&o.configPoll, "config-poll", 10*time.Second, "how often to look for a changed pool file")
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where the embedded NATS server keeps the event log")
 	f.StringVar(&o.stream, "stream", "CLAIMSTREAM", "JetStream stream name of the event log")
-	f.StringVar(&o.natsListen, "nats-listen", "", "also open a NATS client port at host:port for subscribers (off by default)")
+	o.nats.addFlags(f)
 	f.BoolVar(&o.noFsync, "no-fsync", false, "do not fsync every append (loses acknowledged events on power loss)")
 	f.StringVar(&o.grpcAddress, "grpc-address", "127.0.0.1:8086", "cluster-autoscaler externalgrpc provider address (empty: no provider)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "provider server certificate (PEM file)")
@@ -151,6 +151,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			return err
 		}
 	}
+	o.nats.protectSinks(sinkCfg)
 	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "claimstream", OTLPEndpoint: o.otlpEndpoint, Prometheus: o.metricsAddress != "", Logger: log})
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
@@ -215,18 +216,15 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	ec := events.EmbeddedConfig{Dir: o.dataDir, NoSync: o.noFsync}
-	if o.natsListen != "" {
-		host, port, err := splitHostPort(o.natsListen)
-		if err != nil {
-			return nil, fmt.Errorf("--nats-listen: %w", err)
-		}
-		ec.Listen, ec.Host, ec.Port = true, host, port
+	ec, err := o.nats.embeddedConfig(o.dataDir, o.stream, o.noFsync, log)
+	if err != nil {
+		return nil, err
 	}
 	emb, err := events.StartEmbedded(ec)
 	if err != nil {
 		return nil, err
 	}
+	o.nats.logListening(log, emb)
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -399,21 +397,4 @@ func (applyPool) LockKey(*projections.State) string { return "pool-config" }
 
 func (a applyPool) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	return pool.Reconcile(a.cfg, s, now)
-}
-
-func splitHostPort(hp string) (string, int, error) {
-	var host string
-	var port int
-	i := len(hp) - 1
-	for i >= 0 && hp[i] != ':' {
-		i--
-	}
-	if i < 0 {
-		return "", 0, fmt.Errorf("%q is not host:port", hp)
-	}
-	host = hp[:i]
-	if _, err := fmt.Sscanf(hp[i+1:], "%d", &port); err != nil {
-		return "", 0, fmt.Errorf("%q: bad port", hp)
-	}
-	return host, port, nil
 }

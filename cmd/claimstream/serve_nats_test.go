@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func natsServeOptions(t *testing.T, n natsOptions) serveOptions {
+	t.Helper()
+	return serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", nats: n}
+}
+
+func TestServeRefusesBadNATSFlags(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	writeFile(t, empty, "\n")
+	cases := []struct {
+		name string
+		n    natsOptions
+		want []string
+	}{
+		{"all interfaces without TLS", natsOptions{listen: "0.0.0.0:4222"}, []string{"--nats-listen 0.0.0.0:4222 is not a loopback address", "--nats-tls-cert"}},
+		{"empty host without TLS", natsOptions{listen: ":4222"}, []string{"not a loopback address"}},
+		{"a host name without TLS", natsOptions{listen: "claimstream.example:4222"}, []string{"not a loopback address"}},
+		{"a missing password file", natsOptions{listen: "127.0.0.1:0", subscriberPasswordFN: filepath.Join(dir, "nope")}, []string{"--nats-subscriber-password-file", "no such file"}},
+		{"an empty password file", natsOptions{listen: "127.0.0.1:0", subscriberPasswordFN: empty}, []string{"--nats-subscriber-password-file", "is empty"}},
+		{"a missing certificate", natsOptions{listen: "0.0.0.0:0", tlsCert: filepath.Join(dir, "tls.crt"), tlsKey: filepath.Join(dir, "tls.key")}, []string{"--nats-tls-cert", "no such file"}},
+		{"a key without a certificate", natsOptions{listen: "127.0.0.1:0", tlsKey: empty}, []string{"--nats-tls-cert and --nats-tls-key go together"}},
+		{"a password without a port", natsOptions{subscriberPasswordFN: empty}, []string{"--nats-subscriber-password-file needs --nats-listen"}},
+		{"a bad port", natsOptions{listen: "127.0.0.1:http"}, []string{"--nats-listen", "bad port"}},
+	}
+	for _, c := range cases {
+		o := natsServeOptions(t, c.n)
+		err := runServe(context.Background(), o)
+		if err == nil {
+			t.Fatalf("%s: serve started", c.name)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Fatalf("%s: error %q does not say %q", c.name, err, w)
+			}
+		}
+		// Refused before anything was written.
+		if ents, _ := os.ReadDir(o.dataDir); len(ents) > 0 {
+			t.Fatalf("%s: the data dir was written", c.name)
+		}
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key, and returns
+// their paths and a pool that trusts it.
+func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "claimstream-nats"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots = x509.NewCertPool()
+	roots.AddCert(cert)
+	return certFile, keyFile, roots
+}
+
+// serve with a TLS client port and a subscriber from a password file: the
+// subscriber reads the log serve wrote and cannot delete it; anonymous and
+// plaintext clients are refused.
+func TestServeNATSPortWithTLSAndASubscriber(t *testing.T) {
+	certFile, keyFile, roots := selfSigned(t)
+	pwFile := filepath.Join(t.TempDir(), "password")
+	writeFile(t, pwFile, "s3cret-from-a-secret\n")
+	addr := freeAddr(t)
+	o := natsServeOptions(t, natsOptions{listen: addr, subscriberUser: "audit", subscriberPasswordFN: pwFile, tlsCert: certFile, tlsKey: keyFile})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log, _ := newLogger("warn", "text")
+	p, err := startPlane(ctx, o, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.emb.Shutdown()
+	go func() { _ = p.views.Run(ctx) }()
+	cfg, err := loadPool(o.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.applyPool(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	last, err := p.store.LastSeq(ctx)
+	if err != nil || last == 0 {
+		t.Fatalf("serve wrote nothing: %v", err)
+	}
+	url := "tls://" + addr
+	tlsOpt := nats.Secure(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+
+	for name, opts := range map[string][]nats.Option{
+		"anonymous over TLS":         {tlsOpt},
+		"subscriber without TLS":     {nats.UserInfo("audit", "s3cret-from-a-secret")},
+		"wrong password over TLS":    {tlsOpt, nats.UserInfo("audit", "s3cret")},
+		"password with its newline":  {tlsOpt, nats.UserInfo("audit", "s3cret-from-a-secret\n")},
+		"default user name over TLS": {tlsOpt, nats.UserInfo("subscriber", "s3cret-from-a-secret")},
+	} {
+		u := url
+		if name == "subscriber without TLS" {
+			u = "nats://" + addr
+		}
+		if nc, err := nats.Connect(u, append(opts, nats.NoReconnect(), nats.Timeout(2*time.Second))...); err == nil {
+			nc.Close()
+			t.Fatalf("%s: connected", name)
+		}
+	}
+
+	nc, err := nats.Connect(url, tlsOpt, nats.UserInfo("audit", "s3cret-from-a-secret"), nats.NoReconnect())
+	if err != nil {
+		t.Fatalf("subscriber: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, "CLAIMSTREAM")
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	if s.CachedInfo().State.LastSeq != last {
+		t.Fatalf("the subscriber sees seq %d, serve wrote %d", s.CachedInfo().State.LastSeq, last)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, time.Second)
+	defer dcancel()
+	if err := js.DeleteStream(dctx, "CLAIMSTREAM"); err == nil {
+		t.Fatal("the subscriber deleted the stream")
+	}
+	if _, err := p.store.LastSeq(ctx); err != nil {
+		t.Fatalf("the stream is gone: %v", err)
+	}
+	// serve still appends.
+	if err := p.applyPool(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}

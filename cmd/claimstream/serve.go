@@ -258,6 +258,9 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
+		if err := tel.Metrics.ObserveStore(p.store); err != nil {
+			return nil, err
+		}
 		tel.InstrumentService(p.service)
 	}
 	ok = true

@@ -49,6 +49,9 @@ func (n *natsOptions) protectSinks(cfg sinks.Config) {
 // embeddedConfig turns the flags into the embedded server's config. Bad
 // input is refused before anything starts.
 func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *slog.Logger) (events.EmbeddedConfig, error) {
+	if stream == "" {
+		stream = "CLAIMSTREAM" // the store's default
+	}
 	ec := events.EmbeddedConfig{
 		Dir:    dataDir,
 		NoSync: noFsync,

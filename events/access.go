@@ -119,9 +119,8 @@ func (a Access) SubscriberPermissions() *server.Permissions {
 			"$JS.API.CONSUMER.INFO."+st+".*",
 			"$JS.API.CONSUMER.DELETE."+st+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+st+".*",
-			// Acks and push flow control are replies to these subjects.
+			// Acks are replies to these subjects.
 			"$JS.ACK."+st+".>",
-			"$JS.FC."+st+".>",
 		)
 		for _, c := range a.ProtectedConsumers {
 			deny = append(deny,
@@ -159,6 +158,13 @@ func newProcessIdentity() (*processIdentity, error) {
 	return &processIdentity{kp: kp, pub: pub}, nil
 }
 
+// SubscribersAccount is the NATS account of the subscriber identities. It
+// has a subject space of its own: nothing a subscriber publishes, and no
+// reply the server sends it, lands in the process's account, where the
+// streams are. It reaches the process's streams only through the read
+// API services the process's account exports to it.
+const SubscribersAccount = "SUBSCRIBERS"
+
 // configure puts both kinds of identity into the server's options.
 func (a Access) configure(opts *server.Options, proc *processIdentity) {
 	opts.Nkeys = []*server.NkeyUser{{
@@ -167,16 +173,63 @@ func (a Access) configure(opts *server.Options, proc *processIdentity) {
 		// useless on the client port even if it leaked.
 		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}},
 	}}
-	opts.Users = nil
+	opts.Users, opts.Accounts = nil, nil
+	if len(a.Subscribers) == 0 {
+		return
+	}
+	acc := server.NewAccount(SubscribersAccount)
+	opts.Accounts = []*server.Account{acc}
 	perms := a.SubscriberPermissions()
 	for _, s := range a.Subscribers {
 		opts.Users = append(opts.Users, &server.User{
 			Username:               s.User,
 			Password:               s.Password,
 			Permissions:            perms,
+			Account:                acc,
 			AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeStandard: {}},
 		})
 	}
+}
+
+// wire exports the read API of the process's account (the global account,
+// where the streams have always been) to the subscribers' account. It
+// runs after the server is made and before it starts.
+func (a Access) wire(ns *server.Server) error {
+	if len(a.Subscribers) == 0 {
+		return nil
+	}
+	sub, err := ns.LookupAccount(SubscribersAccount)
+	if err != nil {
+		return fmt.Errorf("account %s: %w", SubscribersAccount, err)
+	}
+	proc := ns.GlobalAccount()
+	for _, subject := range a.SubscriberPermissions().Publish.Allow {
+		resp := server.Singleton
+		if strings.HasPrefix(subject, "$JS.API.CONSUMER.MSG.NEXT.") {
+			resp = server.Streamed // a pull answers with many messages
+		}
+		if err := proc.AddServiceExportWithResponse(subject, resp, []*server.Account{sub}); err != nil {
+			return fmt.Errorf("export %s: %w", subject, err)
+		}
+		if err := sub.AddServiceImport(proc, subject, subject); err != nil {
+			return fmt.Errorf("import %s: %w", subject, err)
+		}
+	}
+	return nil
+}
+
+// enableJetStream turns JetStream on for the process's account once the
+// server runs: with a second account configured, nats-server no longer
+// enables it for the global account by itself. The streams on disk are
+// recovered as they are.
+func (a Access) enableJetStream(ns *server.Server) error {
+	if len(a.Subscribers) == 0 {
+		return nil
+	}
+	if err := ns.GlobalAccount().EnableJetStream(nil, nil); err != nil {
+		return fmt.Errorf("enable JetStream for the process's account: %w", err)
+	}
+	return nil
 }
 
 // IsLoopback reports whether a listen host reaches only this machine:

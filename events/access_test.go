@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -157,19 +158,7 @@ func TestSubscriberReadsAndConsumes(t *testing.T) {
 	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
 		t.Fatal(err)
 	}
-	nc, js, v := connectReader(t, emb)
-
-	// Live events: a push consumer delivering to the reader's inbox.
-	inbox := nats.NewInbox()
-	live, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
-		DeliverSubject: inbox, DeliverPolicy: jetstream.DeliverNewPolicy, FilterSubject: "cs.slot.*.ClaimBooting",
-	}); err != nil {
-		t.Fatalf("push consumer on an inbox: %v", err)
-	}
+	_, js, v := connectReader(t, emb)
 
 	s, err := js.Stream(ctx, "CLAIMSTREAM")
 	if err != nil {
@@ -220,9 +209,6 @@ func TestSubscriberReadsAndConsumes(t *testing.T) {
 	}
 	if info.CachedInfo().AckFloor.Stream != 2 {
 		t.Fatalf("ack floor %d, want 2", info.CachedInfo().AckFloor.Stream)
-	}
-	if m, err := live.NextMsg(5 * time.Second); err != nil || m.Subject != "cs.slot.a.ClaimBooting" {
-		t.Fatalf("live push consumer: %v %v", m, err)
 	}
 	// Its own durable it may delete.
 	if err := js.DeleteConsumer(ctx, "CLAIMSTREAM", "pager"); err != nil {
@@ -375,8 +361,9 @@ func TestSubscriberCannotWrite(t *testing.T) {
 
 // A read-only identity must not turn the server into its pen: a push
 // consumer delivers where its creator says, and the server, not the
-// creator, publishes there. Readers cannot listen on a subject a stream
-// captures, so such a consumer delivers nothing.
+// creator, publishes there. A subscriber's consumers deliver in the
+// process's account, where no subscriber can listen, so such a consumer
+// delivers nothing.
 func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 	emb, st := listening(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -395,7 +382,7 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 		}
 		v.saw(t, subject)
 	}
-	// Each stream into the other, and a control that delivers to the reader.
+	// Each stream into the other.
 	into := map[string]string{deadLetters: "cs.slot.a.SlotDecommissioned", "CLAIMSTREAM": "csdl.alerts"}
 	var names []string
 	for stream, deliver := range into {
@@ -405,16 +392,13 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 		}
 		names = append(names, stream+"/"+c.CachedInfo().Name)
 	}
-	inbox := nats.NewInbox()
-	control, err := nc.SubscribeSync(inbox)
+	// The server is delivering meanwhile: a pull of the reader's is served.
+	pull, err := js.CreateConsumer(ctx, deadLetters, jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreatePushConsumer(ctx, deadLetters, jetstream.ConsumerConfig{DeliverSubject: inbox, DeliverPolicy: jetstream.DeliverAllPolicy}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := control.NextMsg(5 * time.Second); err != nil {
-		t.Fatalf("control delivery: %v", err)
+	if _, err := pull.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatalf("control pull: %v", err)
 	}
 	for _, n := range names {
 		stream, name, _ := strings.Cut(n, "/")
@@ -435,36 +419,66 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 	}
 }
 
-// A JetStream API reply goes wherever the requester says, and the server
-// sends it; an entry that arrives that way has no envelope and is never
-// folded. (Permissions cannot restrict reply subjects; see
-// docs/operations.md, NATS access.)
-func TestRepliesIntoTheLogAreNotFolded(t *testing.T) {
+// A JetStream API reply goes to whatever reply subject the requester
+// names, and the server sends it. A subscriber's replies stay in the
+// subscribers' account, so a reply subject on an event subject writes
+// nothing into the log.
+func TestSubscriberCannotWriteThroughAReplySubject(t *testing.T) {
 	emb, st := listening(t)
 	ctx := context.Background()
 	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
 		t.Fatal(err)
 	}
 	nc, _, _ := connectReader(t, emb)
-	if err := nc.PublishRequest("$JS.API.INFO", "cs.slot.a.SlotDecommissioned", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.PublishRequest("$JS.API.DIRECT.GET.CLAIMSTREAM", "cs.slot.a.ClaimCreated", []byte(`{"seq":1}`)); err != nil {
-		t.Fatal(err)
-	}
-	eventstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if last, err := st.LastSeq(ctx); err != nil || last < 2 {
-			return errors.New("the reply has not landed")
-		}
-		return nil
-	})
-	before := st.Stats()
-	for _, e := range readAll(t, st)[1:] {
-		if e.Err == nil || e.Data != nil {
-			t.Fatalf("seq %d passed as an event: %+v", e.Seq, e)
+	for _, r := range []struct{ api, reply, body string }{
+		{"$JS.API.INFO", "cs.slot.a.SlotDecommissioned", ""},
+		{"$JS.API.STREAM.INFO.CLAIMSTREAM", "cs.slot.a.ClaimReady", ""},
+		{"$JS.API.DIRECT.GET.CLAIMSTREAM", "cs.slot.a.ClaimCreated", `{"seq":1}`},
+		{"$JS.API.STREAM.MSG.GET.CLAIMSTREAM", "csdl.alerts", `{"seq":1}`},
+	} {
+		if err := nc.PublishRequest(r.api, r.reply, []byte(r.body)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if after := st.Stats(); after.BadData <= before.BadData {
-		t.Fatalf("bad entries not counted: %+v", after)
+	// A request after them, answered: the server has handled those.
+	if _, err := nc.Request("$JS.API.INFO", nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := st.LastSeq(ctx); err != nil || last != 1 {
+		t.Fatalf("the log is at %d (%v), want 1: a reply landed in it", last, err)
+	}
+	dl, err := st.JetStream().Stream(ctx, deadLetters)
+	if err != nil || dl.CachedInfo().State.Msgs != 0 {
+		t.Fatalf("a reply landed in the dead letters: %v", err)
+	}
+}
+
+// The subscribers' account leaves the process's streams where they were:
+// a store written without subscribers opens with them and back.
+func TestAccessKeepsTheLogAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	reader := events.Access{Subscribers: []events.Subscriber{{User: readerUser, Password: readerPassword}}, Streams: []string{"CLAIMSTREAM"}}
+	for i, access := range []events.Access{{}, reader, {}, reader} {
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1, Access: access})
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(emb.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := events.OpenStore(ctx, js, events.StoreConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := st.LastSeq(ctx)
+		if err != nil || last != uint64(i) {
+			t.Fatalf("start %d: the log is at %d (%v), want %d", i, last, err, i)
+		}
+		if _, err := st.Append(ctx, events.SlotAggregate(fmt.Sprint("s", i)), 0, created(fmt.Sprint("s", i), "c")); err != nil {
+			t.Fatal(err)
+		}
+		emb.Shutdown()
 	}
 }

@@ -116,6 +116,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	if err := cfg.Access.wire(ns); err != nil {
+		return nil, fmt.Errorf("embedded nats: access: %w", err)
+	}
 	if cfg.Logs {
 		ns.ConfigureLogger()
 	}
@@ -123,6 +126,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
 		return nil, errors.New("embedded nats: not ready after 30s")
+	}
+	if err := cfg.Access.enableJetStream(ns); err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream"),
 		nats.Nkey(proc.pub, proc.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))

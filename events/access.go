@@ -18,7 +18,9 @@ import (
 //     in memory, allowed on in-process connections only. It is the only
 //     writer and JetStream administrator.
 //   - subscribers: user/password identities allowed on the client port
-//     (standard connections only), with read-only permissions on Streams.
+//     (standard connections only), in an account of their own
+//     (SubscribersAccount) that imports only the read API of Streams, and
+//     with permissions for that API alone.
 //
 // Nobody connects without a credential: with no Subscribers, the client
 // port, if open, lets no one in.
@@ -93,11 +95,10 @@ func validToken(s string) bool {
 // and reset, anything on a protected consumer, and listing consumers (the
 // process's own are private; a name nobody can learn cannot be touched).
 //
-// Subscribers subscribe to their inboxes only, never to a subject a stream
-// captures: a push consumer delivers only where somebody listens, so a
-// reader cannot make the server deliver a copy of the log into a stream.
-// Live events reach them through a consumer (an ordered push consumer on an
-// inbox is what `nats sub --stream` makes).
+// Subscribers subscribe to their inboxes only. They read through pull
+// consumers: a push consumer of theirs delivers in the process's account,
+// where none of them listens, so it delivers nothing (and cannot copy the
+// log into a stream).
 func (a Access) SubscriberPermissions() *server.Permissions {
 	pub := []string{
 		"$JS.API.INFO",

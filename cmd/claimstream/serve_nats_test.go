@@ -10,8 +10,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +23,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events/eventstest"
 )
 
 func natsServeOptions(t *testing.T, n natsOptions) serveOptions {
@@ -176,4 +181,66 @@ func TestServeNATSPortWithTLSAndASubscriber(t *testing.T) {
 	if err := p.applyPool(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
+}
+
+// serve keeps subscribers off the webhook sinks' consumers (from --sinks),
+// and the scrape endpoint counts skipped log entries.
+func TestServeProtectsTheSinksConsumerFromSubscribers(t *testing.T) {
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer hook.Close()
+	dir := t.TempDir()
+	sinksFile, pwFile := filepath.Join(dir, "sinks.yaml"), filepath.Join(dir, "password")
+	writeFile(t, sinksFile, "sinks:\n  - name: hook\n    url: "+hook.URL+"\n    start: all\n")
+	writeFile(t, pwFile, "pw")
+	natsAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	o := natsServeOptions(t, natsOptions{listen: natsAddr, subscriberUser: "subscriber", subscriberPasswordFN: pwFile})
+	o.sinks, o.metricsAddress = sinksFile, metricsAddr
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, o) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+
+	var nc *nats.Conn
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		var err error
+		nc, err = nats.Connect("nats://"+natsAddr, nats.UserInfo("subscriber", "pw"), nats.NoReconnect(), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		return err
+	})
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		_, err := js.Consumer(ctx, "CLAIMSTREAM", "sink-hook")
+		return err
+	})
+	short, stop := context.WithTimeout(ctx, time.Second)
+	defer stop()
+	if err := js.DeleteConsumer(short, "CLAIMSTREAM", "sink-hook"); err == nil {
+		t.Fatal("a subscriber deleted the sink's consumer")
+	}
+	if _, err := js.Consumer(ctx, "CLAIMSTREAM", "sink-hook"); err != nil {
+		t.Fatalf("the sink's consumer: %v", err)
+	}
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), `claimstream_log_entries_skipped_total{reason="bad_entry"} 0`) {
+			return errors.New("no skipped-entries counter on the scrape endpoint")
+		}
+		return nil
+	})
 }

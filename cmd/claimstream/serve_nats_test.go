@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 )
 
@@ -69,21 +70,37 @@ func TestServeRefusesBadNATSFlags(t *testing.T) {
 	}
 }
 
-// selfSigned writes a certificate for 127.0.0.1 and its key, and returns
-// their paths and a pool that trusts it.
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key,
+// and returns their paths and a pool that trusts it.
 func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
+	t.Helper()
+	certFile, keyFile, cert, _ := writeCert(t, nil, nil, x509.ExtKeyUsageServerAuth)
+	roots = x509.NewCertPool()
+	roots.AddCert(cert)
+	return certFile, keyFile, roots
+}
+
+// writeCert writes a certificate for 127.0.0.1 and its key: self-signed
+// (and a CA) when parent is nil, else signed by parent.
+func writeCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) (certFile, keyFile string, cert *x509.Certificate, key *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "claimstream-nats"},
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "claimstream-nats"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if parent == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage |= x509.KeyUsageCertSign
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +112,59 @@ func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
-	cert, err := x509.ParseCertificate(der)
+	if cert, err = x509.ParseCertificate(der); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, cert, key
+}
+
+// With --nats-tls-client-ca a subscriber needs a client certificate of that
+// CA as well as its password.
+func TestServeNATSPortWithMutualTLS(t *testing.T) {
+	caFile, _, ca, caKey := writeCert(t, nil, nil, x509.ExtKeyUsageServerAuth)
+	certFile, keyFile, _, _ := writeCert(t, ca, caKey, x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey, _, _ := writeCert(t, ca, caKey, x509.ExtKeyUsageClientAuth)
+	_, _, stranger, strangerKey := writeCert(t, nil, nil, x509.ExtKeyUsageServerAuth)
+	strangerCert, strangerKeyFile, _, _ := writeCert(t, stranger, strangerKey, x509.ExtKeyUsageClientAuth)
+	pwFile := filepath.Join(t.TempDir(), "password")
+	writeFile(t, pwFile, "pw")
+	addr := freeAddr(t)
+	o := natsServeOptions(t, natsOptions{listen: addr, subscriberUser: "subscriber", subscriberPasswordFN: pwFile, tlsCert: certFile, tlsKey: keyFile, tlsClientCA: caFile})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log, _ := newLogger("warn", "text")
+	p, err := startPlane(ctx, o, log, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots = x509.NewCertPool()
-	roots.AddCert(cert)
-	return certFile, keyFile, roots
+	defer p.emb.Shutdown()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	connect := func(cert, key string) error {
+		opts := []nats.Option{nats.UserInfo("subscriber", "pw"), nats.NoReconnect(), nats.Timeout(2 * time.Second)}
+		tc := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		if cert != "" {
+			pair, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.Certificates = []tls.Certificate{pair}
+		}
+		nc, err := nats.Connect("tls://"+addr, append(opts, nats.Secure(tc))...)
+		if err == nil {
+			nc.Close()
+		}
+		return err
+	}
+	if err := connect("", ""); err == nil {
+		t.Fatal("connected without a client certificate")
+	}
+	if err := connect(strangerCert, strangerKeyFile); err == nil {
+		t.Fatal("connected with a certificate of another CA")
+	}
+	if err := connect(clientCert, clientKey); err != nil {
+		t.Fatalf("client certificate of the CA: %v", err)
+	}
 }
 
 // serve with a TLS client port and a subscriber from a password file: the
@@ -153,7 +216,8 @@ func TestServeNATSPortWithTLSAndASubscriber(t *testing.T) {
 		}
 	}
 
-	nc, err := nats.Connect(url, tlsOpt, nats.UserInfo("audit", "s3cret-from-a-secret"), nats.NoReconnect())
+	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
+	nc, err := nats.Connect(url, tlsOpt, nats.UserInfo("audit", "s3cret-from-a-secret"), nats.NoReconnect(), quiet)
 	if err != nil {
 		t.Fatalf("subscriber: %v", err)
 	}
@@ -168,6 +232,21 @@ func TestServeNATSPortWithTLSAndASubscriber(t *testing.T) {
 	}
 	if s.CachedInfo().State.LastSeq != last {
 		t.Fatalf("the subscriber sees seq %d, serve wrote %d", s.CachedInfo().State.LastSeq, last)
+	}
+	// It reads the events serve wrote through a consumer of its own.
+	cons, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	if e := events.FromMsg(p.store.Subjects(), msg.Subject(), 1, msg.Headers(), msg.Data()); e.Err != nil {
+		t.Fatalf("the subscriber read a bad event: %v", e.Err)
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		t.Fatalf("ack: %v", err)
 	}
 	dctx, dcancel := context.WithTimeout(ctx, time.Second)
 	defer dcancel()

@@ -147,7 +147,8 @@ type processIdentity struct {
 	pub string
 }
 
-func newProcessIdentity() (*processIdentity, error) {
+// newProcessIdentity is a variable so that a test can keep the seed.
+var newProcessIdentity = func() (*processIdentity, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, fmt.Errorf("generate the process's nkey: %w", err)

@@ -17,9 +17,9 @@ type EmbeddedConfig struct {
 	Dir string
 	// ServerName must be stable across restarts of one store.
 	ServerName string
-	// Listen opens a client port on Host:Port (Port -1 picks one) for
-	// subscribers outside the process. Off by default: the process talks to
-	// its server in memory.
+	// Listen opens a client port on Host:Port (Port -1 picks one) for the
+	// read-only subscribers of Access. Off by default: the process talks to
+	// its server in memory. A Host other than loopback needs TLS.
 	Listen bool
 	Host   string
 	Port   int

@@ -128,3 +128,17 @@ func FuzzFromMsg(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFromMsg is the decode of one stored event, the half of a replay
+// that is not the server's.
+//
+//	go test ./events -run '^$' -bench FromMsg -count 5
+func BenchmarkFromMsg(b *testing.B) {
+	m := goodMsg(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if e := events.FromMsg(subjects, m.Subject, 1, m.Header, m.Data); e.Err != nil {
+			b.Fatal(e.Err)
+		}
+	}
+}

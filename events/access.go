@@ -28,8 +28,8 @@ type Access struct {
 	// Subscribers are the read-only identities of the client port.
 	Subscribers []Subscriber
 	// Streams are the streams subscribers may read: stream info, message
-	// get and direct get, and consumers of their own (create, info, fetch,
-	// ack).
+	// get and direct get, and pull consumers of their own (create, info,
+	// fetch, ack, delete).
 	Streams []string
 	// ProtectedConsumers are consumers of the process on every stream of
 	// Streams (the webhook sinks' durables): subscribers may neither
@@ -45,9 +45,9 @@ type Subscriber struct {
 }
 
 // ProcessInboxPrefix is the inbox prefix of the process's own connection.
-// Subscribers may subscribe to _INBOX.> (their own replies) but not here,
-// so they cannot watch the replies the process gets, nor learn the names
-// of its consumers from them.
+// Subscribers, besides living in another account, may subscribe to
+// _INBOX.> (their own replies) only, never here: the replies the process
+// gets name its consumers, which stay private.
 const ProcessInboxPrefix = "_CLAIMSTREAM_INBOX"
 
 // subscriberInboxes is where subscribers' replies arrive (nats.go's and the

@@ -17,9 +17,9 @@ type EmbeddedConfig struct {
 	Dir string
 	// ServerName must be stable across restarts of one store.
 	ServerName string
-	// Listen opens a client port on Host:Port (Port -1 picks one) for
-	// subscribers outside the process. Off by default: the process talks to
-	// its server in memory.
+	// Listen opens a client port on Host:Port (Port -1 picks one) for the
+	// read-only subscribers of Access. Off by default: the process talks to
+	// its server in memory. A Host other than loopback needs TLS.
 	Listen bool
 	Host   string
 	Port   int
@@ -33,7 +33,20 @@ type EmbeddedConfig struct {
 	MaxStore  int64
 	// Logs turns the server's own log on.
 	Logs bool
+	// Access is who may connect and what they may do (see Access). The
+	// process's own connection is always the only writer.
+	Access Access
+	// TLS of the client port; required when Host is not loopback.
+	TLS ListenTLS
 }
+
+// ListenTLS names the PEM files of the client port's TLS. With
+// ClientCAFile, clients must also present a certificate of that CA.
+type ListenTLS struct {
+	CertFile, KeyFile, ClientCAFile string
+}
+
+func (t ListenTLS) enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Embedded is a running in-process server and a client connection to it.
 type Embedded struct {
@@ -59,6 +72,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if !cfg.Listen {
 		port = -1
 	}
+	if err := cfg.Access.Validate(); err != nil {
+		return nil, fmt.Errorf("embedded nats: access: %w", err)
+	}
+	if cfg.Listen && !IsLoopback(host) && !cfg.TLS.enabled() {
+		return nil, fmt.Errorf("embedded nats: the client port on %s is not on loopback and has no TLS: passwords and events would cross the network in clear", host)
+	}
+	proc, err := newProcessIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
 	opts := &server.Options{
 		ServerName:         cfg.ServerName,
 		Host:               host,
@@ -72,9 +95,29 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		JetStreamMaxStore:  cfg.MaxStore,
 		SyncAlways:         !cfg.NoSync,
 	}
+	cfg.Access.configure(opts, proc)
+	if cfg.TLS.enabled() {
+		if cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "" {
+			return nil, errors.New("embedded nats: TLS needs both a certificate and a key")
+		}
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+			CertFile: cfg.TLS.CertFile,
+			KeyFile:  cfg.TLS.KeyFile,
+			CaFile:   cfg.TLS.ClientCAFile,
+			Verify:   cfg.TLS.ClientCAFile != "",
+		})
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: TLS: %w", err)
+		}
+		opts.TLSConfig, opts.TLSVerify = tc, cfg.TLS.ClientCAFile != ""
+		opts.TLSTimeout = 2
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if err := cfg.Access.wire(ns); err != nil {
+		return nil, fmt.Errorf("embedded nats: access: %w", err)
 	}
 	if cfg.Logs {
 		ns.ConfigureLogger()
@@ -84,7 +127,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		ns.Shutdown()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream"))
+	if err := cfg.Access.enableJetStream(ns); err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream"),
+		nats.Nkey(proc.pub, proc.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
 	if err != nil {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded nats: connect: %w", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
 )
 
@@ -173,6 +174,12 @@ func (e Event) ToMsg(subject string) (*nats.Msg, error) {
 // FromMsg decodes a stored message. It never fails: a message this reader
 // cannot use comes back with Data nil and Err set, so the caller can count
 // it and go on.
+//
+// Only the writer's whole envelope is accepted: every header ToMsg always
+// sets must be there and agree with the subject and the data. A message
+// without it (a headerless publish, a forged or hand-made one, a JetStream
+// API reply that landed on an event subject) is a bad entry, never an
+// event.
 func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data []byte) Event {
 	e := Event{Seq: seq, Subject: subject}
 	agg, tok, perr := subjects.Parse(subject)
@@ -184,11 +191,21 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		e.Err = fmt.Errorf("seq %d: no CloudEvents headers", seq)
 		return e
 	}
+	if v := h.Get(HeaderSpecVersion); v != SpecVersion {
+		e.Err = fmt.Errorf("seq %d: ce-specversion %q, want %q", seq, v, SpecVersion)
+		return e
+	}
+	for _, name := range []string{HeaderID, HeaderSource, HeaderType, HeaderTime, HeaderSubject, HeaderDataSchema, HeaderContentType} {
+		if h.Get(name) == "" {
+			e.Err = fmt.Errorf("seq %d: no %s header: not an envelope this writer makes", seq, name)
+			return e
+		}
+	}
 	e.ID = h.Get(HeaderID)
 	e.Source = h.Get(HeaderSource)
 	e.TraceParent = h.Get(HeaderTraceParent)
-	if v := h.Get(HeaderSpecVersion); v != SpecVersion {
-		e.Err = fmt.Errorf("seq %d: ce-specversion %q, want %q", seq, v, SpecVersion)
+	if cetypes.ParseURIRef(e.Source) == nil {
+		e.Err = fmt.Errorf("seq %d: ce-source %q is not a URI reference", seq, e.Source)
 		return e
 	}
 	t, ok := TypeOfCEType(h.Get(HeaderType))
@@ -201,14 +218,29 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		e.Err = perr
 		return e
 	}
-	if ts := h.Get(HeaderTime); ts != "" {
-		tm, err := time.Parse(time.RFC3339Nano, ts)
-		if err != nil {
-			e.Err = fmt.Errorf("seq %d: ce-time %q: %w", seq, ts, err)
-			return e
-		}
-		e.Time = tm
+	if tok != t {
+		e.Err = fmt.Errorf("seq %d: ce-type %s on the subject of %s", seq, t, tok)
+		return e
 	}
+	if _, known := KindOf(t); !known {
+		e.Err = &UnknownTypeError{Type: h.Get(HeaderType)}
+		return e
+	}
+	if v := h.Get(HeaderContentType); v != cloudevents.ApplicationJSON {
+		e.Err = fmt.Errorf("seq %d: content-type %q, want %q", seq, v, cloudevents.ApplicationJSON)
+		return e
+	}
+	if v := h.Get(HeaderDataSchema); v != SchemaURL(t) {
+		e.Err = fmt.Errorf("seq %d: ce-dataschema %q, want %q", seq, v, SchemaURL(t))
+		return e
+	}
+	ts := h.Get(HeaderTime)
+	tm, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		e.Err = fmt.Errorf("seq %d: ce-time %q: %w", seq, ts, err)
+		return e
+	}
+	e.Time = tm
 	d, err := DecodeData(t, data)
 	if err != nil {
 		e.Err = err
@@ -218,6 +250,24 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		e.Err = fmt.Errorf("seq %d: %s data names %s, subject names %s", seq, t, AggregateOf(d), agg)
 		return e
 	}
+	if err := checkEnvelopeRefs(h, d.Reference()); err != nil {
+		e.Err = fmt.Errorf("seq %d: %w", seq, err)
+		return e
+	}
 	e.Data = d
 	return e
+}
+
+// checkEnvelopeRefs checks that ce-subject and the extensions say what the
+// data says, as ToMsg writes them.
+func checkEnvelopeRefs(h nats.Header, r Ref) error {
+	if v, want := h.Get(HeaderSubject), ceSubject(r); v != want {
+		return fmt.Errorf("ce-subject %q, the data names %q", v, want)
+	}
+	for _, x := range []struct{ header, want string }{{HeaderGroup, r.Group}, {HeaderSlot, r.Slot}, {HeaderClaim, r.Claim}} {
+		if v := h.Get(x.header); v != x.want {
+			return fmt.Errorf("%s %q, the data names %q", x.header, v, x.want)
+		}
+	}
+	return nil
 }

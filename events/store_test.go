@@ -175,10 +175,10 @@ func TestReaderSkipsUnknownAndBadEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	js := st.JetStream()
-	// A newer writer's type, a message without headers, and bad data.
+	// A newer writer's type, a message without headers, and bad data, each
+	// in a whole envelope as a writer makes it.
 	m := nats.NewMsg("cs.slot.a.ClaimTeleported")
-	m.Header.Set(events.HeaderSpecVersion, "1.0")
-	m.Header.Set(events.HeaderType, "dev.claimstream.ClaimTeleported.v1")
+	envelope(m, "ClaimTeleported")
 	m.Data = []byte(`{}`)
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
@@ -187,8 +187,7 @@ func TestReaderSkipsUnknownAndBadEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := nats.NewMsg("cs.slot.a.ClaimReady")
-	bad.Header.Set(events.HeaderSpecVersion, "1.0")
-	bad.Header.Set(events.HeaderType, events.CEType(events.TypeClaimReady))
+	envelope(bad, events.TypeClaimReady)
 	bad.Data = []byte(`{"node": 7}`)
 	if _, err := js.PublishMsg(ctx, bad); err != nil {
 		t.Fatal(err)
@@ -213,6 +212,18 @@ func TestReaderSkipsUnknownAndBadEntries(t *testing.T) {
 		t.Fatalf("stats = %+v", stats)
 	}
 	_ = srv
+}
+
+// envelope sets the headers every writer sets, for slot a's claim a1.
+func envelope(m *nats.Msg, t events.Type) {
+	for k, v := range map[string]string{
+		events.HeaderSpecVersion: "1.0", events.HeaderID: "id-" + string(t), events.HeaderSource: "/newer",
+		events.HeaderType: events.CEType(t), events.HeaderTime: t0.Format(time.RFC3339Nano), events.HeaderSubject: "a1",
+		events.HeaderDataSchema: events.SchemaURL(t), events.HeaderContentType: "application/json",
+		events.HeaderGroup: "g", events.HeaderSlot: "a", events.HeaderClaim: "a1",
+	} {
+		m.Header.Set(k, v)
+	}
 }
 
 func TestReadRangeAndTail(t *testing.T) {

@@ -36,7 +36,7 @@ type serveOptions struct {
 	configPoll time.Duration
 	dataDir    string
 	stream     string
-	natsListen string
+	nats       natsOptions
 	noFsync    bool
 	acceptGaps bool
 	logLevel   string
@@ -83,7 +83,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.DurationVar(&o.configPoll, "config-poll", 10*time.Second, "how often to look for a changed pool file")
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where the embedded NATS server keeps the event log")
 	f.StringVar(&o.stream, "stream", "CLAIMSTREAM", "JetStream stream name of the event log")
-	f.StringVar(&o.natsListen, "nats-listen", "", "also open a NATS client port at host:port for subscribers (off by default)")
+	o.nats.addFlags(f)
 	f.BoolVar(&o.noFsync, "no-fsync", false, "do not fsync every append (loses acknowledged events on power loss)")
 	f.BoolVar(&o.acceptGaps, "accept-log-gaps", false, "serve writes even when sequences are missing from a damaged log (see docs/operations.md)")
 	f.StringVar(&o.grpcAddress, "grpc-address", "127.0.0.1:8086", "cluster-autoscaler externalgrpc provider address (empty: no provider)")
@@ -153,6 +153,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			return err
 		}
 	}
+	o.nats.protectSinks(sinkCfg)
 	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "claimstream", OTLPEndpoint: o.otlpEndpoint, Prometheus: o.metricsAddress != "", Logger: log})
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
@@ -217,18 +218,15 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	ec := events.EmbeddedConfig{Dir: o.dataDir, NoSync: o.noFsync}
-	if o.natsListen != "" {
-		host, port, err := splitHostPort(o.natsListen)
-		if err != nil {
-			return nil, fmt.Errorf("--nats-listen: %w", err)
-		}
-		ec.Listen, ec.Host, ec.Port = true, host, port
+	ec, err := o.nats.embeddedConfig(o.dataDir, o.stream, o.noFsync, log)
+	if err != nil {
+		return nil, err
 	}
 	emb, err := events.StartEmbedded(ec)
 	if err != nil {
 		return nil, err
 	}
+	o.nats.logListening(log, emb)
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -262,6 +260,9 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
+		if err := tel.Metrics.ObserveStore(p.store); err != nil {
+			return nil, err
+		}
 		tel.InstrumentService(p.service)
 	}
 	ok = true
@@ -404,19 +405,3 @@ func modTime(path string) time.Time {
 	return fi.ModTime()
 }
 
-func splitHostPort(hp string) (string, int, error) {
-	var host string
-	var port int
-	i := len(hp) - 1
-	for i >= 0 && hp[i] != ':' {
-		i--
-	}
-	if i < 0 {
-		return "", 0, fmt.Errorf("%q is not host:port", hp)
-	}
-	host = hp[:i]
-	if _, err := fmt.Sscanf(hp[i+1:], "%d", &port); err != nil {
-		return "", 0, fmt.Errorf("%q: bad port", hp)
-	}
-	return host, port, nil
-}

@@ -1,0 +1,484 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
+)
+
+const (
+	readerUser     = "reader"
+	readerPassword = "correct horse battery staple"
+	deadLetters    = "CLAIMSTREAM_DEADLETTER"
+	sinkConsumer   = "sink-alerts"
+)
+
+// listening starts an embedded server with a client port on 127.0.0.1 and
+// one read-only subscriber, and opens the event store on the process's own
+// connection, with a dead-letter stream and a sink's durable consumer as
+// serve has them.
+func listening(t *testing.T) (*events.Embedded, *events.Store) {
+	t.Helper()
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{
+		Dir: t.TempDir(), NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1,
+		Access: events.Access{
+			Subscribers:        []events.Subscriber{{User: readerUser, Password: readerPassword}},
+			Streams:            []string{"CLAIMSTREAM", deadLetters},
+			ProtectedConsumers: []string{sinkConsumer},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	js, err := jetstream.New(emb.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := events.OpenStore(ctx, js, events.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: deadLetters, Subjects: []string{"csdl.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: sinkConsumer, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	return emb, st
+}
+
+// violations collects the server's permission errors of one connection.
+type violations struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs = append(v.errs, err.Error())
+}
+
+// saw waits until the server reported a permissions violation naming subject.
+func (v *violations) saw(t *testing.T, subject string) {
+	t.Helper()
+	eventstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		for _, e := range v.errs {
+			if strings.Contains(e, "Permissions Violation") && strings.Contains(e, subject) {
+				return nil
+			}
+		}
+		return errors.New("no permissions violation for " + subject + " in " + strings.Join(v.errs, "; "))
+	})
+}
+
+func connectReader(t *testing.T, emb *events.Embedded) (*nats.Conn, jetstream.JetStream, *violations) {
+	t.Helper()
+	v := &violations{}
+	nc, err := nats.Connect(emb.ClientURL(), nats.UserInfo(readerUser, readerPassword), nats.ErrorHandler(v.handler))
+	if err != nil {
+		t.Fatalf("reader connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, v
+}
+
+func TestClientPortRefusesAnonymousAndWrongCredentials(t *testing.T) {
+	emb, _ := listening(t)
+	if !strings.HasPrefix(emb.ClientURL(), "nats://127.0.0.1:") {
+		t.Fatalf("client URL %q", emb.ClientURL())
+	}
+	for name, opts := range map[string][]nats.Option{
+		"anonymous":      nil,
+		"wrong password": {nats.UserInfo(readerUser, "guess")},
+		"unknown user":   {nats.UserInfo("admin", readerPassword)},
+		"token":          {nats.Token(readerPassword)},
+	} {
+		nc, err := nats.Connect(emb.ClientURL(), append(opts, nats.NoReconnect())...)
+		if err == nil {
+			nc.Close()
+			t.Fatalf("%s: connected", name)
+		}
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Fatalf("%s: got %v, want an authorization error", name, err)
+		}
+	}
+}
+
+func TestClientPortRefusesAnonymousWithoutSubscribers(t *testing.T) {
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: t.TempDir(), NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	nc, err := nats.Connect(emb.ClientURL(), nats.NoReconnect())
+	if err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected to a port with no subscriber configured")
+	}
+	if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("got %v, want an authorization error", err)
+	}
+	// The process itself still writes.
+	js, err := jetstream.New(emb.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(context.Background(), events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSubscriberReadsAndConsumes(t *testing.T) {
+	emb, st := listening(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	_, js, v := connectReader(t, emb)
+
+	s, err := js.Stream(ctx, "CLAIMSTREAM")
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	if s.CachedInfo().State.Msgs != 1 {
+		t.Fatalf("stream info says %d messages", s.CachedInfo().State.Msgs)
+	}
+	raw, err := s.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatalf("direct get: %v", err)
+	}
+	if e := events.FromMsg(st.Subjects(), raw.Subject, raw.Sequence, raw.Header, raw.Data); e.Err != nil || e.Data == nil {
+		t.Fatalf("the reader got an undecodable event: %+v", e)
+	}
+	if _, err := s.GetLastMsgForSubject(ctx, "cs.slot.a.>"); err != nil {
+		t.Fatalf("direct get last by subject: %v", err)
+	}
+
+	// A durable consumer of its own: create, fetch, ack, and resume.
+	cons, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+		Durable: "pager", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		FilterSubjects: []string{"cs.slot.*.ClaimCreated", "cs.slot.*.ClaimBooting"},
+	})
+	if err != nil {
+		t.Fatalf("create durable consumer: %v", err)
+	}
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 1, booting("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for m := range batch.Messages() {
+		got = append(got, m.Subject())
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	if batch.Error() != nil || len(got) != 2 {
+		t.Fatalf("fetched %v, err %v", got, batch.Error())
+	}
+	info, err := js.Consumer(ctx, "CLAIMSTREAM", "pager")
+	if err != nil {
+		t.Fatalf("consumer info: %v", err)
+	}
+	if info.CachedInfo().AckFloor.Stream != 2 {
+		t.Fatalf("ack floor %d, want 2", info.CachedInfo().AckFloor.Stream)
+	}
+	// Its own durable it may delete.
+	if err := js.DeleteConsumer(ctx, "CLAIMSTREAM", "pager"); err != nil {
+		t.Fatalf("delete own consumer: %v", err)
+	}
+	// An ordered consumer (what `nats sub --stream` and Store.Read use).
+	oc, err := js.OrderedConsumer(ctx, "CLAIMSTREAM", jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("ordered consumer: %v", err)
+	}
+	if m, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil || m.Subject() != "cs.slot.a.ClaimCreated" {
+		t.Fatalf("ordered consumer next: %v", err)
+	}
+	// The dead-letter stream is readable too.
+	if _, err := js.Stream(ctx, deadLetters); err != nil {
+		t.Fatalf("dead-letter stream info: %v", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.errs) > 0 {
+		t.Fatalf("a read was refused: %v", v.errs)
+	}
+}
+
+// TestSubscriberCannotWrite is the attack of issue 10: an outside client
+// forging events, writing headerless messages, deleting the stream.
+func TestSubscriberCannotWrite(t *testing.T) {
+	emb, st := listening(t)
+	ctx := context.Background()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	nc, js, v := connectReader(t, emb)
+	try := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if err := f(ctx); err == nil {
+			t.Fatalf("%s: the reader was allowed", what)
+		}
+	}
+
+	forged, err := events.Event{ID: "forged", Time: t0, Data: events.SlotDecommissioned{Ref: events.Ref{Slot: "a", Group: "g", Cause: "forged"}, By: "attacker"}}.ToMsg("cs.slot.a.SlotDecommissioned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	try("publish a forged event", func(ctx context.Context) error { _, err := js.PublishMsg(ctx, forged); return err })
+	v.saw(t, "cs.slot.a.SlotDecommissioned")
+	try("publish a headerless message", func(ctx context.Context) error {
+		_, err := js.Publish(ctx, "cs.slot.a.ClaimReady", []byte(`{}`))
+		return err
+	})
+	v.saw(t, "cs.slot.a.ClaimReady")
+	if err := nc.Publish("cs.group.g.GroupDeclared", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	v.saw(t, "cs.group.g.GroupDeclared")
+
+	try("delete the stream", func(ctx context.Context) error { return js.DeleteStream(ctx, "CLAIMSTREAM") })
+	v.saw(t, "$JS.API.STREAM.DELETE.CLAIMSTREAM")
+	try("purge the stream", func(ctx context.Context) error {
+		s, err := js.Stream(ctx, "CLAIMSTREAM")
+		if err != nil {
+			return nil // reading must work: fail loudly below
+		}
+		return s.Purge(ctx)
+	})
+	v.saw(t, "$JS.API.STREAM.PURGE.CLAIMSTREAM")
+	try("delete a message", func(ctx context.Context) error {
+		s, err := js.Stream(ctx, "CLAIMSTREAM")
+		if err != nil {
+			return nil
+		}
+		return s.DeleteMsg(ctx, 1)
+	})
+	v.saw(t, "$JS.API.STREAM.MSG.DELETE.CLAIMSTREAM")
+	try("update the stream", func(ctx context.Context) error {
+		_, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "CLAIMSTREAM", Subjects: []string{"cs.>"}, MaxMsgs: 1})
+		return err
+	})
+	v.saw(t, "$JS.API.STREAM.UPDATE.CLAIMSTREAM")
+	try("create a stream", func(ctx context.Context) error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SHADOW", Subjects: []string{"shadow.>"}})
+		return err
+	})
+	v.saw(t, "$JS.API.STREAM.CREATE.SHADOW")
+	if err := nc.PublishRequest("$JS.API.STREAM.SNAPSHOT.CLAIMSTREAM", nats.NewInbox(), []byte(`{"deliver_subject":"cs.slot.a.SlotDecommissioned"}`)); err != nil {
+		t.Fatal(err)
+	}
+	v.saw(t, "$JS.API.STREAM.SNAPSHOT.CLAIMSTREAM")
+
+	// The sink's durable consumer belongs to the process.
+	try("delete the sink's consumer", func(ctx context.Context) error { return js.DeleteConsumer(ctx, "CLAIMSTREAM", sinkConsumer) })
+	v.saw(t, "$JS.API.CONSUMER.DELETE.CLAIMSTREAM."+sinkConsumer)
+	try("redefine the sink's consumer", func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: sinkConsumer, AckPolicy: jetstream.AckNonePolicy, FilterSubject: "cs.group.>"})
+		return err
+	})
+	v.saw(t, "$JS.API.CONSUMER.CREATE.CLAIMSTREAM."+sinkConsumer)
+	if err := nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.CLAIMSTREAM."+sinkConsumer, nats.NewInbox(), []byte(`{"batch":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	v.saw(t, "$JS.API.CONSUMER.MSG.NEXT.CLAIMSTREAM."+sinkConsumer)
+	// The legacy create carries the consumer's name in the body only.
+	if err := nc.PublishRequest("$JS.API.CONSUMER.CREATE.CLAIMSTREAM", nats.NewInbox(), []byte(`{"stream_name":"CLAIMSTREAM","config":{"name":"`+sinkConsumer+`"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	v.saw(t, "$JS.API.CONSUMER.CREATE.CLAIMSTREAM")
+	try("list the consumers", func(ctx context.Context) error {
+		s, err := js.Stream(ctx, "CLAIMSTREAM")
+		if err != nil {
+			return nil
+		}
+		names := s.ConsumerNames(ctx)
+		for range names.Name() {
+		}
+		return names.Err()
+	})
+	v.saw(t, "$JS.API.CONSUMER.NAMES.CLAIMSTREAM")
+	// Nor can it watch the process's replies.
+	if _, err := nc.SubscribeSync(events.ProcessInboxPrefix + ".>"); err != nil {
+		t.Fatal(err)
+	}
+	v.saw(t, events.ProcessInboxPrefix)
+
+	// Nothing changed: one event, the stream's config and the sink's consumer as they were.
+	last, err := st.LastSeq(ctx)
+	if err != nil || last != 1 {
+		t.Fatalf("the log is at %d (%v), want 1", last, err)
+	}
+	pjs := st.JetStream()
+	s, err := pjs.Stream(ctx, "CLAIMSTREAM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; cfg.MaxMsgs != -1 || !cfg.DenyDelete || !cfg.DenyPurge {
+		t.Fatalf("stream config changed: %+v", cfg)
+	}
+	c, err := pjs.Consumer(ctx, "CLAIMSTREAM", sinkConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := c.CachedInfo(); info.Config.AckPolicy != jetstream.AckExplicitPolicy || info.Delivered.Stream != 0 {
+		t.Fatalf("sink consumer touched: %+v", info)
+	}
+	if _, err := pjs.Stream(ctx, "SHADOW"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("the reader's stream: %v", err)
+	}
+}
+
+// A read-only identity must not turn the server into its pen: a push
+// consumer delivers where its creator says, and the server, not the
+// creator, publishes there. A subscriber's consumers deliver in the
+// process's account, where no subscriber can listen, so such a consumer
+// delivers nothing.
+func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
+	emb, st := listening(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	pjs := st.JetStream()
+	if _, err := pjs.Publish(ctx, "csdl.alerts", []byte(`{"sink":"alerts"}`)); err != nil {
+		t.Fatal(err)
+	}
+	nc, js, v := connectReader(t, emb)
+	for _, subject := range []string{"cs.slot.a.SlotDecommissioned", "csdl.alerts", "cs.>"} {
+		if _, err := nc.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+		v.saw(t, subject)
+	}
+	// Each stream into the other.
+	into := map[string]string{deadLetters: "cs.slot.a.SlotDecommissioned", "CLAIMSTREAM": "csdl.alerts"}
+	var names []string
+	for stream, deliver := range into {
+		c, err := js.CreatePushConsumer(ctx, stream, jetstream.ConsumerConfig{DeliverSubject: deliver, DeliverPolicy: jetstream.DeliverAllPolicy})
+		if err != nil {
+			continue // refused outright is as good
+		}
+		names = append(names, stream+"/"+c.CachedInfo().Name)
+	}
+	// The server is delivering meanwhile: a pull of the reader's is served.
+	pull, err := js.CreateConsumer(ctx, deadLetters, jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pull.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatalf("control pull: %v", err)
+	}
+	for _, n := range names {
+		stream, name, _ := strings.Cut(n, "/")
+		c, err := pjs.PushConsumer(ctx, stream, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := c.CachedInfo().Delivered.Stream; d != 0 {
+			t.Fatalf("consumer %s delivered %d messages into %s", n, d, into[stream])
+		}
+	}
+	if last, err := st.LastSeq(ctx); err != nil || last != 1 {
+		t.Fatalf("the log is at %d (%v), want 1", last, err)
+	}
+	dl, err := pjs.Stream(ctx, deadLetters)
+	if err != nil || dl.CachedInfo().State.Msgs != 1 {
+		t.Fatalf("dead letters: %v", err)
+	}
+}
+
+// A JetStream API reply goes to whatever reply subject the requester
+// names, and the server sends it. A subscriber's replies stay in the
+// subscribers' account, so a reply subject on an event subject writes
+// nothing into the log.
+func TestSubscriberCannotWriteThroughAReplySubject(t *testing.T) {
+	emb, st := listening(t)
+	ctx := context.Background()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	nc, _, _ := connectReader(t, emb)
+	for _, r := range []struct{ api, reply, body string }{
+		{"$JS.API.INFO", "cs.slot.a.SlotDecommissioned", ""},
+		{"$JS.API.STREAM.INFO.CLAIMSTREAM", "cs.slot.a.ClaimReady", ""},
+		{"$JS.API.DIRECT.GET.CLAIMSTREAM", "cs.slot.a.ClaimCreated", `{"seq":1}`},
+		{"$JS.API.STREAM.MSG.GET.CLAIMSTREAM", "csdl.alerts", `{"seq":1}`},
+	} {
+		if err := nc.PublishRequest(r.api, r.reply, []byte(r.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A request after them, answered: the server has handled those.
+	if _, err := nc.Request("$JS.API.INFO", nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := st.LastSeq(ctx); err != nil || last != 1 {
+		t.Fatalf("the log is at %d (%v), want 1: a reply landed in it", last, err)
+	}
+	dl, err := st.JetStream().Stream(ctx, deadLetters)
+	if err != nil || dl.CachedInfo().State.Msgs != 0 {
+		t.Fatalf("a reply landed in the dead letters: %v", err)
+	}
+}
+
+// The subscribers' account leaves the process's streams where they were:
+// a store written without subscribers opens with them and back.
+func TestAccessKeepsTheLogAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	reader := events.Access{Subscribers: []events.Subscriber{{User: readerUser, Password: readerPassword}}, Streams: []string{"CLAIMSTREAM"}}
+	for i, access := range []events.Access{{}, reader, {}, reader} {
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1, Access: access})
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(emb.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := events.OpenStore(ctx, js, events.StoreConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := st.LastSeq(ctx)
+		if err != nil || last != uint64(i) {
+			t.Fatalf("start %d: the log is at %d (%v), want %d", i, last, err, i)
+		}
+		if _, err := st.Append(ctx, events.SlotAggregate(fmt.Sprint("s", i)), 0, created(fmt.Sprint("s", i), "c")); err != nil {
+			t.Fatal(err)
+		}
+		emb.Shutdown()
+	}
+}

@@ -39,12 +39,18 @@ type EmbeddedConfig struct {
 type Embedded struct {
 	Server *server.Server
 	Conn   *nats.Conn
+	lock   *DataDirLock
+	cfg    EmbeddedConfig
 }
 
 // StartEmbedded starts the server and connects to it in process.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("embedded nats: no data dir")
+	}
+	lock, err := openDataDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if cfg.ServerName == "" {
 		cfg.ServerName = "claimstream-0"
@@ -74,6 +80,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if cfg.Logs {
@@ -82,14 +89,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
+		lock.Release()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream"))
 	if err != nil {
 		ns.Shutdown()
+		lock.Release()
 		return nil, fmt.Errorf("embedded nats: connect: %w", err)
 	}
-	return &Embedded{Server: ns, Conn: nc}, nil
+	return &Embedded{Server: ns, Conn: nc, lock: lock, cfg: cfg}, nil
 }
 
 // ClientURL is the address of the client listener ("" when not listening).
@@ -107,4 +116,5 @@ func (e *Embedded) Shutdown() {
 	}
 	e.Server.Shutdown()
 	e.Server.WaitForShutdown()
+	_ = e.lock.Release()
 }

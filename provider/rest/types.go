@@ -123,6 +123,8 @@ type Health struct {
 	Seq  uint64 `json:"seq"`
 	Last uint64 `json:"last,omitempty"`
 	Lag  uint64 `json:"lag,omitempty"`
+	// Reason says why the server is not ready (the log cannot be written).
+	Reason string `json:"reason,omitempty"`
 }
 
 // --- building the objects from the views ------------------------------------

@@ -312,9 +312,9 @@ func (m *LogMonitor) serverFault() string {
 		return ""
 	}
 	if hs.Error != "" {
-		return hs.Error
+		return "the embedded NATS server refuses writes: " + hs.Error
 	}
-	return hs.Status
+	return "the embedded NATS server refuses writes: " + hs.Status
 }
 
 func (m *LogMonitor) mark(writable bool, reason string, now time.Time) {
@@ -342,6 +342,13 @@ func (m *LogMonitor) restartJetStream() {
 	}
 	if err := ns.EnableJetStream(m.emb.jetStreamConfig()); err != nil {
 		m.opts.Logger.Error("JetStream restart: enable failed; will try again", "dir", m.emb.cfg.Dir, "err", err)
+		return
+	}
+	// The consumers of this process (the views' tail, the sinks) lived in
+	// the JetStream that was shut down. A reconnect makes their clients
+	// re-create them at once, where a missed heartbeat would take seconds.
+	if err := m.emb.Conn.ForceReconnect(); err != nil {
+		m.opts.Logger.Warn("JetStream restart: reconnect failed; consumers resume after their heartbeat", "err", err)
 	}
 }
 

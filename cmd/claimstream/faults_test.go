@@ -303,12 +303,22 @@ func TestServeRecoversWhenJetStreamShutsDown(t *testing.T) {
 	// Refused with the reason until JetStream is back, then accepted.
 	var refused error
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		began := time.Now()
 		_, err := p.service.Execute(ctx, handlers.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "test"})
+		took := time.Since(began)
 		if err != nil {
 			if handlers.CodeOf(err) == handlers.CodeUnavailable {
 				refused = err
 			}
+			if took > 2*time.Second {
+				t.Errorf("a refusal took %v: %v", took, err)
+			}
 			return err
+		}
+		// Execute returns once the views show the write: they resumed
+		// following the log at once, not after a missed heartbeat.
+		if took > 3*time.Second {
+			t.Errorf("the first write after the recovery took %v to reach the views", took)
 		}
 		return nil
 	})

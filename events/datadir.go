@@ -93,8 +93,14 @@ func (l *DataDirLock) Release() error {
 func readPID(f *os.File) int {
 	buf := make([]byte, 32)
 	n, _ := f.ReadAt(buf, 0)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
-	if err != nil || pid <= 0 {
+	return ParseLockPID(buf[:n])
+}
+
+// ParseLockPID reads the pid a lock file holds; 0 for anything that is not
+// one (an empty file of an owner that has not written it yet, garbage).
+func ParseLockPID(b []byte) int {
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 || pid > 1<<22 {
 		return 0
 	}
 	return pid

@@ -189,3 +189,18 @@ func TestDataDirWriteErrorsSayWhy(t *testing.T) {
 		t.Fatalf("lock on a read-only dir: %v", err)
 	}
 }
+
+func FuzzParseLockPID(f *testing.F) {
+	for _, s := range []string{"123\n", "", "  42  ", "-1", "0", "abc", "99999999999999999999", "4194304", "4194305\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pid := events.ParseLockPID(b)
+		if pid < 0 || pid > 1<<22 {
+			t.Fatalf("ParseLockPID(%q) = %d, out of the pid range", b, pid)
+		}
+		if pid > 0 && strconv.Itoa(pid) != strings.TrimSpace(string(b)) && strings.TrimLeft(strings.TrimSpace(string(b)), "+0") != strconv.Itoa(pid) {
+			t.Fatalf("ParseLockPID(%q) = %d, not what the file says", b, pid)
+		}
+	})
+}

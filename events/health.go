@@ -318,12 +318,17 @@ func (m *LogMonitor) serverFault() string {
 }
 
 func (m *LogMonitor) mark(writable bool, reason string, now time.Time) {
+	was := m.health.Status().Writable
 	if !m.health.set(writable, reason, now) {
 		return
 	}
-	if writable {
+	switch {
+	case writable == was:
+		// The same fault in other words (the free bytes moved).
+		m.opts.Logger.Debug("event log still cannot be written", "dir", m.emb.cfg.Dir, "reason", reason)
+	case writable:
 		m.opts.Logger.Info("event log writable again", "dir", m.emb.cfg.Dir)
-	} else {
+	default:
 		m.opts.Logger.Error("event log cannot be written; refusing writes until it recovers", "dir", m.emb.cfg.Dir, "reason", reason)
 	}
 }

@@ -32,6 +32,11 @@ type LogStatus struct {
 	Writable bool
 	Reason   string
 	Since    time.Time
+	// ServerFault: the server itself refuses writes (a store write error,
+	// JetStream down), so an append already sent will not be answered.
+	// Otherwise the log is refused for want of free space, before any write
+	// fails, and appends already sent complete normally.
+	ServerFault bool
 }
 
 // Reasons a write to the log failed, the label of the failure counter.
@@ -53,6 +58,10 @@ type LogHealth struct {
 	changed  chan struct{} // closed and replaced on every change
 	failures map[string]uint64
 	kick     chan struct{}
+	// faults counts the server faults seen; lastFault is the newest one's
+	// reason. An append that fails across one is failed by it.
+	faults    uint64
+	lastFault string
 }
 
 // NewLogHealth starts writable.
@@ -96,17 +105,21 @@ func (h *LogHealth) WriteFailures() map[string]uint64 {
 }
 
 // set changes the status; it reports whether anything changed.
-func (h *LogHealth) set(writable bool, reason string, now time.Time) bool {
+func (h *LogHealth) set(writable bool, reason string, serverFault bool, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.status.Writable == writable && h.status.Reason == reason {
+	if h.status.Writable == writable && h.status.Reason == reason && h.status.ServerFault == serverFault {
 		return false
 	}
 	since := h.status.Since
 	if h.status.Writable != writable {
 		since = now
 	}
-	h.status = LogStatus{Writable: writable, Reason: reason, Since: since}
+	h.status = LogStatus{Writable: writable, Reason: reason, ServerFault: serverFault, Since: since}
+	if serverFault {
+		h.faults++
+		h.lastFault = reason
+	}
 	close(h.changed)
 	h.changed = make(chan struct{})
 	return true
@@ -130,16 +143,20 @@ func (h *LogHealth) failed(reason string) {
 }
 
 // guard returns ctx cancelled with the refusal as its cause as soon as the
-// log turns unwritable: an append the server will never answer ends when
-// the monitor sees the fault, not at the caller's deadline.
+// server is seen to refuse writes: an append it will never answer ends when
+// the monitor sees the fault, not at the caller's deadline. A refusal for
+// want of space alone leaves appends already sent to complete.
 func (h *LogHealth) guard(ctx context.Context) (context.Context, func()) {
+	h.mu.Lock()
+	ctx = context.WithValue(ctx, faultsAtStart{}, h.faults)
+	h.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
 		for {
 			ch := h.changes()
-			if err := h.Err(); err != nil {
-				cancel(err)
+			if st := h.Status(); !st.Writable && st.ServerFault {
+				cancel(&LogUnwritableError{Reason: st.Reason})
 				return
 			}
 			select {
@@ -152,6 +169,21 @@ func (h *LogHealth) guard(ctx context.Context) (context.Context, func()) {
 		}
 	}()
 	return ctx, func() { close(done); cancel(nil) }
+}
+
+type faultsAtStart struct{}
+
+// faultDuring is the refusal of the server fault seen while the append of
+// ctx (from guard) was under way, or nil: the fault (and the restart of
+// JetStream that follows it) is why it failed, whatever error it met.
+func (h *LogHealth) faultDuring(ctx context.Context) error {
+	n, ok := ctx.Value(faultsAtStart{}).(uint64)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !ok || h.faults == n {
+		return nil
+	}
+	return &LogUnwritableError{Reason: h.lastFault}
 }
 
 // classifyWriteFailure names why an append failed, for the counter.
@@ -251,47 +283,54 @@ func (m *LogMonitor) Run(ctx context.Context) {
 // refuses writes.
 func (m *LogMonitor) Check() {
 	now := m.opts.Clock.Now()
-	writable, reason, restart := m.evaluate()
-	m.mark(writable, reason, now)
-	if writable || !restart || now.Sub(m.lastRestart) < m.opts.RestartAfter {
+	v := m.evaluate()
+	m.mark(v, now)
+	if v.writable || !v.restart || now.Sub(m.lastRestart) < m.opts.RestartAfter {
 		return
 	}
 	m.lastRestart = now
 	m.restartJetStream()
-	writable, reason, _ = m.evaluate()
-	m.mark(writable, reason, m.opts.Clock.Now())
+	m.mark(m.evaluate(), m.opts.Clock.Now())
 }
 
-// evaluate says whether the log can be written, why not, and whether a
-// restart of JetStream would help: the disk has room, but the server holds
+// evaluate says whether the log can be written, why not, whether the
+// server itself refuses, and whether a restart of JetStream would help: the disk has room, but the server holds
 // on to a fault (a file store keeps its first write error; JetStream may
 // have disabled itself) or to a store limit it derived from the free space
 // of a full disk when it started.
-func (m *LogMonitor) evaluate() (writable bool, reason string, restart bool) {
+func (m *LogMonitor) evaluate() verdict {
 	dir := m.emb.cfg.Dir
 	free, ferr := FreeBytes(dir)
+	fault := m.serverFault()
 	if ferr == nil && free < m.opts.MinFree {
-		reason = fmt.Sprintf("no space left on device: data dir %s has %d bytes free (at least %d needed)", dir, free, m.opts.MinFree)
-		if fault := m.serverFault(); fault != "" {
+		reason := fmt.Sprintf("no space left on device: data dir %s has %d bytes free (at least %d needed)", dir, free, m.opts.MinFree)
+		if fault != "" {
 			reason += "; " + fault
 		}
-		return false, reason, false
+		return verdict{reason: reason, serverFault: fault != ""}
 	}
 	freeNote := ""
 	if ferr == nil {
 		freeNote = fmt.Sprintf(" (data dir %s has %d bytes free)", dir, free)
 	}
-	if fault := m.serverFault(); fault != "" {
-		return false, fault + freeNote, true
+	if fault != "" {
+		return verdict{reason: fault + freeNote, serverFault: true, restart: true}
 	}
 	if used, limit, ok := m.storeUsage(); ok && used+int64(m.opts.MinFree) > limit {
-		reason = fmt.Sprintf("no space left on device: the JetStream store limit is reached (%d of %d bytes used)%s", used, limit, freeNote)
 		// Only a limit the server derived from the free disk moves with a
 		// restart, and only when the disk has room now.
 		grows := m.emb.cfg.MaxStore == 0 && ferr == nil && (int64(free)+used)/4*3 > used+int64(m.opts.MinFree)
-		return false, reason, grows
+		return verdict{reason: fmt.Sprintf("no space left on device: the JetStream store limit is reached (%d of %d bytes used)%s", used, limit, freeNote), restart: grows}
 	}
-	return true, "", false
+	return verdict{writable: true}
+}
+
+// verdict is one look of the monitor.
+type verdict struct {
+	writable    bool
+	reason      string
+	serverFault bool
+	restart     bool // a restart of JetStream would help
 }
 
 // storeUsage is what the log's account holds on disk and JetStream's limit.
@@ -317,9 +356,10 @@ func (m *LogMonitor) serverFault() string {
 	return "the embedded NATS server refuses writes: " + hs.Status
 }
 
-func (m *LogMonitor) mark(writable bool, reason string, now time.Time) {
+func (m *LogMonitor) mark(v verdict, now time.Time) {
 	was := m.health.Status().Writable
-	if !m.health.set(writable, reason, now) {
+	writable, reason := v.writable, v.reason
+	if !m.health.set(writable, reason, v.serverFault, now) {
 		return
 	}
 	switch {

@@ -31,6 +31,8 @@ func (s *Store) appendFailed(ctx context.Context, err error) error {
 	}
 	if cause := context.Cause(ctx); errors.Is(cause, ErrLogUnwritable) {
 		err = fmt.Errorf("append to %s: %w", s.cfg.Stream, cause)
+	} else if fault := h.faultDuring(ctx); fault != nil {
+		err = fmt.Errorf("append to %s: %w (%v)", s.cfg.Stream, fault, err)
 	} else if errors.Is(err, context.Canceled) {
 		return err // the caller gave up: not the log's failure
 	}

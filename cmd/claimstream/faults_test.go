@@ -29,26 +29,21 @@ import (
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
 
-// TestMain lets a test run this binary as `claimstream` itself (a real
-// serve process in its own process group), when CLAIMSTREAM_TEST_MAIN is 1.
-func TestMain(m *testing.M) {
-	if os.Getenv("CLAIMSTREAM_TEST_MAIN") == "1" {
-		os.Args = append([]string{"claimstream"}, strings.Fields(os.Getenv("CLAIMSTREAM_TEST_ARGS"))...)
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
 var examplePool = filepath.Join("..", "..", "deploy", "examples", "pool.yaml")
 
 // A second serve on a data dir that a running `claimstream serve` owns
 // fails at once, naming the owner's pid; once the owner exits a new one
 // starts.
 func TestSecondServeOnOneDataDirIsRefused(t *testing.T) {
+	if args := os.Getenv("CLAIMSTREAM_TEST_ARGS"); args != "" {
+		// Started by this test: be `claimstream` with those arguments.
+		os.Args = append([]string{"claimstream"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "CLAIMSTREAM_TEST_MAIN=1",
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondServeOnOneDataDirIsRefused$")
+	cmd.Env = append(os.Environ(),
 		"CLAIMSTREAM_TEST_ARGS=serve --config "+examplePool+" --data-dir "+dir+" --grpc-address= --api-address= --metrics-address= --no-fsync --log-level warn")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr

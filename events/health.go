@@ -233,7 +233,8 @@ type LogMonitorOptions struct {
 // LogHealth flag, and recovers by itself: once the data dir has room again
 // it restarts JetStream in the running server, which reopens the stream
 // from disk (a file store that met a write error refuses every later write
-// until it is reopened). Clients stay connected; ordered consumers resume.
+// until it is reopened), and reconnects the process's client so its
+// consumers resume at once.
 type LogMonitor struct {
 	emb    *Embedded
 	health *LogHealth
@@ -268,7 +269,7 @@ func (m *LogMonitor) Run(ctx context.Context) {
 	t := m.opts.Clock.NewTicker(m.opts.Every)
 	defer t.Stop()
 	for {
-		m.Check()
+		m.check()
 		select {
 		case <-ctx.Done():
 			return
@@ -278,10 +279,10 @@ func (m *LogMonitor) Run(ctx context.Context) {
 	}
 }
 
-// Check looks at the server and the disk once, updates the flag, and
+// check looks at the server and the disk once, updates the flag, and
 // restarts JetStream when the disk has room again but the server still
-// refuses writes.
-func (m *LogMonitor) Check() {
+// refuses writes. Only Run calls it: checks never overlap.
+func (m *LogMonitor) check() {
 	now := m.opts.Clock.Now()
 	v := m.evaluate()
 	m.mark(v, now)
@@ -294,8 +295,8 @@ func (m *LogMonitor) Check() {
 }
 
 // evaluate says whether the log can be written, why not, whether the
-// server itself refuses, and whether a restart of JetStream would help: the disk has room, but the server holds
-// on to a fault (a file store keeps its first write error; JetStream may
+// server itself refuses, and whether a restart of JetStream would help:
+// the disk has room, but the server holds on to a fault (a file store keeps its first write error; JetStream may
 // have disabled itself) or to a store limit it derived from the free space
 // of a full disk when it started.
 func (m *LogMonitor) evaluate() verdict {

@@ -225,6 +225,23 @@ func TestServeSurvivesAFullDisk(t *testing.T) {
 		t.Errorf("IncreaseSize took %v to be refused", took)
 	}
 	t.Logf("IncreaseSize on a full disk refused in %v: %v", took, err)
+	// The REST API refuses its writes the same way: 503 with the reason.
+	token, err := os.ReadFile(filepath.Join(dir, apiTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "http://"+apiAddr+"/api/v1/slots/node-1.lan/decommission", strings.NewReader(`{"by":"test","reason":"disk full test"}`))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(rb), "no space left on device") {
+		t.Errorf("REST write on a full disk: %s %s, want 503 saying no space", resp.Status, rb)
+	}
 	_, metrics, err := getBody("http://" + metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -131,11 +131,15 @@ func (h *LogHealth) changes() <-chan struct{} {
 	return h.changed
 }
 
-// failed counts a failed append and asks the monitor to look now.
+// failed counts a failed append and asks the monitor to look now, unless
+// the append was refused for a fault the monitor already knows.
 func (h *LogHealth) failed(reason string) {
 	h.mu.Lock()
 	h.failures[reason]++
 	h.mu.Unlock()
+	if reason == WriteFailureUnwritable {
+		return
+	}
 	select {
 	case h.kick <- struct{}{}:
 	default:

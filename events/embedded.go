@@ -52,12 +52,18 @@ func (t ListenTLS) enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 type Embedded struct {
 	Server *server.Server
 	Conn   *nats.Conn
+	lock   *DataDirLock
+	cfg    EmbeddedConfig
 }
 
 // StartEmbedded starts the server and connects to it in process.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("embedded nats: no data dir")
+	}
+	lock, err := openDataDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if cfg.ServerName == "" {
 		cfg.ServerName = "claimstream-0"
@@ -114,6 +120,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if err := cfg.Access.wire(ns); err != nil {
@@ -125,6 +132,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
+		lock.Release()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
 	if err := cfg.Access.enableJetStream(ns); err != nil {
@@ -135,9 +143,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		nats.Nkey(proc.pub, proc.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
 	if err != nil {
 		ns.Shutdown()
+		lock.Release()
 		return nil, fmt.Errorf("embedded nats: connect: %w", err)
 	}
-	return &Embedded{Server: ns, Conn: nc}, nil
+	return &Embedded{Server: ns, Conn: nc, lock: lock, cfg: cfg}, nil
 }
 
 // ClientURL is the address of the client listener ("" when not listening).
@@ -155,4 +164,5 @@ func (e *Embedded) Shutdown() {
 	}
 	e.Server.Shutdown()
 	e.Server.WaitForShutdown()
+	_ = e.lock.Release()
 }

@@ -66,6 +66,9 @@ type StoreConfig struct {
 	ReadStall time.Duration
 	// Clock times the reads' idle checks (default the real clock).
 	Clock clock.WithTicker
+	// Health, when set, is checked before every append (an unwritable log
+	// refuses at once) and told of every failed one.
+	Health *LogHealth
 }
 
 func (c StoreConfig) withDefaults() StoreConfig {
@@ -244,18 +247,23 @@ func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult
 	if len(msgs) == 0 {
 		return AppendResult{}, fmt.Errorf("append: no events")
 	}
+	ctx, release, err := s.guardAppend(ctx)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	defer release()
 	var first, last uint64
 	var dup bool
 	if len(msgs) == 1 {
 		ack, err := s.js.PublishMsg(ctx, msgs[0])
 		if err != nil {
-			return s.landedBefore(ctx, s.appendError(err, writes), writes, out)
+			return s.landedBefore(ctx, s.appendFailed(ctx, s.appendError(err, writes)), writes, out)
 		}
 		first, last, dup = ack.Sequence, ack.Sequence, ack.Duplicate
 	} else {
 		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
 		if err != nil {
-			return s.landedBefore(ctx, s.appendError(err, writes), writes, out)
+			return s.landedBefore(ctx, s.appendFailed(ctx, s.appendError(err, writes)), writes, out)
 		}
 		last = ack.Sequence
 		first = last - uint64(len(msgs)) + 1

@@ -135,7 +135,7 @@ func (s *Service) execute(ctx context.Context, cmd Command) (Result, error) {
 			continue
 		}
 		if err != nil {
-			return res, err
+			return res, unavailableIfUnwritable(err)
 		}
 		if err := s.views.WaitFor(ctx, out.Last); err != nil {
 			return res, err

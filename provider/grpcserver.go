@@ -151,7 +151,7 @@ func NewGRPCServer(srv *Server, creds credentials.TransportCredentials, plaintex
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(gs, hs)
+	healthpb.RegisterHealthServer(gs, withLogHealth(hs, srv.opts.LogHealth))
 	reflection.Register(gs)
 	return gs, nil
 }

@@ -48,6 +48,9 @@ type Options struct {
 	// Serves selects the groups cluster-autoscaler may see and drive; any
 	// other group answers NotFound and is not listed. Default: ServesCA.
 	Serves func(*projections.Group) bool
+	// LogHealth, when set, makes the gRPC health service answer NOT_SERVING
+	// while the event log cannot be written.
+	LogHealth *events.LogHealth
 }
 
 // ServesCA is the default group filter: a group whose scaler is

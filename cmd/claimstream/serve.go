@@ -131,6 +131,7 @@ type plane struct {
 	views   *projections.Runner
 	service *handlers.Service
 	clock   clock.Clock
+	logs    logHealth
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -190,6 +191,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}
 	go func() { errs <- p.views.Run(runCtx) }()
+	go p.logs.monitor.Run(runCtx)
 	if gs != nil {
 		go func() { errs <- provider.ListenAndServe(runCtx, o.grpcAddress, gs, 5*time.Second) }()
 		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
@@ -230,7 +232,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &plane{log: log, emb: emb, clock: clk, tel: tel}
+	p := &plane{log: log, emb: emb, clock: clk, tel: tel, logs: newLogHealth(emb, log, tel)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -241,7 +243,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
-	p.store, err = events.OpenStore(ctx, js, events.StoreConfig{Stream: o.stream, Logger: log})
+	p.store, err = events.OpenStore(ctx, js, events.StoreConfig{Stream: o.stream, Logger: log, Health: p.logs.health})
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +291,7 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 			return nil, fmt.Errorf("provider TLS: %w", err)
 		}
 	}
-	srv := provider.New(p.views, p.service, p.clock, provider.Options{Logger: p.log})
+	srv := provider.New(p.views, p.service, p.clock, provider.Options{Logger: p.log, LogHealth: p.logs.health})
 	var extra []grpc.ServerOption
 	if p.tel != nil {
 		extra = append(extra, p.tel.GRPCServerOption())
@@ -337,7 +339,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rest.New(p.views, p.service, p.store, p.clock, rest.Options{Token: token, Logger: p.log}), nil
+	return rest.New(p.views, p.service, p.store, p.clock, rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health}), nil
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -42,6 +42,9 @@ type Options struct {
 	// Source is the CloudEvents source of the commands' events
 	// (informational; the service stamps its own).
 	Source string
+	// LogHealth, when set, makes /readyz answer 503 while the event log
+	// cannot be written.
+	LogHealth *events.LogHealth
 }
 
 // server holds what the handlers need.
@@ -153,6 +156,9 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.logUnwritable(w) {
+		return
+	}
 	ok, last, err := s.views.CaughtUp(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "Unavailable", "cannot read the log: "+err.Error())

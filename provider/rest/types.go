@@ -126,6 +126,8 @@ type Health struct {
 	// Problem says what is wrong with the views (sequences missing from
 	// the log), ready or not.
 	Problem string `json:"problem,omitempty"`
+	// Reason says why the server is not ready (the log cannot be written).
+	Reason string `json:"reason,omitempty"`
 }
 
 // --- building the objects from the views ------------------------------------

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"log/slog"
+
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/telemetry"
+)
+
+// logHealth is whether the event log can be written, and the monitor that
+// keeps it (disk full, JetStream down) and recovers without a restart. The
+// store refuses appends at once while it is down; /readyz, the gRPC health
+// service and claimstream_log_writable show it.
+type logHealth struct {
+	health  *events.LogHealth
+	monitor *events.LogMonitor
+}
+
+func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemetry) logHealth {
+	// The disk is watched in real time, whatever clock drives the views.
+	clk := clock.RealClock{}
+	h := events.NewLogHealth(clk.Now())
+	if tel != nil {
+		if err := tel.Metrics.ObserveLogHealth(h); err != nil {
+			log.Warn("no log health metrics", "err", err)
+		}
+	}
+	return logHealth{health: h, monitor: events.NewLogMonitor(emb, h, events.LogMonitorOptions{Clock: clk, Logger: log})}
+}

@@ -1,0 +1,416 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/clock"
+)
+
+// ErrLogUnwritable is matched (errors.Is) by every append refused because
+// the event log cannot be written now (disk full, JetStream disabled by a
+// storage error). Nothing was written; the caller may retry later.
+var ErrLogUnwritable = errors.New("event log cannot be written")
+
+// LogUnwritableError is the refusal, with the reason in an operator's words.
+type LogUnwritableError struct{ Reason string }
+
+func (e *LogUnwritableError) Error() string { return "event log cannot be written: " + e.Reason }
+
+// Is makes errors.Is(err, ErrLogUnwritable) true.
+func (e *LogUnwritableError) Is(target error) bool { return target == ErrLogUnwritable }
+
+// LogStatus is whether the log can be written, and if not why and since when.
+type LogStatus struct {
+	Writable bool
+	Reason   string
+	Since    time.Time
+	// ServerFault: the server itself refuses writes (a store write error,
+	// JetStream down), so an append already sent will not be answered.
+	// Otherwise the log is refused for want of free space, before any write
+	// fails, and appends already sent complete normally.
+	ServerFault bool
+}
+
+// Reasons a write to the log failed, the label of the failure counter.
+const (
+	WriteFailureUnwritable = "unwritable" // refused at once: the log was known unwritable
+	WriteFailureNoSpace    = "no_space"
+	WriteFailureNoResponse = "no_response" // the server never answered (a store write error)
+	WriteFailureJetStream  = "jetstream_unavailable"
+	WriteFailureOther      = "other"
+)
+
+// LogHealth is the shared flag that says whether the log can be written.
+// The LogMonitor sets it; the Store reads it before every append (refusing
+// at once, instead of waiting out a server that will never answer) and
+// reports failed appends to it; readiness and metrics show it.
+type LogHealth struct {
+	mu       sync.Mutex
+	status   LogStatus
+	changed  chan struct{} // closed and replaced on every change
+	failures map[string]uint64
+	kick     chan struct{}
+	// faults counts the server faults seen; lastFault is the newest one's
+	// reason. An append that fails across one is failed by it.
+	faults    uint64
+	lastFault string
+}
+
+// NewLogHealth starts writable.
+func NewLogHealth(now time.Time) *LogHealth {
+	return &LogHealth{
+		status:   LogStatus{Writable: true, Since: now},
+		changed:  make(chan struct{}),
+		failures: map[string]uint64{},
+		kick:     make(chan struct{}, 1),
+	}
+}
+
+// Status is the current status.
+func (h *LogHealth) Status() LogStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.status
+}
+
+// Err is nil while the log can be written, else a *LogUnwritableError.
+func (h *LogHealth) Err() error {
+	if h == nil {
+		return nil
+	}
+	st := h.Status()
+	if st.Writable {
+		return nil
+	}
+	return &LogUnwritableError{Reason: st.Reason}
+}
+
+// WriteFailures counts failed appends by reason since start.
+func (h *LogHealth) WriteFailures() map[string]uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]uint64, len(h.failures))
+	for k, v := range h.failures {
+		out[k] = v
+	}
+	return out
+}
+
+// set changes the status; it reports whether anything changed.
+func (h *LogHealth) set(writable bool, reason string, serverFault bool, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.status.Writable == writable && h.status.Reason == reason && h.status.ServerFault == serverFault {
+		return false
+	}
+	since := h.status.Since
+	if h.status.Writable != writable {
+		since = now
+	}
+	h.status = LogStatus{Writable: writable, Reason: reason, ServerFault: serverFault, Since: since}
+	if serverFault {
+		h.faults++
+		h.lastFault = reason
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+	return true
+}
+
+func (h *LogHealth) changes() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed
+}
+
+// failed counts a failed append and asks the monitor to look now, unless
+// the append was refused for a fault the monitor already knows.
+func (h *LogHealth) failed(reason string) {
+	h.mu.Lock()
+	h.failures[reason]++
+	h.mu.Unlock()
+	if reason == WriteFailureUnwritable {
+		return
+	}
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// guard returns ctx cancelled with the refusal as its cause as soon as the
+// server is seen to refuse writes: an append it will never answer ends when
+// the monitor sees the fault, not at the caller's deadline. A refusal for
+// want of space alone leaves appends already sent to complete.
+func (h *LogHealth) guard(ctx context.Context) (context.Context, func()) {
+	h.mu.Lock()
+	ctx = context.WithValue(ctx, faultsAtStart{}, h.faults)
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		for {
+			ch := h.changes()
+			if st := h.Status(); !st.Writable && st.ServerFault {
+				cancel(&LogUnwritableError{Reason: st.Reason})
+				return
+			}
+			select {
+			case <-ch:
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
+}
+
+type faultsAtStart struct{}
+
+// faultDuring is the refusal of the server fault seen while the append of
+// ctx (from guard) was under way, or nil: the fault (and the restart of
+// JetStream that follows it) is why it failed, whatever error it met.
+func (h *LogHealth) faultDuring(ctx context.Context) error {
+	n, ok := ctx.Value(faultsAtStart{}).(uint64)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !ok || h.faults == n {
+		return nil
+	}
+	return &LogUnwritableError{Reason: h.lastFault}
+}
+
+// classifyWriteFailure names why an append failed, for the counter.
+func classifyWriteFailure(err error) string {
+	msg := strings.ToLower(err.Error())
+	switch {
+	case errors.Is(err, ErrLogUnwritable):
+		return WriteFailureUnwritable
+	case strings.Contains(msg, "no space left"), strings.Contains(msg, "resources exceeded"), strings.Contains(msg, "insufficient resources"):
+		return WriteFailureNoSpace
+	case errors.Is(err, context.DeadlineExceeded), strings.Contains(msg, "timeout"):
+		return WriteFailureNoResponse
+	case strings.Contains(msg, "jetstream not enabled"), strings.Contains(msg, "no responders"):
+		return WriteFailureJetStream
+	}
+	return WriteFailureOther
+}
+
+// FreeBytes is what an unprivileged writer can still put on the file
+// system of dir.
+func FreeBytes(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// LogMonitorOptions configure a LogMonitor.
+type LogMonitorOptions struct {
+	// MinFree is the free space below which the data dir counts as full
+	// and appends are refused before they reach the disk (default 1 MiB):
+	// a write that meets ENOSPC leaves the file store refusing every later
+	// write until JetStream is restarted.
+	MinFree uint64
+	// Every is the interval between checks (default 1s); a failed append
+	// triggers one at once.
+	Every time.Duration
+	// RestartAfter is the least time between two restarts of JetStream
+	// (default 5s), so a fault that a restart does not cure is not hammered.
+	RestartAfter time.Duration
+	Clock        clock.WithTicker
+	Logger       *slog.Logger
+}
+
+// LogMonitor watches the embedded server and its data dir, keeps the
+// LogHealth flag, and recovers by itself: once the data dir has room again
+// it restarts JetStream in the running server, which reopens the stream
+// from disk (a file store that met a write error refuses every later write
+// until it is reopened), and reconnects the process's client so its
+// consumers resume at once.
+type LogMonitor struct {
+	emb    *Embedded
+	health *LogHealth
+	opts   LogMonitorOptions
+
+	lastRestart time.Time
+}
+
+// NewLogMonitor watches emb and sets health.
+func NewLogMonitor(emb *Embedded, health *LogHealth, opts LogMonitorOptions) *LogMonitor {
+	if opts.MinFree == 0 {
+		opts.MinFree = 1 << 20
+	}
+	if opts.Every == 0 {
+		opts.Every = time.Second
+	}
+	if opts.RestartAfter == 0 {
+		opts.RestartAfter = 5 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &LogMonitor{emb: emb, health: health, opts: opts}
+}
+
+// Run checks every opts.Every, and at once after a failed append, until
+// ctx ends.
+func (m *LogMonitor) Run(ctx context.Context) {
+	t := m.opts.Clock.NewTicker(m.opts.Every)
+	defer t.Stop()
+	for {
+		m.check()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		case <-m.health.kick:
+		}
+	}
+}
+
+// check looks at the server and the disk once, updates the flag, and
+// restarts JetStream when the disk has room again but the server still
+// refuses writes. Only Run calls it: checks never overlap.
+func (m *LogMonitor) check() {
+	now := m.opts.Clock.Now()
+	v := m.evaluate()
+	m.mark(v, now)
+	if v.writable || !v.restart || now.Sub(m.lastRestart) < m.opts.RestartAfter {
+		return
+	}
+	m.lastRestart = now
+	m.restartJetStream()
+	m.mark(m.evaluate(), m.opts.Clock.Now())
+}
+
+// evaluate says whether the log can be written, why not, whether the
+// server itself refuses, and whether a restart of JetStream would help:
+// the disk has room, but the server holds on to a fault (a file store keeps its first write error; JetStream may
+// have disabled itself) or to a store limit it derived from the free space
+// of a full disk when it started.
+func (m *LogMonitor) evaluate() verdict {
+	dir := m.emb.cfg.Dir
+	free, ferr := FreeBytes(dir)
+	fault := m.serverFault()
+	if ferr == nil && free < m.opts.MinFree {
+		reason := fmt.Sprintf("no space left on device: data dir %s has %d bytes free (at least %d needed)", dir, free, m.opts.MinFree)
+		if fault != "" {
+			reason += "; " + fault
+		}
+		return verdict{reason: reason, serverFault: fault != ""}
+	}
+	freeNote := ""
+	if ferr == nil {
+		freeNote = fmt.Sprintf(" (data dir %s has %d bytes free)", dir, free)
+	}
+	if fault != "" {
+		return verdict{reason: fault + freeNote, serverFault: true, restart: true}
+	}
+	if used, limit, ok := m.storeUsage(); ok && used+int64(m.opts.MinFree) > limit {
+		// Only a limit the server derived from the free disk moves with a
+		// restart, and only when the disk has room now.
+		grows := m.emb.cfg.MaxStore == 0 && ferr == nil && (int64(free)+used)/4*3 > used+int64(m.opts.MinFree)
+		return verdict{reason: fmt.Sprintf("no space left on device: the JetStream store limit is reached (%d of %d bytes used)%s", used, limit, freeNote), restart: grows}
+	}
+	return verdict{writable: true}
+}
+
+// verdict is one look of the monitor.
+type verdict struct {
+	writable    bool
+	reason      string
+	serverFault bool
+	restart     bool // a restart of JetStream would help
+}
+
+// storeUsage is what the log's account holds on disk and JetStream's limit.
+func (m *LogMonitor) storeUsage() (used, limit int64, ok bool) {
+	cfg := m.emb.Server.JetStreamConfig()
+	acc := m.emb.Server.GlobalAccount()
+	if cfg == nil || acc == nil || cfg.MaxStore <= 0 {
+		return 0, 0, false
+	}
+	return int64(acc.JetStreamUsage().Store), cfg.MaxStore, true
+}
+
+// serverFault is the embedded server's own verdict: JetStream disabled, a
+// stream not recovered, or a stream's write error ("" when healthy).
+func (m *LogMonitor) serverFault() string {
+	hs := m.emb.Server.Healthz(nil)
+	if hs == nil || hs.Error == "" && hs.Status == "ok" {
+		return ""
+	}
+	if hs.Error != "" {
+		return "the embedded NATS server refuses writes: " + hs.Error
+	}
+	return "the embedded NATS server refuses writes: " + hs.Status
+}
+
+func (m *LogMonitor) mark(v verdict, now time.Time) {
+	was := m.health.Status().Writable
+	writable, reason := v.writable, v.reason
+	if !m.health.set(writable, reason, v.serverFault, now) {
+		return
+	}
+	switch {
+	case writable == was:
+		// The same fault in other words (the free bytes moved).
+		m.opts.Logger.Debug("event log still cannot be written", "dir", m.emb.cfg.Dir, "reason", reason)
+	case writable:
+		m.opts.Logger.Info("event log writable again", "dir", m.emb.cfg.Dir)
+	default:
+		m.opts.Logger.Error("event log cannot be written; refusing writes until it recovers", "dir", m.emb.cfg.Dir, "reason", reason)
+	}
+}
+
+// restartJetStream shuts JetStream down (keeping its state on disk) and
+// enables it again with the configuration the server started with, as the
+// server itself does when a config reload turns JetStream back on.
+func (m *LogMonitor) restartJetStream() {
+	ns := m.emb.Server
+	m.opts.Logger.Warn("restarting JetStream to recover from a storage fault", "dir", m.emb.cfg.Dir)
+	if ns.JetStreamEnabled() {
+		if err := ns.ShutdownJetStream(); err != nil {
+			m.opts.Logger.Error("JetStream restart: shutdown failed", "err", err)
+			return
+		}
+	}
+	if err := ns.EnableJetStream(m.emb.jetStreamConfig()); err != nil {
+		m.opts.Logger.Error("JetStream restart: enable failed; will try again", "dir", m.emb.cfg.Dir, "err", err)
+		return
+	}
+	// The consumers of this process (the views' tail, the sinks) lived in
+	// the JetStream that was shut down. A reconnect makes their clients
+	// re-create them at once, where a missed heartbeat would take seconds.
+	if err := m.emb.Conn.ForceReconnect(); err != nil {
+		m.opts.Logger.Warn("JetStream restart: reconnect failed; consumers resume after their heartbeat", "err", err)
+	}
+}
+
+// jetStreamConfig is the JetStream configuration StartEmbedded gives the
+// server (EnableJetStream appends the "jetstream" store subdir itself).
+func (e *Embedded) jetStreamConfig() *server.JetStreamConfig {
+	return &server.JetStreamConfig{
+		StoreDir:   e.cfg.Dir,
+		SyncAlways: !e.cfg.NoSync,
+		MaxMemory:  e.cfg.MaxMemory,
+		MaxStore:   e.cfg.MaxStore,
+		Strict:     true,
+		CompressOK: true,
+	}
+}

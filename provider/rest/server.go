@@ -102,11 +102,18 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	for _, r := range routes {
 		h := r.h
 		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
+		hf = checkQuery(r.method+" "+r.path, hf)
 		if r.auth {
 			hf = s.authenticate(hf)
 		}
 		mux.Handle(r.method+" "+r.path, hf)
 	}
+	methodNotAllowed(mux, func(auth bool, h http.Handler) http.Handler {
+		if auth {
+			return s.authenticate(h)
+		}
+		return h
+	})
 	// Anything else under /api answers JSON, and only to the authenticated.
 	mux.Handle("/api/", s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route %s %s (see schemas/openapi.yaml)", req.Method, req.URL.Path))
@@ -131,8 +138,8 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 	want := []byte(s.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.NoAuth {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			got, ok := bearerToken(r.Header.Get("Authorization"))
+			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="claimstream"`)
 				msg := "missing or wrong bearer token"
 				if len(want) == 0 {
@@ -144,6 +151,18 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken is the token of an "Authorization: Bearer <token>" header.
+// The scheme is matched without regard to case (RFC 9110 §11.1: "bearer"
+// and "BEARER" are the same scheme).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 // --- health -------------------------------------------------------------------

@@ -11,6 +11,7 @@ package rest
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -524,9 +525,20 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
 
 // Serve is ListenAndServe on an open listener.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	return serve(ctx, ln, h, nil, nil)
+}
+
+// serve serves h on ln, over TLS when tc is set (see ServeTLS).
+func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errs := make(chan error, 1)
-	go func() { errs <- srv.Serve(ln) }()
+	if tc != nil {
+		srv.TLSConfig = tc
+		srv.ErrorLog = serverErrorLog(log)
+		go func() { errs <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errs <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errs:
 		return fmt.Errorf("rest: %w", err)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +87,28 @@ func TestServeWaitsForAnInFlightWebhook(t *testing.T) {
 	}
 	if info.AckFloor.Stream < 1 {
 		t.Fatalf("the delivered event was not acked: ack floor %+v", info.AckFloor)
+	}
+}
+
+// TestServeStopsEverythingWhenOnePartFails: a part that fails while
+// serving (the metrics port is taken) stops the others in order, and serve
+// returns that part's error.
+func TestServeStopsEverythingWhenOnePartFails(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn",
+		metricsAddress: taken.Addr().String()}
+	done := make(chan error, 1)
+	go func() { done <- runServe(context.Background(), o) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "metrics") || !strings.Contains(err.Error(), taken.Addr().String()) {
+			t.Fatalf("got %v, want the metrics listener's error", err)
+		}
+	case <-time.After(shutdownGrace + 30*time.Second):
+		t.Fatal("serve did not stop after a part failed")
 	}
 }

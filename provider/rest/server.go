@@ -10,6 +10,7 @@ package rest
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/json"
@@ -134,16 +135,19 @@ func (s *server) stampNow(next http.Handler) http.Handler {
 	})
 }
 
-// authenticate checks the bearer token in constant time.
+// authenticate checks the bearer token in constant time: the digests are
+// compared, so not even the token's length shows in the timing
+// (ConstantTimeCompare returns at once on different lengths).
 func (s *server) authenticate(next http.Handler) http.Handler {
-	want := []byte(s.opts.Token)
+	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.NoAuth {
 			got, ok := bearerToken(r.Header.Get("Authorization"))
-			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			digest := sha256.Sum256([]byte(got))
+			if s.opts.Token == "" || !ok || subtle.ConstantTimeCompare(digest[:], want[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="claimstream"`)
 				msg := "missing or wrong bearer token"
-				if len(want) == 0 {
+				if s.opts.Token == "" {
 					msg = "the server has no API token configured"
 				}
 				writeError(w, http.StatusUnauthorized, "Unauthenticated", msg)

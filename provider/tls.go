@@ -36,6 +36,9 @@ type TLSConfig struct {
 	// Name says whose certificate it is in logs and errors ("provider",
 	// "api"). Default: "provider".
 	Name string
+	// OnReloadFailure, if set, is called with Name once per failed
+	// rotation (when it is logged): a metric's hook.
+	OnReloadFailure func(name string)
 }
 
 func (cfg TLSConfig) withDefaults() TLSConfig {
@@ -76,7 +79,7 @@ func ServerTLS(cfg TLSConfig) (*tls.Config, error) {
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	case cfg.CertFile != "" && cfg.KeyFile != "":
-		r := &certReloader{certFile: cfg.CertFile, keyFile: cfg.KeyFile, log: cfg.Logger, clock: cfg.Clock, name: cfg.Name}
+		r := &certReloader{certFile: cfg.CertFile, keyFile: cfg.KeyFile, log: cfg.Logger, clock: cfg.Clock, name: cfg.Name, onFailure: cfg.OnReloadFailure}
 		if _, err := r.get(nil); err != nil {
 			return nil, err
 		}
@@ -112,6 +115,7 @@ type certReloader struct {
 	log               *slog.Logger
 	clock             clock.PassiveClock
 	name              string
+	onFailure         func(name string)
 
 	mu       sync.Mutex
 	cert     *tls.Certificate
@@ -167,6 +171,9 @@ func (r *certReloader) warn(state string, err error) {
 	}
 	r.failed = key
 	r.log.Warn("TLS certificate not reloaded; still serving the previous one", "server", r.name, "cert", r.certFile, "key", r.keyFile, "err", err)
+	if r.onFailure != nil {
+		r.onFailure(r.name)
+	}
 }
 
 // handshakeLogger logs the handshakes the TLS credentials refuse (a

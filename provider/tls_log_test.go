@@ -78,7 +78,8 @@ func TestCertRotationLogged(t *testing.T) {
 	write(keyFile, p.serverKey)
 	logs, log := newLogBuffer()
 	clk := testingclock.NewFakePassiveClock(time.Unix(1e9, 0))
-	tc, err := ServerTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, Logger: log, Clock: clk, Name: "api"})
+	var failures []string
+	tc, err := ServerTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, Logger: log, Clock: clk, Name: "api", OnReloadFailure: func(name string) { failures = append(failures, name) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +124,9 @@ func TestCertRotationLogged(t *testing.T) {
 	}
 	if n := len(logs.lines("level=INFO", "TLS certificate reloaded", "server=api", "cert="+certFile)); n != 1 {
 		t.Fatalf("reload: %d info lines, want 1:\n%s", n, logs)
+	}
+	if len(failures) != 2 || failures[0] != "api" {
+		t.Fatalf("OnReloadFailure calls %v, want two for api (garbage, deleted)", failures)
 	}
 }
 

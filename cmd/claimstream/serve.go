@@ -316,7 +316,7 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 		return nil, fmt.Errorf("--grpc-address %s needs --tls-cert and --tls-key (or --plaintext to serve without TLS, or --grpc-address \"\" for no provider)", o.grpcAddress)
 	default:
 		var err error
-		creds, err = provider.ServerCredentials(provider.TLSConfig{CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsClientCA, Logger: p.log})
+		creds, err = provider.ServerCredentials(provider.TLSConfig{CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsClientCA, Logger: p.log, OnReloadFailure: p.tlsReloadFailed})
 		if err != nil {
 			return nil, fmt.Errorf("provider TLS: %w", err)
 		}

@@ -20,7 +20,7 @@ func (p *plane) apiTLS(o serveOptions) (*tls.Config, error) {
 	case o.apiTLSCert == "" || o.apiTLSKey == "":
 		return nil, errors.New("--api-tls-cert and --api-tls-key go together: give both, or neither for plain HTTP")
 	}
-	tc, err := provider.ServerTLS(provider.TLSConfig{CertFile: o.apiTLSCert, KeyFile: o.apiTLSKey, Logger: p.log, Name: "api"})
+	tc, err := provider.ServerTLS(provider.TLSConfig{CertFile: o.apiTLSCert, KeyFile: o.apiTLSKey, Logger: p.log, Name: "api", OnReloadFailure: p.tlsReloadFailed})
 	if err != nil {
 		return nil, fmt.Errorf("REST API TLS: %w", err)
 	}
@@ -34,4 +34,11 @@ func (p *plane) serveAPI(ctx context.Context, addr string, api http.Handler, tc 
 		return rest.ListenAndServe(ctx, addr, api)
 	}
 	return rest.ListenAndServeTLS(ctx, addr, api, tc, p.log)
+}
+
+// tlsReloadFailed counts a certificate rotation that did not load.
+func (p *plane) tlsReloadFailed(server string) {
+	if p.tel != nil {
+		p.tel.Metrics.TLSReloadFailed(server)
+	}
 }

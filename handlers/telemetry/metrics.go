@@ -67,6 +67,9 @@ type Metrics struct {
 	sinkDead       metric.Int64Counter
 	claims         metric.Int64ObservableGauge
 	lag            metric.Int64ObservableGauge
+
+	// tlsReloadFailures: tls.go.
+	tlsReloadFailures metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on meter.
@@ -107,6 +110,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(err)
 	m.lag, err = meter.Int64ObservableGauge(InstProjectionLag, metric.WithDescription("Events in the log the views have not folded yet."))
 	add(err)
+	add(m.newTLSInstruments(meter))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

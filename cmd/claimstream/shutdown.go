@@ -66,7 +66,15 @@ func (s *stage) Go(what string, fn func(context.Context) error) {
 	go func() {
 		defer s.wg.Done()
 		err := fn(s.ctx)
-		if err == nil || (errors.Is(err, context.Canceled) && s.ctx.Err() != nil) {
+		switch {
+		case err == nil:
+			return
+		case s.ctx.Err() != nil:
+			// Stopping: an error now (a start cut short) is no failure
+			// of the process, but it is told.
+			if !errors.Is(err, context.Canceled) {
+				s.l.log.Warn("stopped with an error", "stage", s.name, "part", what, "err", err)
+			}
 			return
 		}
 		s.l.mu.Lock()

@@ -235,17 +235,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-// stopServe stops serve's stages in order (once; later calls wait for
-// nothing): intake, then the reactors and sinks within shutdownGrace,
-// then the views.
-func stopServe(run *lifecycle, intake, work, views *stage) {
-	run.stopOnce.Do(func() {
-		intake.stop()
-		work.stopWithin(clock.RealClock{}, shutdownGrace)
-		views.stop()
-	})
-}
-
 func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock.Clock, tel *telemetry.Telemetry) (*plane, error) {
 	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)

@@ -15,6 +15,17 @@ import (
 // finish what they have in flight (a delivery, its ack) at shutdown.
 const shutdownGrace = 30 * time.Second
 
+// stopServe stops serve's stages in order (once; later calls wait for
+// nothing): intake, then the reactors and sinks within shutdownGrace,
+// then the views.
+func stopServe(run *lifecycle, intake, work, views *stage) {
+	run.stopOnce.Do(func() {
+		intake.stop()
+		work.stopWithin(clock.RealClock{}, shutdownGrace)
+		views.stop()
+	})
+}
+
 // lifecycle runs serve's goroutines in stages that are stopped in order:
 // each stage's context is canceled, then its goroutines are waited for.
 // Every goroutine's error is kept; the first one trips the whole process

@@ -98,6 +98,17 @@ func TestServeAPIOverTLS(t *testing.T) {
 	if _, err := cli("get", "groups", "--server", "http://"+apiAddr, "--insecure-skip-verify"); err == nil || !strings.Contains(err.Error(), "https://") {
 		t.Fatalf("--insecure-skip-verify with http://: %v", err)
 	}
+	// The CLI config file names the CA as caFile.
+	cliConfig := filepath.Join(dir, "cli.yaml")
+	writeFile(t, cliConfig, "server: https://"+apiAddr+"\ntoken: tok\ncaFile: "+certFile+"\n")
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"get", "groups", "--cli-config", cliConfig})
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "homelab") {
+		t.Fatalf("with caFile in the CLI config: %v\n%s", err, out.String())
+	}
 }
 
 func TestServeAPITLSFlagsGoTogether(t *testing.T) {

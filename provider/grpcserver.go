@@ -2,15 +2,11 @@ package provider
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,107 +22,6 @@ import (
 
 // ServiceName is the full name of the externalgrpc service.
 const ServiceName = "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider"
-
-// TLSConfig is the server side of the cloud-config's key/cert/cacert: the
-// server's certificate and key, and, for mTLS, the CA that signs the
-// clients' certificates. Each is a file path or PEM bytes (PEM wins).
-type TLSConfig struct {
-	CertFile, KeyFile string
-	CertPEM, KeyPEM   []byte
-	// ClientCAFile / ClientCAPEM, when set, turn on mTLS: a client must
-	// present a certificate signed by this CA (RequireAndVerifyClientCert).
-	ClientCAFile string
-	ClientCAPEM  []byte
-}
-
-// ServerCredentials builds the gRPC transport credentials of a TLSConfig:
-// TLS 1.2+, and mTLS when a client CA is given. A certificate given by file
-// is re-read when the file changes (cert-manager rotates it in place).
-func ServerCredentials(cfg TLSConfig) (credentials.TransportCredentials, error) {
-	tc, err := serverTLS(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return credentials.NewTLS(tc), nil
-}
-
-func serverTLS(cfg TLSConfig) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	switch {
-	case len(cfg.CertPEM) > 0 || len(cfg.KeyPEM) > 0:
-		cert, err := tls.X509KeyPair(cfg.CertPEM, cfg.KeyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("provider tls: server certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	case cfg.CertFile != "" && cfg.KeyFile != "":
-		r := &certReloader{certFile: cfg.CertFile, keyFile: cfg.KeyFile}
-		if _, err := r.get(nil); err != nil {
-			return nil, err
-		}
-		tc.GetCertificate = r.get
-	default:
-		return nil, errors.New("provider tls: a server certificate and key are required (cert and key)")
-	}
-	ca := cfg.ClientCAPEM
-	if len(ca) == 0 && cfg.ClientCAFile != "" {
-		b, err := os.ReadFile(cfg.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("provider tls: client CA: %w", err)
-		}
-		ca = b
-	}
-	if len(ca) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(ca) {
-			return nil, errors.New("provider tls: client CA: no PEM certificate found")
-		}
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return tc, nil
-}
-
-// certReloader serves a key pair from files, re-reading them when either
-// file's modification time changes.
-type certReloader struct {
-	certFile, keyFile string
-
-	mu       sync.Mutex
-	cert     *tls.Certificate
-	certMod  time.Time
-	keyMod   time.Time
-	lastLook time.Time
-}
-
-func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cert != nil && time.Since(r.lastLook) < time.Second {
-		return r.cert, nil
-	}
-	r.lastLook = time.Now()
-	ci, err1 := os.Stat(r.certFile)
-	ki, err2 := os.Stat(r.keyFile)
-	if err := errors.Join(err1, err2); err != nil {
-		if r.cert != nil {
-			return r.cert, nil // keep serving the last good pair
-		}
-		return nil, fmt.Errorf("provider tls: %w", err)
-	}
-	if r.cert != nil && ci.ModTime().Equal(r.certMod) && ki.ModTime().Equal(r.keyMod) {
-		return r.cert, nil
-	}
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
-	if err != nil {
-		if r.cert != nil {
-			return r.cert, nil // a rotation half written; the next look retries
-		}
-		return nil, fmt.Errorf("provider tls: server certificate: %w", err)
-	}
-	r.cert, r.certMod, r.keyMod = &cert, ci.ModTime(), ki.ModTime()
-	return r.cert, nil
-}
 
 // NewGRPCServer returns a gRPC server with the provider, the health service
 // (SERVING, for "" and ServiceName) and reflection registered. It refuses to

@@ -38,12 +38,16 @@ func serverNow(c *rest.Client) time.Time {
 // cliOptions are the connection and output flags every verb shares.
 type cliOptions struct {
 	server, token, output, configFile string
+	// caFile and insecureSkipVerify are for an https --server (cli_tls.go).
+	caFile             string
+	insecureSkipVerify bool
 }
 
 // cliFile is ~/.config/claimstream/cli.yaml.
 type cliFile struct {
 	Server string `json:"server"`
 	Token  string `json:"token"`
+	CAFile string `json:"caFile"`
 }
 
 func defaultCLIConfig() string {
@@ -57,7 +61,8 @@ func (o *cliOptions) bind(cmd *cobra.Command, output bool) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.server, "server", "", "claimstream API address (env CLAIMSTREAM_SERVER, config file; default "+DefaultServer+")")
 	f.StringVar(&o.token, "token", "", "API bearer token (env CLAIMSTREAM_TOKEN, config file)")
-	f.StringVar(&o.configFile, "cli-config", defaultCLIConfig(), "CLI config file (YAML: server, token)")
+	o.bindTLS(f)
+	f.StringVar(&o.configFile, "cli-config", defaultCLIConfig(), "CLI config file (YAML: server, token, caFile)")
 	if output {
 		f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, json or yaml")
 		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
@@ -84,7 +89,11 @@ func (o *cliOptions) client() (*rest.Client, error) {
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
 	}
-	return &rest.Client{BaseURL: server, Token: token}, nil
+	hc, err := o.httpClient(server, first(o.caFile, file.CAFile))
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Client{BaseURL: server, Token: token, HTTP: hc}, nil
 }
 
 func (o *cliOptions) format() (string, error) {

@@ -118,11 +118,14 @@ func (p *plane) runSimulated(ctx context.Context, o clusterOptions, sc *sim.Scen
 	defer w.Stop()
 	if sc != nil {
 		p.log.Info("simulated cluster playing a scenario", "file", o.scenario, "speed", sc.Speed, "steps", len(sc.Steps))
+		played := make(chan struct{})
 		go func() {
+			defer close(played)
 			if err := w.PlayRealtime(ctx, sc); err != nil && ctx.Err() == nil {
 				p.log.Error("scenario", "err", err)
 			}
 		}()
+		defer func() { <-played }() // before w.Stop: the scenario drives the world
 	} else {
 		p.log.Info("simulated cluster (no --kubeconfig): machines boot when claims ask for them")
 	}

@@ -51,6 +51,8 @@ type serveOptions struct {
 	apiAddress   string
 	apiToken     string
 	apiTokenFile string
+	apiTLSCert   string
+	apiTLSKey    string
 
 	sinks          string
 	metricsAddress string
@@ -94,6 +96,8 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiAddress, "api-address", "127.0.0.1:8087", "REST API address (empty: no API)")
 	f.StringVar(&o.apiToken, "api-token", "", "bearer token of the REST API (env CLAIMSTREAM_API_TOKEN); default: read --api-token-file")
 	f.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API token (default <data-dir>/api-token, generated on first start)")
+	f.StringVar(&o.apiTLSCert, "api-tls-cert", "", "REST API server certificate (PEM file, re-read when it changes); without it the API is plain HTTP")
+	f.StringVar(&o.apiTLSKey, "api-tls-key", "", "REST API server key (PEM file)")
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
@@ -176,43 +180,63 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	apiTLS, err := p.apiTLS(o)
+	if err != nil {
+		return err
+	}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, 4)
+	// Stopped in this order (see stopServe): the intake first, so nothing
+	// new comes in; then the reactors and sinks, given shutdownGrace to
+	// finish what they have in flight; then the views they read; the
+	// deferred Shutdowns close NATS and telemetry last.
+	run := newLifecycle(log)
+	intake := run.stage(ctx, "intake (provider, REST API, metrics)")
+	views := run.stage(context.WithoutCancel(ctx), "views")
+	work := run.stage(context.WithoutCancel(ctx), "reactors and sinks")
+	defer stopServe(run, intake, work, views)
+
 	if api != nil {
-		go func() { errs <- rest.ListenAndServe(runCtx, o.apiAddress, api) }()
-		log.Info("REST API listening", "address", o.apiAddress)
+		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
+		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", tel.Handler())
-		go func() { errs <- rest.ListenAndServe(runCtx, o.metricsAddress, mux) }()
+		intake.Go("metrics", func(ctx context.Context) error { return rest.ListenAndServe(ctx, o.metricsAddress, mux) })
 		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}
-	go func() { errs <- p.views.Run(runCtx) }()
-	go p.logs.monitor.Run(runCtx)
+	views.Go("views", p.views.Run)
+	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
 	if gs != nil {
-		go func() { errs <- provider.ListenAndServe(runCtx, o.grpcAddress, gs, 5*time.Second) }()
+		intake.Go("provider", func(ctx context.Context) error {
+			return provider.ListenAndServe(ctx, o.grpcAddress, gs, 5*time.Second)
+		})
 		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
 	}
 
 	if err := p.applyPool(ctx, cfg); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
-	go p.watchPool(runCtx, o.config, o.configPoll)
-	go func() { errs <- p.runCluster(runCtx, o.cluster, scenario) }()
+	work.Go("pool watcher", func(ctx context.Context) error {
+		p.watchPool(ctx, o.config, o.configPoll)
+		return nil
+	})
+	work.Go("cluster", func(ctx context.Context) error { return p.runCluster(ctx, o.cluster, scenario) })
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
-	case err := <-errs:
-		if err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
+	case <-run.failed():
+		log.Error("shutting down after a failure", "err", run.err())
 	}
-	cancel()
+	stopServe(run, intake, work, views)
+	if err := run.err(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	return nil
 }
 
@@ -286,7 +310,7 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 		return nil, fmt.Errorf("--grpc-address %s needs --tls-cert and --tls-key (or --plaintext to serve without TLS, or --grpc-address \"\" for no provider)", o.grpcAddress)
 	default:
 		var err error
-		creds, err = provider.ServerCredentials(provider.TLSConfig{CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsClientCA})
+		creds, err = provider.ServerCredentials(provider.TLSConfig{CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsClientCA, Logger: p.log, OnReloadFailure: p.tlsReloadFailed})
 		if err != nil {
 			return nil, fmt.Errorf("provider TLS: %w", err)
 		}

@@ -91,6 +91,9 @@ func Parse(source string, data []byte) (*Config, error) {
 	if p != nil {
 		return nil, fail([]Problem{*p})
 	}
+	if p := checkAliases(doc); p != nil {
+		return nil, fail([]Problem{*p})
+	}
 	t := newTree(doc)
 	problems := t.problems
 

@@ -42,7 +42,12 @@ type ConfigError struct {
 	Problems []Problem
 }
 
-// Error prints one problem per line:
+// MaxShownProblems bounds the problems Error prints: past a few dozen, a
+// file is wrong in one way many times over, and the rest is noise.
+const MaxShownProblems = 50
+
+// Error prints one problem per line, at most MaxShownProblems of them, then
+// how many more there are:
 //
 //	pool.yaml:12: groups[0].minSize: must be >= 0 (got -1)
 func (e *ConfigError) Error() string {
@@ -50,6 +55,10 @@ func (e *ConfigError) Error() string {
 	for i, p := range e.Problems {
 		if i > 0 {
 			b.WriteByte('\n')
+		}
+		if i == MaxShownProblems {
+			fmt.Fprintf(&b, "%s: and %d more problems not shown", e.Source, len(e.Problems)-i)
+			break
 		}
 		b.WriteString(e.Source)
 		if p.Line > 0 {

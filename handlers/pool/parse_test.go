@@ -407,3 +407,76 @@ func TestAliasBomb(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 }
+
+// TestAliasCycle: an alias inside the value it names is refused at its
+// line, at once, with one problem (it used to expand into 65,521 problems
+// and 12 MB of text).
+func TestAliasCycle(t *testing.T) {
+	for _, doc := range []string{
+		"a: &a [*a, *a]\n",
+		"groups:\n  - &g {name: a, more: [*g]}\n",
+		"x: &m\n  <<: *m\n",
+	} {
+		start := time.Now()
+		_, err := Parse("x.yaml", []byte(doc))
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Fatalf("%q: got %v, want a *ConfigError", doc, err)
+		}
+		if len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0].Msg, "a cycle") {
+			t.Errorf("%q: got %d problems, first %v; want one about a cycle", doc, len(ce.Problems), ce.Problems[0])
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%q: took %s", doc, d)
+		}
+	}
+	_, err := Parse("x.yaml", []byte("a: &a [*a, *a]\n"))
+	if want := "x.yaml:1: YAML alias *a refers to the value that contains it (a cycle); aliases must name a value defined before and outside them"; err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
+	}
+}
+
+// TestAliasBombLine: the bomb is refused at the line whose aliases cross
+// the budget, before any expansion.
+func TestAliasBombLine(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	start := time.Now()
+	_, err := Parse("bomb.yaml", []byte(b.String()))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+		t.Fatalf("got %v, want one problem", err)
+	}
+	// a4 expands to 111,111 values; a5 (line 6) crosses 2^18 on its third alias.
+	if p := ce.Problems[0]; p.Line != 6 || !strings.Contains(p.Msg, "alias bomb") {
+		t.Errorf("got %v, want line 6 and an alias bomb", p)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+// TestErrorBounded: a file with hundreds of problems prints the first
+// MaxShownProblems and a count of the rest.
+func TestErrorBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("groups:\n")
+	for i := 0; i < 120; i++ {
+		fmt.Fprintf(&b, "  - {name: g%d, minSize: -1}\n", i)
+	}
+	_, err := Parse("x.yaml", []byte(b.String()))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || len(ce.Problems) != 120 {
+		t.Fatalf("got %v, want 120 problems", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != MaxShownProblems+1 {
+		t.Fatalf("got %d lines, want %d", len(lines), MaxShownProblems+1)
+	}
+	if got, want := lines[MaxShownProblems], "x.yaml: and 70 more problems not shown"; got != want {
+		t.Errorf("last line %q, want %q", got, want)
+	}
+}

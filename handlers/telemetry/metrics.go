@@ -68,6 +68,9 @@ type Metrics struct {
 	claims         metric.Int64ObservableGauge
 	lag            metric.Int64ObservableGauge
 	pool           poolInstruments
+
+	// tlsReloadFailures: tls.go.
+	tlsReloadFailures metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on meter.
@@ -110,6 +113,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(err)
 	m.pool, err = newPoolInstruments(meter)
 	add(err)
+	add(m.newTLSInstruments(meter))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -230,6 +230,7 @@ func TestMetricsOnTheScrapeEndpoint(t *testing.T) {
 	tel.Metrics.DeliveryFailed("alerts")
 	tel.Metrics.DeliveryFailed("alerts")
 	tel.Metrics.DeadLettered("alerts")
+	tel.Metrics.TLSReloadFailed("api")
 
 	body := scrape(t, tel)
 	for _, line := range []string{
@@ -248,6 +249,7 @@ func TestMetricsOnTheScrapeEndpoint(t *testing.T) {
 		`claimstream_projection_lag_events 0`,
 		`claimstream_sink_delivery_failures_total{sink="alerts"} 2`,
 		`claimstream_sink_dead_letters_total{sink="alerts"} 1`,
+		`claimstream_tls_certificate_reload_failures_total{server="api"} 1`,
 	} {
 		if !strings.Contains(body, line+"\n") {
 			t.Errorf("scrape lacks %q", line)

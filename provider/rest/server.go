@@ -10,7 +10,9 @@ package rest
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,11 +107,18 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	for _, r := range routes {
 		h := r.h
 		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
+		hf = checkQuery(r.method+" "+r.path, hf)
 		if r.auth {
 			hf = s.authenticate(hf)
 		}
 		mux.Handle(r.method+" "+r.path, hf)
 	}
+	methodNotAllowed(mux, func(auth bool, h http.Handler) http.Handler {
+		if auth {
+			return s.authenticate(h)
+		}
+		return h
+	})
 	// Anything else under /api answers JSON, and only to the authenticated.
 	mux.Handle("/api/", s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route %s %s (see schemas/openapi.yaml)", req.Method, req.URL.Path))
@@ -129,16 +138,19 @@ func (s *server) stampNow(next http.Handler) http.Handler {
 	})
 }
 
-// authenticate checks the bearer token in constant time.
+// authenticate checks the bearer token in constant time: the digests are
+// compared, so not even the token's length shows in the timing
+// (ConstantTimeCompare returns at once on different lengths).
 func (s *server) authenticate(next http.Handler) http.Handler {
-	want := []byte(s.opts.Token)
+	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.NoAuth {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if len(want) == 0 || !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			got, ok := bearerToken(r.Header.Get("Authorization"))
+			digest := sha256.Sum256([]byte(got))
+			if s.opts.Token == "" || !ok || subtle.ConstantTimeCompare(digest[:], want[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="claimstream"`)
 				msg := "missing or wrong bearer token"
-				if len(want) == 0 {
+				if s.opts.Token == "" {
 					msg = "the server has no API token configured"
 				}
 				writeError(w, http.StatusUnauthorized, "Unauthenticated", msg)
@@ -147,6 +159,18 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken is the token of an "Authorization: Bearer <token>" header.
+// The scheme is matched without regard to case (RFC 9110 §11.1: "bearer"
+// and "BEARER" are the same scheme).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 // --- health -------------------------------------------------------------------
@@ -520,9 +544,20 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
 
 // Serve is ListenAndServe on an open listener.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	return serve(ctx, ln, h, nil, nil)
+}
+
+// serve serves h on ln, over TLS when tc is set (see ServeTLS).
+func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errs := make(chan error, 1)
-	go func() { errs <- srv.Serve(ln) }()
+	if tc != nil {
+		srv.TLSConfig = tc
+		srv.ErrorLog = serverErrorLog(log)
+		go func() { errs <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errs <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errs:
 		return fmt.Errorf("rest: %w", err)

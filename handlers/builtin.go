@@ -46,8 +46,10 @@ func (r *Reactors) builtinScaler(ctx context.Context) (time.Duration, error) {
 			return 0, err
 		}
 		for _, slot := range d.Release {
-			if err := r.cluster.Cordon(ctx, slot); err != nil {
-				return 0, fmt.Errorf("cordon %s: %w", slot, err)
+			v := r.view(slot)
+			node := v.Slot.NodeName()
+			if err := r.cluster.Cordon(ctx, node); err != nil {
+				return 0, fmt.Errorf("cordon %s: %w", node, err)
 			}
 		}
 		if d.Requeue > 0 && (next == 0 || d.Requeue < next) {
@@ -83,6 +85,9 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 			continue
 		}
 		n := scale.Node{Slot: cl.Slot, Since: cl.RequestedAt}
+		if sl := s.Slots[cl.Slot]; sl != nil {
+			n.Name = sl.NodeName()
+		}
 		if cl.Phase == projections.PhaseReady {
 			n.Ready = s.Slots[cl.Slot] != nil && s.Slots[cl.Slot].Node.Present
 			if cl.ReadyAt != nil {

@@ -140,15 +140,18 @@ func (r *Reactors) ReconcileSlot(ctx context.Context, slot string) (time.Duratio
 // idle: nothing any reactor could act on (no claim in the views, no Node
 // observed or cached, no shutdown on record).
 func (r *Reactors) idle(slot string) bool {
-	idle := false
+	idle, node := false, slot
 	r.views.Read(func(s *projections.State) {
 		sl := s.Slots[slot]
 		idle = sl != nil && len(sl.Claims) == 0 && !sl.Node.Present
+		if sl != nil {
+			node = sl.NodeName()
+		}
 	})
 	if !idle {
 		return false
 	}
-	_, present := r.cluster.Node(slot)
+	_, present := r.cluster.Node(node)
 	return !present
 }
 

@@ -50,7 +50,7 @@ func (r *Drain) Name() string { return r.next.Name() }
 func (r *Drain) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
 	v := r.view(slot)
 	if cl := v.Live; v.GroupOK && cl != nil && cl.Phase == projections.PhaseReady && cl.ScaleDown != nil {
-		if n, ok := r.cluster.Node(slot); ok && n.Ready {
+		if n, ok := r.cluster.Node(v.Slot.NodeName()); ok && n.Ready {
 			wait, done, err := r.drain(ctx, v, cl)
 			if err != nil || !done {
 				return wait, err
@@ -61,7 +61,7 @@ func (r *Drain) Reconcile(ctx context.Context, slot string) (time.Duration, erro
 }
 
 func (r *Drain) drain(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, bool, error) {
-	slot := v.Slot.Name
+	slot := v.Slot.NodeName()
 	pods, err := r.cluster.ListPodsOnNode(ctx, slot)
 	if err != nil {
 		return 0, false, err

@@ -2,10 +2,8 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -43,12 +41,17 @@ func (r *Hosts) Reconcile(ctx context.Context, slot string) (time.Duration, erro
 		return 0, nil
 	}
 	cl := v.Live
-	if cl != nil && cl.Phase == projections.PhaseBooting {
+	if cl != nil && cl.Phase == projections.PhaseBooting && cl.Expected == nil {
 		if err := r.expect(ctx, v, cl); err != nil {
 			return 0, err
 		}
+		// The report may name another Node than the slot's: read again.
+		if v = r.view(slot); !v.GroupOK || !v.Active {
+			return 0, nil
+		}
+		cl = v.Live
 	}
-	node, present := r.cluster.Node(slot)
+	node, present := r.cluster.Node(v.Slot.NodeName())
 	if !present {
 		return 0, nil
 	}
@@ -84,7 +87,19 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 	if err != nil {
 		return err
 	}
-	rep := ParseJobReport(out)
+	rep, err := ParseJobReport(out)
+	if err != nil {
+		// A machine may have been bought that nothing can match: never
+		// expect the slot's defaults in its place. The claim fails with
+		// the report in its message and its machine is forced off.
+		msg := fmt.Sprintf("startup Job %s reported an instance that cannot be read (%v): the host it bought cannot be matched", cl.StartupJob, err)
+		r.log.Warn("startup Job report unreadable: failing the claim", "slot", v.Slot.Name, "claim", cl.Name, "job", cl.StartupJob, "err", err)
+		_, err = r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseBooting, FailClaim: FailClaim{
+			Claim: cl.Name, Reason: projections.ReasonStartupJobFailed, Message: msg, ForceShutdown: true,
+			Cause: "startup Job report unreadable",
+		}})
+		return err
+	}
 	if rep.InstanceID == "" {
 		return nil
 	}
@@ -115,8 +130,9 @@ func ExpectedHostOf(sl *projections.Slot, cl *projections.Claim) *projections.Ex
 }
 
 // matchHost matches a Node to the claim that expects it: providerID first,
-// then name (the slot is named like its Node; a Node that reports no
-// providerID yet is matched by name). It returns why not otherwise.
+// then name (the slot's Node name: its own, or the one its startup Job
+// reported; a Node that reports no providerID yet is matched by name). It
+// returns why not otherwise.
 func matchHost(v slotView, cl *projections.Claim, n NodeView) (by, why string) {
 	want := v.Slot.ProviderID()
 	if cl.Expected != nil && cl.Expected.ProviderID != "" {
@@ -125,7 +141,7 @@ func matchHost(v slotView, cl *projections.Claim, n NodeView) (by, why string) {
 	switch {
 	case n.ProviderID != "" && n.ProviderID == want:
 		return "providerID", ""
-	case n.ProviderID == "" && n.Name == v.Slot.Name:
+	case n.ProviderID == "" && n.Name == v.Slot.NodeName():
 		return "name", ""
 	}
 	return "", fmt.Sprintf("node %s has providerID %s, claim %s expects %s", n.Name, n.ProviderID, cl.Name, want)
@@ -229,7 +245,7 @@ func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown != nil || !v.GroupOK {
 		return 0, nil
 	}
-	n, ok := r.cluster.Node(slot)
+	n, ok := r.cluster.Node(v.Slot.NodeName())
 	if !ok {
 		return 0, nil
 	}
@@ -272,44 +288,6 @@ func (r *Reactors) strayHosts(ctx context.Context) error {
 		return fmt.Errorf("stray hosts: %v", errs)
 	}
 	return nil
-}
-
-// JobReport is what a provisioning Job reports of the instance it bought,
-// in its termination message: JSON ({"instanceID": ..., "providerID": ...,
-// "address": ..., "node": ...}) or key=value lines (instance-id=...).
-type JobReport struct {
-	InstanceID string `json:"instanceID"`
-	ProviderID string `json:"providerID"`
-	Address    string `json:"address"`
-	Node       string `json:"node"`
-}
-
-// ParseJobReport reads a termination message; what it cannot read is empty.
-func ParseJobReport(msg string) JobReport {
-	var rep JobReport
-	msg = strings.TrimSpace(msg)
-	if strings.HasPrefix(msg, "{") {
-		_ = json.Unmarshal([]byte(msg), &rep)
-		return rep
-	}
-	for _, line := range strings.Split(msg, "\n") {
-		k, val, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok {
-			continue
-		}
-		val = strings.TrimSpace(val)
-		switch strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(strings.TrimSpace(k))) {
-		case "instanceid":
-			rep.InstanceID = val
-		case "providerid":
-			rep.ProviderID = val
-		case "address":
-			rep.Address = val
-		case "node", "nodename":
-			rep.Node = val
-		}
-	}
-	return rep
 }
 
 // --- deciders ----------------------------------------------------------------

@@ -36,8 +36,8 @@ func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		r.log.Warn("slot declares no shutdown Job: the input law cannot power its machine off", "slot", slot)
 		return projections.ReconcilePeriod, nil
 	}
-	if err := r.cluster.Cordon(ctx, slot); err != nil {
-		return 0, fmt.Errorf("cordon %s: %w", slot, err)
+	if err := r.cluster.Cordon(ctx, v.Slot.NodeName()); err != nil {
+		return 0, fmt.Errorf("cordon %s: %w", v.Slot.NodeName(), err)
 	}
 	res, err := r.exec(ctx, r.Name(), FireSlotShutdown{Slot: slot, After: after0})
 	if err != nil {

@@ -21,7 +21,7 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if !v.GroupOK || v.Live != nil || v.Slot.LastShutdown == nil {
 		return 0, nil
 	}
-	node, ok := r.cluster.Node(slot)
+	node, ok := r.cluster.Node(v.Slot.NodeName())
 	// Only the Node object that existed when the shutdown fired: a Node
 	// created after it is a machine registering again (switched on by
 	// hand, or booting), which the input law or a claim owns.
@@ -31,8 +31,8 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if job, ok := r.cluster.Job(v.Slot.LastShutdown.Job); ok && !job.Finished() {
 		return 0, nil
 	}
-	if err := r.cluster.DeleteNode(ctx, slot); err != nil {
-		return 0, fmt.Errorf("delete node %s: %w", slot, err)
+	if err := r.cluster.DeleteNode(ctx, node.Name); err != nil {
+		return 0, fmt.Errorf("delete node %s: %w", node.Name, err)
 	}
 	r.log.Info("deleted the NotReady node of a powered-off machine", "slot", slot, "shutdownJob", v.Slot.LastShutdown.Job)
 	return 0, nil

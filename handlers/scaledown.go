@@ -39,7 +39,7 @@ func (r *ScaleDown) Reconcile(ctx context.Context, slot string) (time.Duration, 
 }
 
 func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, error) {
-	slot := v.Slot.Name
+	slot := v.Slot.NodeName()
 	if !v.Slot.PoweredOn() {
 		_, err := r.exec(ctx, r.Name(), CompleteClaim{Claim: cl.Name, Reason: projections.ReasonScaledDown, Cause: "scale-down landed: machine observed off"})
 		return 0, err
@@ -108,8 +108,8 @@ func (r *ScaleDown) forceShutdown(ctx context.Context, v slotView, cl *projectio
 		r.log.Warn("slot declares no shutdown Job: a failed claim's machine cannot be forced off", "slot", v.Slot.Name, "claim", cl.Name)
 		return 0, nil
 	}
-	if err := r.cluster.Cordon(ctx, v.Slot.Name); err != nil {
-		return 0, fmt.Errorf("cordon %s: %w", v.Slot.Name, err)
+	if err := r.cluster.Cordon(ctx, v.Slot.NodeName()); err != nil {
+		return 0, fmt.Errorf("cordon %s: %w", v.Slot.NodeName(), err)
 	}
 	return r.fire(ctx, v, cl, FireShutdown{Claim: cl.Name, Force: true, Cause: "force shutdown: claim failed " + cl.Reason})
 }

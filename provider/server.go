@@ -268,7 +268,8 @@ const (
 )
 
 // NodeGroupNodes reports one instance per slot with a live claim or a
-// recent failure; the instance id is the slot's providerID.
+// recent failure; the instance id is the providerID of the slot's machine
+// (the one its startup Job reported, else the declared one).
 func (s *Server) NodeGroupNodes(_ context.Context, req *pb.NodeGroupNodesRequest) (*pb.NodeGroupNodesResponse, error) {
 	now := s.clock.Now()
 	var out *pb.NodeGroupNodesResponse
@@ -298,7 +299,7 @@ func instances(st *projections.State, g *projections.Group, now time.Time) []*pb
 			case c.Phase == projections.PhaseReady:
 				state = pb.InstanceStatus_instanceRunning
 			}
-			out = append(out, &pb.Instance{Id: sl.ProviderID(), Status: &pb.InstanceStatus{InstanceState: state}})
+			out = append(out, &pb.Instance{Id: sl.CurrentProviderID(), Status: &pb.InstanceStatus{InstanceState: state}})
 			continue
 		}
 		if len(sl.Claims) == 0 {
@@ -312,7 +313,7 @@ func instances(st *projections.State, g *projections.Group, now time.Time) []*pb
 		if msg == "" {
 			msg = fmt.Sprintf("claim %s failed: %s", c.Name, c.Reason)
 		}
-		out = append(out, &pb.Instance{Id: sl.ProviderID(), Status: &pb.InstanceStatus{
+		out = append(out, &pb.Instance{Id: sl.CurrentProviderID(), Status: &pb.InstanceStatus{
 			InstanceState: pb.InstanceStatus_instanceCreating,
 			ErrorInfo: &pb.InstanceErrorInfo{
 				ErrorCode:          orDefault(c.Reason, "ClaimFailed"),

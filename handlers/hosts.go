@@ -217,19 +217,6 @@ func (r *Hosts) refuse(ctx context.Context, v slotView, n NodeView, why string) 
 	return refuseNode(ctx, r.base, r.Name(), v.Slot.Name, v.Slot.Group, n, why)
 }
 
-// refuseNode cordons and taints a refused Node (every pass: idempotent) and
-// reports it once per Node object.
-func refuseNode(ctx context.Context, b base, reactor, slot, group string, n NodeView, why string) error {
-	if err := b.cluster.Cordon(ctx, n.Name); err != nil {
-		return fmt.Errorf("cordon %s: %w", n.Name, err)
-	}
-	if err := b.cluster.AddNodeTaint(ctx, n.Name, RefusedTaint); err != nil {
-		return fmt.Errorf("taint %s: %w", n.Name, err)
-	}
-	_, err := b.exec(ctx, reactor, RefuseHost{Slot: slot, Group: group, Node: n.Name, CreatedAt: n.CreatedAt, Why: why})
-	return err
-}
-
 // HostLoss fails a ready claim whose provider reports its host gone (the
 // shutdown or out-of-service taint on its Node): the machine-gone path
 // (failed, force shutdown) at once, with the reason HostLost and the
@@ -260,34 +247,6 @@ func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		}
 	}
 	return 0, nil
-}
-
-// strayHosts refuses a Node that carries a managed group's label and is no
-// slot of any group (by name or providerID).
-func (r *Reactors) strayHosts(ctx context.Context) error {
-	var errs []error
-	for _, n := range r.cluster.Nodes() {
-		group := n.Labels[LabelGroup]
-		if group == "" {
-			continue
-		}
-		known, managed := false, false
-		r.views.Read(func(s *projections.State) {
-			_, known = s.SlotForNode(n.Name, n.ProviderID)
-			_, managed = s.ActiveGroup(group)
-		})
-		if known || !managed {
-			continue
-		}
-		why := fmt.Sprintf("node %s (providerID %s) says group %s, which has no slot of that name or providerID", n.Name, n.ProviderID, group)
-		if err := refuseNode(ctx, r.base, "hosts", n.Name, group, n, why); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("stray hosts: %v", errs)
-	}
-	return nil
 }
 
 // --- deciders ----------------------------------------------------------------
@@ -345,30 +304,4 @@ func (c JoinHost) Decide(s *projections.State, now time.Time) ([]events.Write, e
 	return []events.Write{slotWrite(s, cl.Slot, now, events.HostJoined{
 		Ref: claimRef(cl, "node "+c.Node+" registered, matched by "+c.MatchedBy), Node: c.Node, MatchedBy: c.MatchedBy,
 	})}, nil
-}
-
-// RefuseHost reports a refused Node (HostJoinRefused), once per Node object
-// (a Node created after the last report is a new join). Slot is the slot's
-// name, or the Node's when it is no slot.
-type RefuseHost struct {
-	Slot      string
-	Group     string
-	Node      string
-	CreatedAt time.Time
-	Why       string
-}
-
-func (c RefuseHost) LockKey(*projections.State) string { return c.Group }
-
-func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	var seq uint64
-	if sl := s.Slots[c.Slot]; sl != nil {
-		seq = sl.Seq
-		if j := sl.LastJoinRefused; j != nil && j.By == c.Node && !j.At.Before(c.CreatedAt) {
-			return nil, nil
-		}
-	}
-	return []events.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
-		Ref: events.Ref{Slot: c.Slot, Group: c.Group, Cause: "host join refused: " + c.Why}, Node: c.Node, Why: c.Why,
-	}}}}}, nil
 }

@@ -295,7 +295,7 @@ func (b base) jobRequest(v slotView, name, claim string, attempt int, op string,
 		},
 		Env: map[string]string{
 			EnvSlot: v.Slot.Name, EnvClaim: claim, EnvOperation: op,
-			EnvProviderID: v.Slot.ProviderID(), EnvAddress: v.Slot.Spec.Address,
+			EnvProviderID: v.Slot.CurrentProviderID(), EnvAddress: v.Slot.Spec.Address,
 		},
 	}
 	if spec != nil {

@@ -131,7 +131,9 @@ type JobRequest struct {
 	Spec      events.JobSpec
 	Timeout   time.Duration
 	Labels    map[string]string
-	Env       map[string]string
+	// Annotations carry what a label value cannot (a slot's full name).
+	Annotations map[string]string
+	Env         map[string]string
 }
 
 // JobPhase is where a Job is.

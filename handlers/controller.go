@@ -291,8 +291,9 @@ func (b base) jobRequest(v slotView, name, claim string, attempt int, op string,
 		Name: name, Namespace: b.ns, Slot: v.Slot.Name, Claim: claim, Attempt: attempt, Operation: op,
 		Timeout: v.timeouts().JobTimeout,
 		Labels: map[string]string{
-			LabelClaim: claim, LabelSlot: v.Slot.Name, LabelAttempt: strconv.Itoa(attempt), LabelOperation: op,
+			LabelClaim: claim, LabelSlot: LabelValue(v.Slot.Name), LabelAttempt: strconv.Itoa(attempt), LabelOperation: op,
 		},
+		Annotations: map[string]string{AnnotationSlot: v.Slot.Name},
 		Env: map[string]string{
 			EnvSlot: v.Slot.Name, EnvClaim: claim, EnvOperation: op,
 			EnvProviderID: v.Slot.CurrentProviderID(), EnvAddress: v.Slot.Spec.Address,

@@ -202,7 +202,7 @@ func (r *Hosts) joined(ctx context.Context, v slotView, cl *projections.Claim, n
 // and taints, then its slot's (the slot wins a label both set), and the
 // group label.
 func HostConfig(group string, g events.GroupSpec, s events.SlotSpec) (map[string]string, []events.Taint) {
-	labels := map[string]string{LabelGroup: group}
+	labels := map[string]string{LabelGroup: LabelValue(group)}
 	var taints []events.Taint
 	if t := g.Template; t != nil {
 		maps.Copy(labels, t.Labels)

@@ -49,14 +49,14 @@ func refuseNode(ctx context.Context, b base, reactor, slot, group string, n Node
 func (r *Reactors) strayHosts(ctx context.Context) error {
 	var errs []error
 	for _, n := range r.cluster.Nodes() {
-		group := n.Labels[LabelGroup]
-		if group == "" || (n.Unschedulable && n.HasTaint(RefusedTaint)) {
+		label := n.Labels[LabelGroup]
+		if label == "" || (n.Unschedulable && n.HasTaint(RefusedTaint)) {
 			continue
 		}
-		known, managed := false, false
+		known, managed, group := false, false, ""
 		r.views.Read(func(s *projections.State) {
 			_, known = s.SlotForNode(n.Name, n.ProviderID)
-			_, managed = s.ActiveGroup(group)
+			group, managed = groupOfLabel(s, label)
 		})
 		if known || !managed {
 			continue
@@ -96,4 +96,18 @@ func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write,
 	return []events.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
 		Ref: events.Ref{Slot: c.Slot, Group: c.Group, Cause: "host join refused: " + c.Why}, Node: c.Node, Why: c.Why,
 	}}}}}, nil
+}
+
+// groupOfLabel is the active group whose LabelGroup value is label (the
+// group's name, or its LabelValue when the name is longer than a label).
+func groupOfLabel(s *projections.State, label string) (string, bool) {
+	if _, ok := s.ActiveGroup(label); ok {
+		return label, true
+	}
+	for name, g := range s.Groups {
+		if !g.Retired && LabelValue(name) == label {
+			return name, true
+		}
+	}
+	return "", false
 }

@@ -1,9 +1,13 @@
 package sim_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
@@ -74,5 +78,57 @@ func TestUnreadableJobReportFailsTheClaim(t *testing.T) {
 	c := claimOf(h, "a")
 	if c.Reason != projections.ReasonStartupJobFailed || !c.ForceShutdown || !strings.Contains(c.Message, "cannot be read") || c.Expected != nil || c.ReadyAt != nil {
 		t.Fatalf("%s/%s %q force=%t expected=%+v", c.Phase, c.Reason, c.Message, c.ForceShutdown, c.Expected)
+	}
+}
+
+// A slot named with ~200 characters (a valid DNS subdomain) boots and
+// shuts down, and every label its Jobs and Nodes carry is a valid label
+// value (client-go's fake clientset does not check them; the e2e suite
+// runs the same against a real apiserver).
+func TestLongSlotNameBootsAndShutsDown(t *testing.T) {
+	h, w := newWorld(t, sim.Timing{})
+	slot := strings.Repeat("rack-a.", 27) + "machine-with-a-long-name-1"
+	group := strings.Repeat("g", 70)
+	declare(t, h, group, events.GroupSpec{Template: &events.NodeTemplate{}}, slot)
+	h.MustExec(handlers.IncreaseSize{Group: group, Delta: 1, RequestedBy: "ca"})
+	runUntil(t, w, 15*time.Minute, "ready", phaseIs(slot, projections.PhaseReady))
+	ctx := context.Background()
+	nodes, err := w.Fake.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("nodes %v, %v", nodes, err)
+	}
+	checkMeta(t, "node", "", nodes.Items[0].Labels)
+	h.MustExec(handlers.DeleteNodes{Group: group, Nodes: []handlers.NodeRef{{Name: slot}}, RequestedBy: "ca"})
+	runUntil(t, w, 10*time.Minute, "completed", phaseIs(slot, projections.PhaseCompleted))
+	if w.Sim.On(slot) {
+		t.Fatal("machine still on")
+	}
+	jobs, err := w.Fake.BatchV1().Jobs("claimstream").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) < 2 {
+		t.Fatalf("%d Jobs, want a startup and a shutdown", len(jobs.Items))
+	}
+	for _, j := range jobs.Items {
+		checkMeta(t, "job "+j.Name, j.Name, j.Labels)
+		checkMeta(t, "pod template of "+j.Name, j.Name, j.Spec.Template.Labels)
+		if got := handlers.SlotOfJob(j.Labels, j.Annotations); got != slot {
+			t.Fatalf("job %s names slot %q", j.Name, got)
+		}
+	}
+}
+
+func checkMeta(t *testing.T, what, name string, labels map[string]string) {
+	t.Helper()
+	if name != "" {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || len(name) > 63 {
+			t.Fatalf("%s: name %q: %v", what, name, errs)
+		}
+	}
+	for k, v := range labels {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Fatalf("%s: label %s=%q: %v", what, k, v, errs)
+		}
 	}
 }

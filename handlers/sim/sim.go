@@ -290,7 +290,7 @@ func (s *Sim) Step(ctx context.Context) (int, error) {
 
 // takeJob schedules what a new Job does (s.mu held).
 func (s *Sim) takeJob(j *batchv1.Job) {
-	slot := j.Labels[handlers.LabelSlot]
+	slot := handlers.SlotOfJob(j.Labels, j.Annotations)
 	op := j.Labels[handlers.LabelOperation]
 	created := j.CreationTimestamp.Time
 	if created.IsZero() {

@@ -51,6 +51,14 @@ func (r *Hosts) Reconcile(ctx context.Context, slot string) (time.Duration, erro
 		}
 		cl = v.Live
 	}
+	if cl != nil && cl.Phase == projections.PhaseBooting {
+		// Until its startup Job succeeded, the Job's report may still name
+		// another host: a Node up under the slot's name now (a machine
+		// switched on by hand) is not yet the one the claim expects.
+		if j, ok := r.cluster.Job(cl.StartupJob); ok && j.Phase != JobSucceeded {
+			return 0, nil
+		}
+	}
 	node, present := r.cluster.Node(v.Slot.NodeName())
 	if !present {
 		return 0, nil

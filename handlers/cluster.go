@@ -19,7 +19,9 @@ type Cluster interface {
 	CreateJob(ctx context.Context, req JobRequest) error
 	// Job reads a lifecycle Job by name.
 	Job(name string) (JobState, bool)
-	// Node reads a Kubernetes Node by name (a slot is named like its Node).
+	// Node reads a Kubernetes Node by name (a slot's Node is named
+	// projections.Slot.NodeName: the slot's name, or the host its startup
+	// Job reported).
 	Node(name string) (NodeView, bool)
 	// Cordon and Uncordon set spec.unschedulable; a missing Node is no error.
 	Cordon(ctx context.Context, node string) error

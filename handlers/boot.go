@@ -64,7 +64,7 @@ func (r *Boot) Reconcile(ctx context.Context, slot string) (time.Duration, error
 		if _, ok := r.cluster.Job(cl.StartupJob); ok {
 			return 0, nil
 		}
-		if n, ok := r.cluster.Node(slot); ok && cl.BootCommittedAt != nil && !n.CreatedAt.Before(*cl.BootCommittedAt) {
+		if n, ok := r.cluster.Node(v.Slot.NodeName()); ok && cl.BootCommittedAt != nil && !n.CreatedAt.Before(*cl.BootCommittedAt) {
 			return 0, nil // the Job ran; the readiness gate has the claim
 		}
 		if err := r.cluster.CreateJob(ctx, r.jobRequest(v, cl.StartupJob, cl.Name, cl.Attempt, OperationStartup, v.Slot.Spec.Startup)); err != nil {

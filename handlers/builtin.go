@@ -99,6 +99,9 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 			continue
 		}
 		n := scale.Node{Slot: cl.Slot, Since: cl.RequestedAt}
+		if sl := s.Slots[cl.Slot]; sl != nil {
+			n.Name = sl.NodeName()
+		}
 		if cl.Phase == projections.PhaseReady {
 			n.Ready = s.Slots[cl.Slot] != nil && s.Slots[cl.Slot].Node.Present
 			if cl.ReadyAt != nil {

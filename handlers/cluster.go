@@ -19,7 +19,9 @@ type Cluster interface {
 	CreateJob(ctx context.Context, req JobRequest) error
 	// Job reads a lifecycle Job by name.
 	Job(name string) (JobState, bool)
-	// Node reads a Kubernetes Node by name (a slot is named like its Node).
+	// Node reads a Kubernetes Node by name (a slot's Node is named
+	// projections.Slot.NodeName: the slot's name, or the host its startup
+	// Job reported).
 	Node(name string) (NodeView, bool)
 	// Cordon and Uncordon set spec.unschedulable; a missing Node is no error.
 	Cordon(ctx context.Context, node string) error
@@ -131,7 +133,9 @@ type JobRequest struct {
 	Spec      events.JobSpec
 	Timeout   time.Duration
 	Labels    map[string]string
-	Env       map[string]string
+	// Annotations carry what a label value cannot (a slot's full name).
+	Annotations map[string]string
+	Env         map[string]string
 }
 
 // JobPhase is where a Job is.

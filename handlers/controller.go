@@ -140,15 +140,18 @@ func (r *Reactors) ReconcileSlot(ctx context.Context, slot string) (time.Duratio
 // idle: nothing any reactor could act on (no claim in the views, no Node
 // observed or cached, no shutdown on record).
 func (r *Reactors) idle(slot string) bool {
-	idle := false
+	idle, node := false, slot
 	r.views.Read(func(s *projections.State) {
 		sl := s.Slots[slot]
 		idle = sl != nil && len(sl.Claims) == 0 && !sl.Node.Present
+		if sl != nil {
+			node = sl.NodeName()
+		}
 	})
 	if !idle {
 		return false
 	}
-	_, present := r.cluster.Node(slot)
+	_, present := r.cluster.Node(node)
 	return !present
 }
 
@@ -294,11 +297,12 @@ func (b base) jobRequest(v slotView, name, claim string, attempt int, op string,
 		Name: name, Namespace: b.ns, Slot: v.Slot.Name, Claim: claim, Attempt: attempt, Operation: op,
 		Timeout: v.timeouts().JobTimeout,
 		Labels: map[string]string{
-			LabelClaim: claim, LabelSlot: v.Slot.Name, LabelAttempt: strconv.Itoa(attempt), LabelOperation: op,
+			LabelClaim: claim, LabelSlot: LabelValue(v.Slot.Name), LabelAttempt: strconv.Itoa(attempt), LabelOperation: op,
 		},
+		Annotations: map[string]string{AnnotationSlot: v.Slot.Name},
 		Env: map[string]string{
 			EnvSlot: v.Slot.Name, EnvClaim: claim, EnvOperation: op,
-			EnvProviderID: v.Slot.ProviderID(), EnvAddress: v.Slot.Spec.Address,
+			EnvProviderID: v.Slot.CurrentProviderID(), EnvAddress: v.Slot.Spec.Address,
 		},
 	}
 	if spec != nil {

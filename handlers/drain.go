@@ -51,7 +51,7 @@ func (r *Drain) Name() string { return r.next.Name() }
 func (r *Drain) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
 	v := r.view(slot)
 	if cl := v.Live; v.GroupOK && cl != nil && cl.Phase == projections.PhaseReady && cl.ScaleDown != nil {
-		if n, ok := r.cluster.Node(slot); ok && n.Ready {
+		if n, ok := r.cluster.Node(v.Slot.NodeName()); ok && n.Ready {
 			wait, done, err := r.drain(ctx, v, cl)
 			if err != nil || !done {
 				return wait, err
@@ -62,8 +62,8 @@ func (r *Drain) Reconcile(ctx context.Context, slot string) (time.Duration, erro
 }
 
 func (r *Drain) drain(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, bool, error) {
-	slot := v.Slot.Name
-	pods, err := r.cluster.ListPodsOnNode(ctx, slot)
+	slot, node := v.Slot.Name, v.Slot.NodeName()
+	pods, err := r.cluster.ListPodsOnNode(ctx, node)
 	if err != nil {
 		return 0, false, err
 	}
@@ -84,7 +84,7 @@ func (r *Drain) drain(ctx context.Context, v slotView, cl *projections.Claim) (t
 	drain := cl.Drain
 	if drain == nil {
 		timeout, policy := DrainSettings(v.Group)
-		if _, err := r.exec(ctx, r.Name(), StartDrain{Claim: cl.Name, Node: slot, Pods: keys, Timeout: timeout, Policy: policy}); err != nil {
+		if _, err := r.exec(ctx, r.Name(), StartDrain{Claim: cl.Name, Node: node, Pods: keys, Timeout: timeout, Policy: policy}); err != nil {
 			return 0, false, err
 		}
 		if drain = r.recordedDrain(slot, cl.Name); drain == nil {

@@ -2,10 +2,8 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -43,12 +41,25 @@ func (r *Hosts) Reconcile(ctx context.Context, slot string) (time.Duration, erro
 		return 0, nil
 	}
 	cl := v.Live
-	if cl != nil && cl.Phase == projections.PhaseBooting {
+	if cl != nil && cl.Phase == projections.PhaseBooting && cl.Expected == nil {
 		if err := r.expect(ctx, v, cl); err != nil {
 			return 0, err
 		}
+		// The report may name another Node than the slot's: read again.
+		if v = r.view(slot); !v.GroupOK || !v.Active {
+			return 0, nil
+		}
+		cl = v.Live
 	}
-	node, present := r.cluster.Node(slot)
+	if cl != nil && cl.Phase == projections.PhaseBooting {
+		// Until its startup Job succeeded, the Job's report may still name
+		// another host: a Node up under the slot's name now (a machine
+		// switched on by hand) is not yet the one the claim expects.
+		if j, ok := r.cluster.Job(cl.StartupJob); ok && j.Phase != JobSucceeded {
+			return 0, nil
+		}
+	}
+	node, present := r.cluster.Node(v.Slot.NodeName())
 	if !present {
 		return 0, nil
 	}
@@ -84,7 +95,19 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 	if err != nil {
 		return err
 	}
-	rep := ParseJobReport(out)
+	rep, err := ParseJobReport(out)
+	if err != nil {
+		// A machine may have been bought that nothing can match: never
+		// expect the slot's defaults in its place. The claim fails with
+		// the report in its message and its machine is forced off.
+		msg := fmt.Sprintf("startup Job %s reported an instance that cannot be read (%v): the host it bought cannot be matched", cl.StartupJob, err)
+		r.log.Warn("startup Job report unreadable: failing the claim", "slot", v.Slot.Name, "claim", cl.Name, "job", cl.StartupJob, "err", err)
+		_, err = r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseBooting, FailClaim: FailClaim{
+			Claim: cl.Name, Reason: projections.ReasonStartupJobFailed, Message: msg, ForceShutdown: true,
+			Cause: "startup Job report unreadable",
+		}})
+		return err
+	}
 	if rep.InstanceID == "" {
 		return nil
 	}
@@ -115,8 +138,9 @@ func ExpectedHostOf(sl *projections.Slot, cl *projections.Claim) *projections.Ex
 }
 
 // matchHost matches a Node to the claim that expects it: providerID first,
-// then name (the slot is named like its Node; a Node that reports no
-// providerID yet is matched by name). It returns why not otherwise.
+// then name (the slot's Node name: its own, or the one its startup Job
+// reported; a Node that reports no providerID yet is matched by name). It
+// returns why not otherwise.
 func matchHost(v slotView, cl *projections.Claim, n NodeView) (by, why string) {
 	want := v.Slot.ProviderID()
 	if cl.Expected != nil && cl.Expected.ProviderID != "" {
@@ -125,7 +149,7 @@ func matchHost(v slotView, cl *projections.Claim, n NodeView) (by, why string) {
 	switch {
 	case n.ProviderID != "" && n.ProviderID == want:
 		return "providerID", ""
-	case n.ProviderID == "" && n.Name == v.Slot.Name:
+	case n.ProviderID == "" && n.Name == v.Slot.NodeName():
 		return "name", ""
 	}
 	return "", fmt.Sprintf("node %s has providerID %s, claim %s expects %s", n.Name, n.ProviderID, cl.Name, want)
@@ -186,7 +210,7 @@ func (r *Hosts) joined(ctx context.Context, v slotView, cl *projections.Claim, n
 // and taints, then its slot's (the slot wins a label both set), and the
 // group label.
 func HostConfig(group string, g events.GroupSpec, s events.SlotSpec) (map[string]string, []events.Taint) {
-	labels := map[string]string{LabelGroup: group}
+	labels := map[string]string{LabelGroup: LabelValue(group)}
 	var taints []events.Taint
 	if t := g.Template; t != nil {
 		maps.Copy(labels, t.Labels)
@@ -199,19 +223,6 @@ func HostConfig(group string, g events.GroupSpec, s events.SlotSpec) (map[string
 
 func (r *Hosts) refuse(ctx context.Context, v slotView, n NodeView, why string) error {
 	return refuseNode(ctx, r.base, r.Name(), v.Slot.Name, v.Slot.Group, n, why)
-}
-
-// refuseNode cordons and taints a refused Node (every pass: idempotent) and
-// reports it once per Node object.
-func refuseNode(ctx context.Context, b base, reactor, slot, group string, n NodeView, why string) error {
-	if err := b.cluster.Cordon(ctx, n.Name); err != nil {
-		return fmt.Errorf("cordon %s: %w", n.Name, err)
-	}
-	if err := b.cluster.AddNodeTaint(ctx, n.Name, RefusedTaint); err != nil {
-		return fmt.Errorf("taint %s: %w", n.Name, err)
-	}
-	_, err := b.exec(ctx, reactor, RefuseHost{Slot: slot, Group: group, Node: n.Name, CreatedAt: n.CreatedAt, Why: why})
-	return err
 }
 
 // HostLoss fails a ready claim whose provider reports its host gone (the
@@ -229,7 +240,7 @@ func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown != nil || !v.GroupOK {
 		return 0, nil
 	}
-	n, ok := r.cluster.Node(slot)
+	n, ok := r.cluster.Node(v.Slot.NodeName())
 	if !ok {
 		return 0, nil
 	}
@@ -244,72 +255,6 @@ func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		}
 	}
 	return 0, nil
-}
-
-// strayHosts refuses a Node that carries a managed group's label and is no
-// slot of any group (by name or providerID).
-func (r *Reactors) strayHosts(ctx context.Context) error {
-	var errs []error
-	for _, n := range r.cluster.Nodes() {
-		group := n.Labels[LabelGroup]
-		if group == "" {
-			continue
-		}
-		known, managed := false, false
-		r.views.Read(func(s *projections.State) {
-			_, known = s.SlotForNode(n.Name, n.ProviderID)
-			_, managed = s.ActiveGroup(group)
-		})
-		if known || !managed {
-			continue
-		}
-		why := fmt.Sprintf("node %s (providerID %s) says group %s, which has no slot of that name or providerID", n.Name, n.ProviderID, group)
-		if err := refuseNode(ctx, r.base, "hosts", n.Name, group, n, why); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("stray hosts: %v", errs)
-	}
-	return nil
-}
-
-// JobReport is what a provisioning Job reports of the instance it bought,
-// in its termination message: JSON ({"instanceID": ..., "providerID": ...,
-// "address": ..., "node": ...}) or key=value lines (instance-id=...).
-type JobReport struct {
-	InstanceID string `json:"instanceID"`
-	ProviderID string `json:"providerID"`
-	Address    string `json:"address"`
-	Node       string `json:"node"`
-}
-
-// ParseJobReport reads a termination message; what it cannot read is empty.
-func ParseJobReport(msg string) JobReport {
-	var rep JobReport
-	msg = strings.TrimSpace(msg)
-	if strings.HasPrefix(msg, "{") {
-		_ = json.Unmarshal([]byte(msg), &rep)
-		return rep
-	}
-	for _, line := range strings.Split(msg, "\n") {
-		k, val, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok {
-			continue
-		}
-		val = strings.TrimSpace(val)
-		switch strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(strings.TrimSpace(k))) {
-		case "instanceid":
-			rep.InstanceID = val
-		case "providerid":
-			rep.ProviderID = val
-		case "address":
-			rep.Address = val
-		case "node", "nodename":
-			rep.Node = val
-		}
-	}
-	return rep
 }
 
 // --- deciders ----------------------------------------------------------------
@@ -367,30 +312,4 @@ func (c JoinHost) Decide(s *projections.State, now time.Time) ([]events.Write, e
 	return []events.Write{slotWrite(s, cl.Slot, now, events.HostJoined{
 		Ref: claimRef(cl, "node "+c.Node+" registered, matched by "+c.MatchedBy), Node: c.Node, MatchedBy: c.MatchedBy,
 	})}, nil
-}
-
-// RefuseHost reports a refused Node (HostJoinRefused), once per Node object
-// (a Node created after the last report is a new join). Slot is the slot's
-// name, or the Node's when it is no slot.
-type RefuseHost struct {
-	Slot      string
-	Group     string
-	Node      string
-	CreatedAt time.Time
-	Why       string
-}
-
-func (c RefuseHost) LockKey(*projections.State) string { return c.Group }
-
-func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	var seq uint64
-	if sl := s.Slots[c.Slot]; sl != nil {
-		seq = sl.Seq
-		if j := sl.LastJoinRefused; j != nil && j.By == c.Node && !j.At.Before(c.CreatedAt) {
-			return nil, nil
-		}
-	}
-	return []events.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
-		Ref: events.Ref{Slot: c.Slot, Group: c.Group, Cause: "host join refused: " + c.Why}, Node: c.Node, Why: c.Why,
-	}}}}}, nil
 }

@@ -26,12 +26,12 @@ func (r *MachineGone) Reconcile(ctx context.Context, slot string) (time.Duration
 	on := v.Slot.PoweredOn()
 	switch {
 	case on && cl.MachineOffSince != nil:
-		_, err := r.exec(ctx, r.Name(), ObserveMachine{Claim: cl.Name, On: true, Cause: "machine-gone watch: node " + slot + " Ready again"})
+		_, err := r.exec(ctx, r.Name(), ObserveMachine{Claim: cl.Name, On: true, Cause: "machine-gone watch: node " + v.Slot.NodeName() + " Ready again"})
 		return 0, err
 	case on:
 		return 0, nil
 	case cl.MachineOffSince == nil:
-		_, err := r.exec(ctx, r.Name(), ObserveMachine{Claim: cl.Name, Cause: "machine-gone watch: node " + slot + " " + offWhy(v)})
+		_, err := r.exec(ctx, r.Name(), ObserveMachine{Claim: cl.Name, Cause: "machine-gone watch: node " + v.Slot.NodeName() + " " + offWhy(v)})
 		return projections.MachineGoneGrace(v.Group), err
 	}
 	grace := projections.MachineGoneGrace(v.Group)

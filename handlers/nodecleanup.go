@@ -26,7 +26,7 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if !v.GroupOK || v.Live != nil || v.Slot.LastShutdown == nil {
 		return 0, nil
 	}
-	node, ok := r.cluster.Node(slot)
+	node, ok := r.cluster.Node(v.Slot.NodeName())
 	// Only the Node object that existed when the shutdown fired: a Node
 	// created after it is a machine registering again (switched on by
 	// hand, or booting), which the input law or a claim owns.
@@ -36,16 +36,16 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if job, ok := r.cluster.Job(v.Slot.LastShutdown.Job); ok && !job.Finished() {
 		return 0, nil
 	}
-	if _, err := r.exec(ctx, r.Name(), RequestNodeDelete{Slot: slot, Node: slot, ShutdownJob: v.Slot.LastShutdown.Job}); err != nil {
+	if _, err := r.exec(ctx, r.Name(), RequestNodeDelete{Slot: slot, Node: node.Name, ShutdownJob: v.Slot.LastShutdown.Job}); err != nil {
 		return 0, err
 	}
-	if d := r.view(slot).Slot.LastNodeDelete; d == nil || d.By != slot || d.At.Before(v.Slot.LastShutdown.At) {
+	if d := r.view(slot).Slot.LastNodeDelete; d == nil || d.By != node.Name || d.At.Before(v.Slot.LastShutdown.At) {
 		return 0, nil // not recorded: never delete without the record
 	}
-	if err := r.cluster.DeleteNode(ctx, slot); err != nil {
-		return 0, fmt.Errorf("delete node %s: %w", slot, err)
+	if err := r.cluster.DeleteNode(ctx, node.Name); err != nil {
+		return 0, fmt.Errorf("delete node %s: %w", node.Name, err)
 	}
-	r.log.Info("deleted the NotReady node of a powered-off machine", "slot", slot, "shutdownJob", v.Slot.LastShutdown.Job)
+	r.log.Info("deleted the NotReady node of a powered-off machine", "slot", slot, "node", node.Name, "shutdownJob", v.Slot.LastShutdown.Job)
 	return 0, nil
 }
 

@@ -20,7 +20,7 @@ func (r *Observer) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		return 0, nil
 	}
 	var st events.NodeState
-	if n, ok := r.cluster.Node(slot); ok {
+	if n, ok := r.cluster.Node(v.Slot.NodeName()); ok {
 		st = n.State()
 	}
 	if NodeStatesEqual(v.Slot.Node, st) {

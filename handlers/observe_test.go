@@ -12,6 +12,10 @@ func TestObserveWritesOnChangeOnly(t *testing.T) {
 	e.declare("g", events.GroupSpec{}, false, "a")
 	e.increase("g", 1)
 	e.passes()
+	// The startup Job succeeded (its report, none here, names the host the
+	// claim expects): the host is matched from then on.
+	e.finishJob(e.claim("a").StartupJob, true, "")
+	e.passes()
 	e.register("a", false, cilium)
 	seq := e.h.Views.Seq()
 	e.pass()
@@ -26,6 +30,9 @@ func TestObserveWritesOnChangeOnly(t *testing.T) {
 	if j := e.claim("a").Joined; j == nil || j.Node != "a" || j.MatchedBy != "providerID" {
 		t.Fatalf("host join %+v, want node a matched by providerID", j)
 	}
+	// The readiness gate gave the Node the slot's labels and taints in that
+	// pass: one more observation, then nothing while nothing changes.
+	e.pass()
 	seq = e.h.Views.Seq()
 	e.pass()
 	e.pass()

@@ -71,6 +71,15 @@ func TestPropertyInvariants(t *testing.T) {
 				if err := checkInvariants(s); err != nil {
 					rt.Fatal(err)
 				}
+				// The slot's Node, under whatever name, maps back to it.
+				for _, name := range allSlots {
+					sl := s.Slots[name]
+					for _, ref := range []handlers.NodeRef{{Name: sl.NodeName()}, {ProviderID: sl.CurrentProviderID()}} {
+						if got, ok := s.SlotForNode(ref.Name, ref.ProviderID); !ok || got.Name != name {
+							rt.Fatalf("node %+v of slot %s maps to %v", ref, name, got)
+						}
+					}
+				}
 			})
 			if live, rebuilt := h.Canonical(), h.Rebuilt(); !bytes.Equal(live, rebuilt) {
 				rt.Fatalf("invariant 6: rebuild differs from the live views:\n%s", diff(string(rebuilt), string(live)))
@@ -88,10 +97,15 @@ func TestPropertyInvariants(t *testing.T) {
 				picked := rapid.SliceOfNDistinct(slot, 1, 3, func(s string) string { return s }).Draw(t, "nodes")
 				var nodes []handlers.NodeRef
 				for _, sl := range picked {
-					if rapid.Bool().Draw(t, "byProviderID") {
+					switch rapid.IntRange(0, 2).Draw(t, "by") {
+					case 0:
 						nodes = append(nodes, handlers.NodeRef{Name: "homelab://" + sl, ProviderID: "homelab://" + sl})
-					} else {
+					case 1:
 						nodes = append(nodes, handlers.NodeRef{Name: sl})
+					default: // the Node cluster-autoscaler sees: maybe a host under another name
+						h.Read(func(s *projections.State) {
+							nodes = append(nodes, handlers.NodeRef{Name: s.Slots[sl].NodeName(), ProviderID: s.Slots[sl].CurrentProviderID()})
+						})
 					}
 				}
 				exec(handlers.DeleteNodes{Group: group.Draw(t, "group"), Nodes: nodes, RequestedBy: "ca"})
@@ -101,6 +115,12 @@ func TestPropertyInvariants(t *testing.T) {
 			"decommission": func(t *rapid.T) { exec(handlers.Decommission{Slot: slot.Draw(t, "slot"), By: "ops"}) },
 			"recommission": func(t *rapid.T) { exec(handlers.Recommission{Slot: slot.Draw(t, "slot"), By: "ops"}) },
 			"boot":         func(t *rapid.T) { exec(handlers.BootClaim{Claim: claimOf(slot.Draw(t, "slot"))}) },
+			"expectHost": func(t *rapid.T) {
+				// The startup Job reports a host under another name.
+				sl := slot.Draw(t, "slot")
+				id := "i-" + strings.ReplaceAll(sl, ".", "-")
+				exec(handlers.ExpectHost{Claim: claimOf(sl), Node: "ip-" + id, ProviderID: "aws:///eu-west-1a/" + id, InstanceID: id})
+			},
 			"ready": func(t *rapid.T) {
 				sl := slot.Draw(t, "slot")
 				exec(handlers.MarkReady{Claim: claimOf(sl), Node: sl})

@@ -27,7 +27,8 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 		return 0, nil
 	}
 	now := r.now()
-	node, present := r.cluster.Node(slot)
+	name := v.Slot.NodeName()
+	node, present := r.cluster.Node(name)
 	var gateStart time.Time
 	job, ok := r.cluster.Job(cl.StartupJob)
 	switch {
@@ -44,8 +45,8 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 	t := v.timeouts()
 	timeout := func(msg string) error {
 		if present {
-			if err := r.cluster.Uncordon(ctx, slot); err != nil {
-				return fmt.Errorf("uncordon %s: %w", slot, err)
+			if err := r.cluster.Uncordon(ctx, name); err != nil {
+				return fmt.Errorf("uncordon %s: %w", name, err)
 			}
 		}
 		_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseBooting, FailClaim: FailClaim{
@@ -57,12 +58,12 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 	if !present {
 		end := gateStart.Add(t.RegistrationWait)
 		if !now.Before(end) {
-			return 0, timeout(fmt.Sprintf("node %s did not register within %s of the startup Job", slot, t.RegistrationWait))
+			return 0, timeout(fmt.Sprintf("node %s did not register within %s of the startup Job", name, t.RegistrationWait))
 		}
 		return after(now, end), nil
 	}
-	if err := r.cluster.ApplySlotConfig(ctx, slot, v.Slot.Spec.Labels, v.Slot.Spec.Taints); err != nil {
-		return 0, fmt.Errorf("apply slot config to %s: %w", slot, err)
+	if err := r.cluster.ApplySlotConfig(ctx, name, v.Slot.Spec.Labels, v.Slot.Spec.Taints); err != nil {
+		return 0, fmt.Errorf("apply slot config to %s: %w", name, err)
 	}
 	var waiting []string
 	if !node.Ready {
@@ -75,8 +76,8 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 	}
 	if len(waiting) == 0 {
 		if node.Unschedulable {
-			if err := r.cluster.Uncordon(ctx, slot); err != nil {
-				return 0, fmt.Errorf("uncordon %s: %w", slot, err)
+			if err := r.cluster.Uncordon(ctx, name); err != nil {
+				return 0, fmt.Errorf("uncordon %s: %w", name, err)
 			}
 		}
 		_, err := r.exec(ctx, r.Name(), MarkReady{Claim: cl.Name, Node: node.Name, Cause: "readiness gate passed: node Ready and free of the readiness taints"})
@@ -88,7 +89,7 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 	}
 	end := since.Add(t.ReadinessGate)
 	if !now.Before(end) {
-		return 0, timeout(fmt.Sprintf("node %s not usable %s after it appeared: %v", slot, t.ReadinessGate, waiting))
+		return 0, timeout(fmt.Sprintf("node %s not usable %s after it appeared: %v", name, t.ReadinessGate, waiting))
 	}
 	return after(now, end), nil
 }

@@ -39,7 +39,7 @@ func (r *ScaleDown) Reconcile(ctx context.Context, slot string) (time.Duration, 
 }
 
 func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, error) {
-	slot := v.Slot.Name
+	slot := v.Slot.NodeName()
 	if !v.Slot.PoweredOn() {
 		_, err := r.exec(ctx, r.Name(), CompleteClaim{Claim: cl.Name, Reason: projections.ReasonScaledDown, Cause: "scale-down landed: machine observed off"})
 		return 0, err

@@ -13,12 +13,16 @@ import (
 // leaves a cordoned Node as it is); the log line is written only when the
 // cache saw the Node schedulable.
 func (b base) cordon(ctx context.Context, slot, claim, why string) error {
-	n, ok := b.cluster.Node(slot)
-	if err := b.cluster.Cordon(ctx, slot); err != nil {
-		return fmt.Errorf("cordon %s: %w", slot, err)
+	node := slot
+	if v := b.view(slot); v.Exists {
+		node = v.Slot.NodeName()
+	}
+	n, ok := b.cluster.Node(node)
+	if err := b.cluster.Cordon(ctx, node); err != nil {
+		return fmt.Errorf("cordon %s: %w", node, err)
 	}
 	if ok && !n.Unschedulable {
-		b.log.Info("node cordoned", "slot", slot, "claim", claim, "why", why)
+		b.log.Info("node cordoned", "slot", slot, "node", node, "claim", claim, "why", why)
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ func init() {
 	moves[events.TypeDrainTimedOut] = drainTimedOut
 	moves[events.TypeHostJoined] = then(moves[events.TypeHostJoined], hostJoinedClaim)
 	moves[events.TypeScaleDecided] = then(moves[events.TypeScaleDecided], scaleDecidedNodes)
+	moves[events.TypeClaimCreated] = then(moves[events.TypeClaimCreated], hostOfNewClaim)
+	moves[events.TypeSlotRetired] = then(moves[events.TypeSlotRetired], hostOfRetiredSlot)
 }
 
 // then runs first, and next only if first applied.
@@ -40,6 +42,12 @@ func hostExpected(s *State, e events.Event) error {
 		return refuse(e, "claim %s is %s: only a claim in its boot window expects a host", c.Name, c.Phase.Normal())
 	}
 	c.Expected = &ExpectedHost{At: e.Time, Node: d.Node, ProviderID: d.ProviderID, Address: d.Address, InstanceID: d.InstanceID, DeadlineAt: d.DeadlineAt}
+	// The slot's machine is now this host, for every reader that looks for
+	// its Node (NodeName, CurrentProviderID, SlotForNode).
+	if sl := s.Slots[c.Slot]; sl != nil && len(sl.Claims) > 0 && sl.Claims[len(sl.Claims)-1] == c.Name {
+		h := *c.Expected
+		setHost(s, sl, &h)
+	}
 	detail := fmt.Sprintf("expects node %s (providerID %s", d.Node, d.ProviderID)
 	if d.InstanceID != "" {
 		detail += ", instance " + d.InstanceID

@@ -231,9 +231,11 @@ func (s *State) SlotPhase(slot string) SlotPhase {
 	}
 }
 
-// SlotForNode finds the slot of a Kubernetes node: by providerID first,
-// then by name (a slot is named like its Node; cluster-autoscaler's fake
-// nodes carry the instance id, which is the providerID, as both).
+// SlotForNode finds the slot of a Kubernetes node: by providerID first
+// (declared, or the one a startup Job reported), then by name (a slot is
+// named like its Node unless its Job reported another name;
+// cluster-autoscaler's fake nodes carry the instance id, which is the
+// providerID, as both).
 func (s *State) SlotForNode(name, providerID string) (*Slot, bool) {
 	if providerID != "" {
 		if slot, ok := s.byProviderID()[providerID]; ok {
@@ -241,6 +243,9 @@ func (s *State) SlotForNode(name, providerID string) (*Slot, bool) {
 		}
 	}
 	if name != "" {
+		if slot, ok := s.index.node[name]; ok {
+			return s.Slots[slot], true
+		}
 		if sl, ok := s.ActiveSlot(name); ok {
 			return sl, true
 		}

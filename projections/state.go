@@ -105,16 +105,21 @@ type State struct {
 
 // index holds lookups derived from the views; it is rebuilt, never stored.
 type index struct {
-	providerID map[string]string // providerID -> slot
+	providerID map[string]string // providerID -> slot (declared, and the host a Job reported)
+	node       map[string]string // reported node name -> slot (hosts.go)
 }
 
 // Reindex rebuilds the derived lookups (after decoding a snapshot).
 func (s *State) Reindex() {
 	s.index.providerID = make(map[string]string, len(s.Slots))
+	s.index.node = map[string]string{}
 	for name, sl := range s.Slots {
 		if !sl.Retired {
 			s.index.providerID[sl.ProviderID()] = name
 		}
+	}
+	for _, sl := range s.Slots {
+		indexHost(s, sl)
 	}
 }
 
@@ -184,6 +189,11 @@ type Slot struct {
 	// LastNodeDelete is the last NodeDeleteRequested: By is the Node,
 	// Reason why it was deleted.
 	LastNodeDelete *Mark `json:"lastNodeDelete,omitempty"`
+	// Host is the machine the startup Job of the slot's newest claim
+	// reported (HostExpected): its Node may have another name and
+	// providerID than the slot's. Nil until a report, and again from the
+	// slot's next claim on. NodeName and CurrentProviderID read it.
+	Host *ExpectedHost `json:"host,omitempty"`
 }
 
 // Mark records who did something, when and why.

@@ -272,7 +272,8 @@ const (
 
 // NodeGroupNodes reports one instance per slot with a live claim or a
 // recent failure not yet deleted (projections.ListedFailure); the instance
-// id is the slot's providerID.
+// id is the providerID of the slot's machine (the one its startup Job
+// reported, else the declared one).
 func (s *Server) NodeGroupNodes(_ context.Context, req *pb.NodeGroupNodesRequest) (*pb.NodeGroupNodesResponse, error) {
 	now := s.clock.Now()
 	var out *pb.NodeGroupNodesResponse
@@ -302,7 +303,7 @@ func instances(st *projections.State, g *projections.Group, now time.Time) []*pb
 			case c.Phase == projections.PhaseReady:
 				state = pb.InstanceStatus_instanceRunning
 			}
-			out = append(out, &pb.Instance{Id: sl.ProviderID(), Status: &pb.InstanceStatus{InstanceState: state}})
+			out = append(out, &pb.Instance{Id: sl.CurrentProviderID(), Status: &pb.InstanceStatus{InstanceState: state}})
 			continue
 		}
 		// A failed instance is listed until cluster-autoscaler deletes it
@@ -315,7 +316,7 @@ func instances(st *projections.State, g *projections.Group, now time.Time) []*pb
 		if msg == "" {
 			msg = fmt.Sprintf("claim %s failed: %s", c.Name, c.Reason)
 		}
-		out = append(out, &pb.Instance{Id: sl.ProviderID(), Status: &pb.InstanceStatus{
+		out = append(out, &pb.Instance{Id: sl.CurrentProviderID(), Status: &pb.InstanceStatus{
 			InstanceState: pb.InstanceStatus_instanceCreating,
 			ErrorInfo: &pb.InstanceErrorInfo{
 				ErrorCode:          orDefault(c.Reason, "ClaimFailed"),

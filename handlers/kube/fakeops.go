@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
 )
 
 // What a simulated cluster does to its objects: the simulator's machines
@@ -79,7 +80,7 @@ func (f *Fake) FinishJob(ctx context.Context, ns, name string, ok bool, reason, 
 // providerID and taints, created at `at`.
 func (f *Fake) RegisterNode(ctx context.Context, name, providerID string, taints []events.Taint, at time.Time) error {
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(at), Labels: map[string]string{"kubernetes.io/hostname": name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(at), Labels: map[string]string{"kubernetes.io/hostname": handlers.LabelValue(name)}},
 		Spec:       corev1.NodeSpec{ProviderID: providerID},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", LastTransitionTime: metav1.NewTime(at)},

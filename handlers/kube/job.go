@@ -3,6 +3,7 @@ package kube
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -58,13 +59,13 @@ func BuildJob(namespace string, req handlers.JobRequest) (*batchv1.Job, error) {
 	}
 	backoff := int32(0)
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: ns, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: ns, Labels: labels, Annotations: maps.Clone(req.Annotations)},
 		Spec: batchv1.JobSpec{
 			ActiveDeadlineSeconds:   deadline,
 			BackoffLimit:            &backoff,
 			TTLSecondsAfterFinished: req.Spec.TTLSecondsAfterFinished,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: maps.Clone(req.Annotations)},
 				Spec:       spec,
 			},
 		},

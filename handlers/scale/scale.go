@@ -371,11 +371,22 @@ const (
 // Node is one of the group's live claims that want a machine.
 type Node struct {
 	Slot string
+	// Name is the Kubernetes Node's name when it is not the slot's (a
+	// host registered under the name its startup Job reported).
+	Name string
 	// Ready: the claim is ready and its Node is present (only such a node
 	// can be idle; a pending or booting claim runs to ready first).
 	Ready bool
 	// Since orders "newest": when the claim became ready (else requested).
 	Since time.Time
+}
+
+// node is the name the node's pods are bound to.
+func (n Node) node() string {
+	if n.Name != "" {
+		return n.Name
+	}
+	return n.Slot
 }
 
 // Last is the group's last recorded decision.
@@ -482,12 +493,12 @@ func Decide(o Observation, g Group, now time.Time) Decision {
 func idle(g Group, loads map[string]Load) []string {
 	var out []Node
 	for _, n := range g.Nodes {
-		if n.Ready && loads[n.Slot].Tenant == 0 {
+		if n.Ready && loads[n.node()].Tenant == 0 {
 			out = append(out, n)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Node) int {
-		if c := cmp.Compare(loads[a.Slot].Pods, loads[b.Slot].Pods); c != 0 {
+		if c := cmp.Compare(loads[a.node()].Pods, loads[b.node()].Pods); c != 0 {
 			return c
 		}
 		if c := b.Since.Compare(a.Since); c != 0 {

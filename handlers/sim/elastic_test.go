@@ -382,41 +382,60 @@ func TestProviderReclaimIsHostLoss(t *testing.T) {
 }
 
 // TestStrayHostIsRefused: a Node that says it belongs to a managed group
-// and is no slot of it is refused.
+// and is no slot of it is refused, reported once on the group's stray-host
+// record; strays under many names never become slots of their own.
 func TestStrayHostIsRefused(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	ctx := context.Background()
-	if err := w.Fake.RegisterNode(ctx, "intruder", "aws:///i-999", nil, h.Clock.Now()); err != nil {
-		t.Fatal(err)
+	strays := []string{"intruder", "intruder-2", "intruder-3"}
+	for i, name := range strays {
+		if err := w.Fake.RegisterNode(ctx, name, "aws:///i-99"+strings.Repeat("9", i), nil, h.Clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		n, err := w.Fake.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels[handlers.LabelGroup] = "g"
+		if _, err := w.Fake.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	n, err := w.Fake.CoreV1().Nodes().Get(ctx, "intruder", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Labels[handlers.LabelGroup] = "g"
-	if _, err := w.Fake.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	record := handlers.StrayHostsSlot("g")
 	runUntil(t, w, time.Minute, "refused", func(s *projections.State) bool {
-		sl := s.Slots["intruder"]
+		sl := s.Slots[record]
 		return sl != nil && sl.LastJoinRefused != nil
 	})
-	if v, _ := w.Cluster.Node("intruder"); !v.Unschedulable || !v.HasTaint(handlers.RefusedTaint) {
-		t.Fatalf("stray not cordoned and tainted: %+v", v)
-	}
-	// Reported once.
+	// Reported once each.
 	if err := w.RunFor(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var refusals int
-	_ = h.Store.ReadAggregate(ctx, events.SlotAggregate("intruder"), func(e events.Event) error {
-		if _, ok := e.Data.(events.HostJoinRefused); ok {
-			refusals++
+	for _, name := range strays {
+		if v, _ := w.Cluster.Node(name); !v.Unschedulable || !v.HasTaint(handlers.RefusedTaint) {
+			t.Fatalf("stray %s not cordoned and tainted: %+v", name, v)
+		}
+	}
+	refusals := map[string]int{}
+	_ = h.Store.ReadAggregate(ctx, events.SlotAggregate(record), func(e events.Event) error {
+		if d, ok := e.Data.(events.HostJoinRefused); ok {
+			refusals[d.Node]++
 		}
 		return nil
 	})
-	if refusals != 1 {
-		t.Fatalf("%d refusals", refusals)
+	for _, name := range strays {
+		if refusals[name] != 1 {
+			t.Fatalf("refusals %v", refusals)
+		}
 	}
+	h.Read(func(s *projections.State) {
+		for _, name := range strays {
+			if _, ok := s.Slots[name]; ok {
+				t.Fatalf("stray %s became a slot in the views", name)
+			}
+		}
+		if len(s.Slots) != 2 {
+			t.Fatalf("%d slots in the views, want a and the stray-host record", len(s.Slots))
+		}
+	})
 }

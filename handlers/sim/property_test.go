@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"flag"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,9 +95,14 @@ func TestPropertyLifecycleInvariants(t *testing.T) {
 					// Invariant 7: a booting claim has its startup Job (or its
 					// node registered after the boot began): nothing stuck.
 					if c.Phase == projections.PhaseBooting && !jobByName[c.StartupJob] {
-						if n, ok := w.Cluster.Node(c.Slot); !ok || n.CreatedAt.Before(*c.BootCommittedAt) {
+						if n, ok := w.Cluster.Node(s.Slots[c.Slot].NodeName()); !ok || n.CreatedAt.Before(*c.BootCommittedAt) {
 							rt.Fatalf("invariant 7: booting claim %s has no startup Job %s", c.Name, c.StartupJob)
 						}
+					}
+					// A ready claim's host joined under the slot's Node name:
+					// its own, or the one its startup Job reported.
+					if c.Phase == projections.PhaseReady && (c.Joined == nil || c.Joined.Node != s.Slots[c.Slot].NodeName()) {
+						rt.Fatalf("ready claim %s joined %+v, the slot's node is %s", c.Name, c.Joined, s.Slots[c.Slot].NodeName())
 					}
 					// Invariant 7: a marked ready claim has its shutdown Job
 					// once one was fired.
@@ -138,13 +144,25 @@ func TestPropertyLifecycleInvariants(t *testing.T) {
 				exec(handlers.DecreaseTargetSize{Group: "g", Delta: -rapid.IntRange(1, 2).Draw(t, "delta"), RequestedBy: "ca"})
 			},
 			"deleteNodes": func(t *rapid.T) {
-				exec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: slot.Draw(t, "slot")}}, RequestedBy: "ca"})
+				// cluster-autoscaler names the Node it sees: the slot's, or
+				// the host's its startup Job reported.
+				ref := handlers.NodeRef{Name: slot.Draw(t, "slot")}
+				h.Read(func(s *projections.State) {
+					ref = handlers.NodeRef{Name: s.Slots[ref.Name].NodeName(), ProviderID: s.Slots[ref.Name].CurrentProviderID()}
+				})
+				exec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{ref}, RequestedBy: "ca"})
 			},
 			"knob": func(t *rapid.T) {
 				k := rapid.SampledFrom([]sim.Knobs{
 					{}, {BootExtra: 10 * time.Minute}, {FailStartups: 1}, {NeverBoots: true}, {TaintStays: true}, {JobHangs: true}, {ShutdownNoop: true},
 				}).Draw(t, "knobs")
-				w.Sim.SetKnobs(slot.Draw(t, "slot"), k)
+				name := slot.Draw(t, "slot")
+				if rapid.Bool().Draw(t, "otherName") {
+					// A cloud instance: its Node is named by its provider.
+					id := "i-" + strings.ReplaceAll(name, ".", "-")
+					k.InstanceID, k.Node, k.ProviderID = id, "ip-"+id, "aws:///eu-west-1a/"+id
+				}
+				w.Sim.SetKnobs(name, k)
 			},
 			"vanish": func(t *rapid.T) {
 				if err := w.Sim.Vanish(ctx, slot.Draw(t, "slot"), rapid.Bool().Draw(t, "deleteNode")); err != nil {

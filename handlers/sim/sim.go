@@ -84,6 +84,29 @@ type Knobs struct {
 	// InstanceID: a succeeding startup Job reports this instance in its
 	// pod's termination message (a provisioning Job that bought a machine).
 	InstanceID string `json:"instanceID,omitempty"`
+	// Node and ProviderID: the machine registers its Node under this name
+	// and providerID instead of the slot's (a cloud instance named by its
+	// provider), and the startup Job reports them with InstanceID.
+	Node       string `json:"node,omitempty"`
+	ProviderID string `json:"providerID,omitempty"`
+	// Report: the startup Job's termination message as is (it replaces
+	// the report made of InstanceID, Node and ProviderID).
+	Report string `json:"report,omitempty"`
+}
+
+// report is the termination message a succeeding startup Job leaves.
+func (k Knobs) report() string {
+	if k.Report != "" || k.InstanceID == "" {
+		return k.Report
+	}
+	msg := "instance-id=" + k.InstanceID
+	if k.Node != "" {
+		msg += "\nnode=" + k.Node
+	}
+	if k.ProviderID != "" {
+		msg += "\nprovider-id=" + k.ProviderID
+	}
+	return msg
 }
 
 // Config builds a Sim.
@@ -101,6 +124,9 @@ type Config struct {
 type machine struct {
 	on  bool
 	gen int // bumped by every power-off; a boot step of an older gen is void
+	// node is the name its Node registered under (the slot's unless the
+	// slot's knobs name another).
+	node string
 }
 
 type action struct {
@@ -188,10 +214,18 @@ func (s *Sim) jobCreated(j *batchv1.Job) {
 func (s *Sim) machine(slot string) *machine {
 	m := s.machines[slot]
 	if m == nil {
-		m = &machine{}
+		m = &machine{node: slot}
 		s.machines[slot] = m
 	}
 	return m
+}
+
+// NodeOf is the name of the Node the slot's machine registers (registered)
+// under.
+func (s *Sim) NodeOf(slot string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.machine(slot).node
 }
 
 // schedule runs do at `at` (s.mu held).
@@ -256,7 +290,7 @@ func (s *Sim) Step(ctx context.Context) (int, error) {
 
 // takeJob schedules what a new Job does (s.mu held).
 func (s *Sim) takeJob(j *batchv1.Job) {
-	slot := j.Labels[handlers.LabelSlot]
+	slot := handlers.SlotOfJob(j.Labels, j.Annotations)
 	op := j.Labels[handlers.LabelOperation]
 	created := j.CreationTimestamp.Time
 	if created.IsZero() {
@@ -305,8 +339,8 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			if err := finish(ctx, at, true, ""); err != nil {
 				return err
 			}
-			if id := s.Knobs(slot).InstanceID; id != "" {
-				if err := s.reportInstance(ctx, name, id, at); err != nil {
+			if msg := s.Knobs(slot).report(); msg != "" {
+				if err := s.reportInstance(ctx, name, msg, at); err != nil {
 					return err
 				}
 			}
@@ -359,8 +393,16 @@ func (s *Sim) boot(slot string, at time.Time) {
 		m.on = true
 		s.Boots++
 		k := s.knobs[slot]
+		m.node = slot
+		if k.Node != "" {
+			m.node = k.Node
+		}
+		if k.ProviderID != "" {
+			providerID = k.ProviderID
+		}
+		node := m.node
 		s.mu.Unlock()
-		if err := s.fake.RegisterNode(ctx, slot, providerID, taints, reg); err != nil {
+		if err := s.fake.RegisterNode(ctx, node, providerID, taints, reg); err != nil {
 			return err
 		}
 		if k.NeverReady {
@@ -372,7 +414,7 @@ func (s *Sim) boot(slot string, at time.Time) {
 			if !current() {
 				return nil
 			}
-			if err := s.fake.SetNodeReady(ctx, slot, true, ready); err != nil {
+			if err := s.fake.SetNodeReady(ctx, node, true, ready); err != nil {
 				return err
 			}
 			if s.Knobs(slot).TaintStays || len(taints) == 0 {
@@ -388,7 +430,7 @@ func (s *Sim) boot(slot string, at time.Time) {
 				for i, tt := range taints {
 					keys[i] = tt.Key
 				}
-				return s.fake.RemoveNodeTaints(ctx, slot, keys...)
+				return s.fake.RemoveNodeTaints(ctx, node, keys...)
 			})
 			s.mu.Unlock()
 			return nil
@@ -427,11 +469,12 @@ func (s *Sim) powerOff(ctx context.Context, slot string, at time.Time, deleteNod
 	if wasOn {
 		s.PowerOffs++
 	}
+	node := m.node
 	s.mu.Unlock()
 	if deleteNode {
-		return s.fake.DeleteNodeObject(ctx, slot)
+		return s.fake.DeleteNodeObject(ctx, node)
 	}
-	return s.fake.SetNodeReady(ctx, slot, false, at)
+	return s.fake.SetNodeReady(ctx, node, false, at)
 }
 
 // Vanish powers a machine off now, outside any Job (a console delete, a

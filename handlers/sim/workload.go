@@ -169,15 +169,15 @@ func (s *Sim) PodsOn(ctx context.Context, node string) ([]string, error) {
 }
 
 // reportInstance plays a provisioning Job's pod: succeeded, its termination
-// message naming the instance it bought.
-func (s *Sim) reportInstance(ctx context.Context, job, instanceID string, at time.Time) error {
+// message (msg) naming the instance it bought.
+func (s *Sim) reportInstance(ctx context.Context, job, msg string, at time.Time) error {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: job + "-pod", Namespace: s.ns, Labels: map[string]string{
 			"batch.kubernetes.io/job-name": job, handlers.LabelOperation: handlers.OperationStartup,
 		}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "power", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Message: "instance-id=" + instanceID, FinishedAt: metav1.NewTime(at),
+				ExitCode: 0, Message: msg, FinishedAt: metav1.NewTime(at),
 			}},
 		}}},
 	}
@@ -192,7 +192,7 @@ func (s *Sim) reportInstance(ctx context.Context, job, instanceID string, at tim
 // terminated from the console): the cloud controller manager taints the
 // Node node.cloudprovider.kubernetes.io/shutdown and the machine is gone.
 func (s *Sim) Reclaim(ctx context.Context, slot string) error {
-	n, err := s.fake.CoreV1().Nodes().Get(ctx, slot, metav1.GetOptions{})
+	n, err := s.fake.CoreV1().Nodes().Get(ctx, s.NodeOf(slot), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reclaim %s: %w", slot, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ const (
 	LabelSlot      = "claimstream.dev/slot"
 	LabelAttempt   = "claimstream.dev/attempt"
 	LabelOperation = "claimstream.dev/operation"
+	// AnnotationSlot carries the slot's full name; the LabelSlot label is
+	// shortened with a digest past 63 characters.
+	AnnotationSlot = "claimstream.dev/slot"
 
 	// KwokAnnotation marks a Node kwok manages (it is Ready within ~1s).
 	KwokAnnotation = "kwok.x-k8s.io/node"
@@ -61,8 +65,13 @@ type Knobs struct {
 type Slot struct {
 	Name       string
 	ProviderID string // default homelab://<name>
-	Labels     map[string]string
-	Capacity   corev1.ResourceList // default cpu 8, memory 32Gi, pods 110
+	// NodeName: the machine registers its Node under this name (default:
+	// the slot's), like a cloud instance named by its provider. The startup
+	// Job reports it with ProviderID and an instance id in its pod's
+	// termination message, as a provisioning Job does.
+	NodeName string
+	Labels   map[string]string
+	Capacity corev1.ResourceList // default cpu 8, memory 32Gi, pods 110
 	// ReadinessTaints the Node registers with; removed after ReadyDelay.
 	ReadinessTaints []corev1.Taint
 }
@@ -94,6 +103,24 @@ type machine struct {
 	knobs Knobs
 	on    bool
 	gen   int // bumped by every power transition; stale timers check it
+}
+
+// node is the name of the slot's Node.
+func (s Slot) node() string {
+	if s.NodeName != "" {
+		return s.NodeName
+	}
+	return s.Name
+}
+
+// NodeOf is the name the slot's machine registers its Node under.
+func (m *Model) NodeOf(slot string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mc := m.slots[slot]; mc != nil {
+		return mc.node()
+	}
+	return slot
 }
 
 // New returns a model of slots. Jobs are watched in namespace ns.
@@ -201,7 +228,7 @@ func (m *Model) onJob(ctx context.Context, j *batchv1.Job) {
 	if !completed(j) {
 		return
 	}
-	slot := j.Labels[LabelSlot]
+	slot := SlotOf(j)
 	op := j.Labels[LabelOperation]
 	m.mu.Lock()
 	if m.handled[j.UID] {
@@ -217,9 +244,15 @@ func (m *Model) onJob(ctx context.Context, j *batchv1.Job) {
 	}
 	k := mc.knobs
 	gen := mc.gen
+	s := mc.Slot
 	m.mu.Unlock()
 	switch op {
 	case "startup":
+		if s.NodeName != "" {
+			if err := m.report(ctx, j.Name, s); err != nil {
+				m.log.Error("machine: report the instance", "slot", slot, "job", j.Name, "err", err)
+			}
+		}
 		if k.NeverBoots {
 			m.record(slot, "ignored-boot", j.Name)
 			return
@@ -288,15 +321,16 @@ func (m *Model) PowerOn(ctx context.Context, slot string) error {
 	s := mc.Slot
 	k := mc.knobs
 	m.mu.Unlock()
+	name := s.node()
 
 	nodes := m.client.CoreV1().Nodes()
-	if old, err := nodes.Get(ctx, slot, metav1.GetOptions{}); err == nil {
+	if old, err := nodes.Get(ctx, name, metav1.GetOptions{}); err == nil {
 		if old.Annotations[KwokAnnotation] == "" {
 			// The Node of an earlier power cycle that nobody removed.
-			if err := nodes.Delete(ctx, slot, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if err := nodes.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			if err := m.waitGone(ctx, slot); err != nil {
+			if err := m.waitGone(ctx, name); err != nil {
 				return err
 			}
 		} else {
@@ -305,7 +339,7 @@ func (m *Model) PowerOn(ctx context.Context, slot string) error {
 		}
 	}
 	labels := map[string]string{
-		"kubernetes.io/hostname": slot,
+		"kubernetes.io/hostname": hostname(name),
 		"kubernetes.io/os":       "linux",
 		"kubernetes.io/arch":     "amd64",
 		"type":                   "kwok",
@@ -315,7 +349,7 @@ func (m *Model) PowerOn(ctx context.Context, slot string) error {
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   slot,
+			Name:   name,
 			Labels: labels,
 			Annotations: map[string]string{
 				KwokAnnotation:                 "fake",
@@ -330,7 +364,7 @@ func (m *Model) PowerOn(ctx context.Context, slot string) error {
 		},
 	}
 	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("register node %s: %w", slot, err)
+		return fmt.Errorf("register node %s: %w", name, err)
 	}
 	m.record(slot, "registered", "")
 	if len(s.ReadinessTaints) > 0 {
@@ -338,7 +372,7 @@ func (m *Model) PowerOn(ctx context.Context, slot string) error {
 			if !m.sameGen(slot, gen) {
 				return
 			}
-			if err := m.removeTaints(ctx, slot, s.ReadinessTaints); err != nil {
+			if err := m.removeTaints(ctx, name, s.ReadinessTaints); err != nil {
 				m.log.Error("machine: remove readiness taints", "slot", slot, "err", err)
 				return
 			}
@@ -362,9 +396,9 @@ func (m *Model) waitGone(ctx context.Context, name string) error {
 	}
 }
 
-func (m *Model) removeTaints(ctx context.Context, slot string, drop []corev1.Taint) error {
+func (m *Model) removeTaints(ctx context.Context, node string, drop []corev1.Taint) error {
 	for range 10 {
-		n, err := m.client.CoreV1().Nodes().Get(ctx, slot, metav1.GetOptions{})
+		n, err := m.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -390,7 +424,7 @@ func (m *Model) removeTaints(ctx context.Context, slot string, drop []corev1.Tai
 		}
 		return err
 	}
-	return fmt.Errorf("node %s: too many conflicts", slot)
+	return fmt.Errorf("node %s: too many conflicts", node)
 }
 
 // PowerOff switches the slot's machine off without a shutdown Job (a machine
@@ -408,10 +442,11 @@ func (m *Model) powerOff(ctx context.Context, slot, job string) error {
 	}
 	mc.on = false
 	mc.gen++
+	name := mc.node()
 	m.mu.Unlock()
 	// kwok lets go of the Node first, so that it does not make it Ready again.
 	patch := []byte(`{"metadata":{"annotations":{"` + KwokAnnotation + `":null}}}`)
-	_, err := m.client.CoreV1().Nodes().Patch(ctx, slot, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := m.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		m.record(slot, "power-off", job)
 		return nil
@@ -419,7 +454,7 @@ func (m *Model) powerOff(ctx context.Context, slot, job string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.setNotReady(ctx, slot); err != nil && !apierrors.IsNotFound(err) {
+	if err := m.setNotReady(ctx, name); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	m.record(slot, "power-off", job)
@@ -428,7 +463,7 @@ func (m *Model) powerOff(ctx context.Context, slot, job string) error {
 
 // setNotReady sets the Node's Ready condition to Unknown, as the node
 // lifecycle controller does when the kubelet stops posting status.
-func (m *Model) setNotReady(ctx context.Context, slot string) error {
+func (m *Model) setNotReady(ctx context.Context, node string) error {
 	now := metav1.Now()
 	cond := corev1.NodeCondition{
 		Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
@@ -438,7 +473,7 @@ func (m *Model) setNotReady(ctx context.Context, slot string) error {
 	b, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
 	// conditions is a patchMergeKey=type list: a strategic merge patch
 	// replaces only the Ready entry.
-	_, err := m.client.CoreV1().Nodes().PatchStatus(ctx, slot, b)
+	_, err := m.client.CoreV1().Nodes().PatchStatus(ctx, node, b)
 	return err
 }
 
@@ -461,4 +496,58 @@ func (m *Model) WaitEvent(ctx context.Context, slot, what string, from int) (Eve
 		case <-ch:
 		}
 	}
+}
+
+// report plays a provisioning Job: the completed pod of the startup Job
+// gets a termination message naming the instance it "bought" (its id,
+// Node name and providerID), which claimstream reads as the host to expect.
+func (m *Model) report(ctx context.Context, job string, s Slot) error {
+	msg := fmt.Sprintf("instance-id=i-%s\nnode=%s\nprovider-id=%s\n", s.Name, s.node(), s.ProviderID)
+	pods := m.client.CoreV1().Pods(m.ns)
+	for range 20 {
+		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) == 0 {
+			return fmt.Errorf("job %s has no pod", job)
+		}
+		p := &l.Items[0]
+		if len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("pod %s has no container status", p.Name)
+		}
+		cs := &p.Status.ContainerStatuses[0]
+		if cs.State.Terminated == nil {
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", FinishedAt: metav1.Now()}}
+		}
+		cs.State.Terminated.Message = msg
+		_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err == nil {
+			m.record(s.Name, "reported", job)
+		}
+		return err
+	}
+	return fmt.Errorf("pod of job %s: too many conflicts", job)
+}
+
+// SlotOf is the slot a lifecycle Job was made for.
+func SlotOf(j *batchv1.Job) string {
+	if s := j.Annotations[AnnotationSlot]; s != "" {
+		return s
+	}
+	return j.Labels[LabelSlot]
+}
+
+// hostname is the kubelet's hostname label of a Node: the first DNS label
+// of its name (a label value holds at most 63 characters; a Node name up
+// to 253).
+func hostname(node string) string {
+	h, _, _ := strings.Cut(node, ".")
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-")
+	}
+	return h
 }

@@ -31,6 +31,14 @@ groups:
     readinessTaints: *rt
     lifecycle: *lc
     template: *tmpl
+  - name: burst     # a machine that registers under another name (hosts_test.go)
+    readinessTaints: *rt
+    lifecycle: *lc
+    template: *tmpl
+  - name: long      # a slot name of 215 characters (hosts_test.go)
+    readinessTaints: *rt
+    lifecycle: *lc
+    template: *tmpl
 
 slots:
   - name: boot-1
@@ -49,15 +57,30 @@ slots:
   - {name: fail-1, group: fail, startup: *power, shutdown: *power}
   - {name: law-1, group: law, startup: *power, shutdown: *power}
   - {name: crash-1, group: crash, startup: *power, shutdown: *power}
+  - {name: burst-1, group: burst, startup: *power, shutdown: *power}
+  - {name: rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.machine-with-a-long-name-1, group: long, startup: *power, shutdown: *power}
 `
 
 func e2eSlots() []machines.Slot {
 	var out []machines.Slot
-	for _, n := range []string{"boot-1", "boot-2", "fail-1", "law-1", "crash-1"} {
+	for _, n := range []string{"boot-1", "boot-2", "fail-1", "law-1", "crash-1", longSlot} {
 		out = append(out, machines.Slot{
 			Name:            n,
 			ReadinessTaints: []corev1.Taint{{Key: readyTaint, Effect: corev1.TaintEffectNoExecute}},
 		})
 	}
+	// A cloud instance: its Node is named by its provider, and its startup
+	// Job reports that name and providerID.
+	out = append(out, machines.Slot{
+		Name: "burst-1", NodeName: burstNode, ProviderID: burstProviderID,
+		ReadinessTaints: []corev1.Taint{{Key: readyTaint, Effect: corev1.TaintEffectNoExecute}},
+	})
 	return out
 }
+
+// The slots of hosts_test.go.
+const (
+	longSlot        = "rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.machine-with-a-long-name-1"
+	burstNode       = "ip-10-0-3-7"
+	burstProviderID = "kwok://e2e/i-burst-1"
+)

@@ -1,0 +1,113 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// The refusal of a host nothing expects: reported first (HostJoinRefused),
+// then cordoned and tainted claimstream.dev/refused:NoExecute; the input
+// law, or the operator for a stray host, shuts its machine down.
+
+// StrayHostsSlot is the slot aggregate a group's stray hosts (Nodes that
+// carry the group's label and are no slot of it) are reported on: one per
+// group, never one per Node name, so strays cannot grow the views. Its name
+// is no valid slot name (slot names are DNS-1123 subdomains), so it never
+// meets a declared slot.
+func StrayHostsSlot(group string) string { return "~stray-hosts." + group }
+
+// refuseNode reports a refused Node once per Node object (append), then
+// cordons and taints it (act); both acts are idempotent and each one taken
+// is logged. slot is the slot the Node joined as, or StrayHostsSlot.
+func refuseNode(ctx context.Context, b base, reactor, slot, group string, n NodeView, why string) error {
+	if _, err := b.exec(ctx, reactor, RefuseHost{Slot: slot, Group: group, Node: n.Name, CreatedAt: n.CreatedAt, Why: why}); err != nil {
+		return err
+	}
+	if !n.Unschedulable {
+		if err := b.cluster.Cordon(ctx, n.Name); err != nil {
+			return fmt.Errorf("cordon refused node %s: %w", n.Name, err)
+		}
+		b.log.Info("cordoned a refused node", "reactor", reactor, "node", n.Name, "slot", slot, "group", group)
+	}
+	if !n.HasTaint(RefusedTaint) {
+		if err := b.cluster.AddNodeTaint(ctx, n.Name, RefusedTaint); err != nil {
+			return fmt.Errorf("taint refused node %s: %w", n.Name, err)
+		}
+		b.log.Info("tainted a refused node", "reactor", reactor, "node", n.Name, "taint", RefusedTaint.String(), "slot", slot, "group", group)
+	}
+	return nil
+}
+
+// strayHosts refuses a Node that carries a managed group's label and is no
+// slot of any group (by name or providerID, the hosts startup Jobs
+// reported included). A stray already cordoned and tainted has been
+// reported and acted on: it is left alone.
+func (r *Reactors) strayHosts(ctx context.Context) error {
+	var errs []error
+	for _, n := range r.cluster.Nodes() {
+		label := n.Labels[LabelGroup]
+		if label == "" || (n.Unschedulable && n.HasTaint(RefusedTaint)) {
+			continue
+		}
+		known, managed, group := false, false, ""
+		r.views.Read(func(s *projections.State) {
+			_, known = s.SlotForNode(n.Name, n.ProviderID)
+			group, managed = groupOfLabel(s, label)
+		})
+		if known || !managed {
+			continue
+		}
+		why := fmt.Sprintf("node %s (providerID %s) says group %s, which has no slot of that name or providerID", n.Name, n.ProviderID, group)
+		if err := refuseNode(ctx, r.base, "hosts", StrayHostsSlot(group), group, n, why); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stray hosts: %v", errs)
+	}
+	return nil
+}
+
+// RefuseHost reports a refused Node (HostJoinRefused), once per Node object
+// (a Node created after the last report is a new join). Slot is the slot's
+// name, or StrayHostsSlot when the Node is no slot.
+type RefuseHost struct {
+	Slot      string
+	Group     string
+	Node      string
+	CreatedAt time.Time
+	Why       string
+}
+
+func (c RefuseHost) LockKey(*projections.State) string { return c.Group }
+
+func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	var seq uint64
+	if sl := s.Slots[c.Slot]; sl != nil {
+		seq = sl.Seq
+		if j := sl.LastJoinRefused; j != nil && j.By == c.Node && !j.At.Before(c.CreatedAt) {
+			return nil, nil
+		}
+	}
+	return []events.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
+		Ref: events.Ref{Slot: c.Slot, Group: c.Group, Cause: "host join refused: " + c.Why}, Node: c.Node, Why: c.Why,
+	}}}}}, nil
+}
+
+// groupOfLabel is the active group whose LabelGroup value is label (the
+// group's name, or its LabelValue when the name is longer than a label).
+func groupOfLabel(s *projections.State, label string) (string, bool) {
+	if _, ok := s.ActiveGroup(label); ok {
+		return label, true
+	}
+	for name, g := range s.Groups {
+		if !g.Retired && LabelValue(name) == label {
+			return name, true
+		}
+	}
+	return "", false
+}

@@ -108,14 +108,14 @@ func (a *actionLog) DeletePod(ctx context.Context, p handlers.PodView) error {
 }
 
 // of lists the recorded actions of one verb. The refusal of a host
-// (hosts.go, another work item) is left out: it cordons before its
-// HostJoinRefused is appended.
+// (refuse.go) is left out: its cordon follows HostJoinRefused, which
+// TestRefusalIsAppendedBeforeTheNodeIsTouched checks.
 func (a *actionLog) of(verb string) []action {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []action
 	for _, x := range a.acts {
-		if x.verb == verb && x.by != "hosts.go" {
+		if x.verb == verb && x.by != "refuse.go" {
 			out = append(out, x)
 		}
 	}

@@ -3,15 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,41 +12,12 @@ import (
 	"github.com/claimstream/claimstream/events/eventstest"
 )
 
-// writeSelfSigned writes a throwaway certificate for 127.0.0.1 and its key.
-func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "claimstream-api"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
-	return certFile, keyFile
-}
-
 // TestServeAPIOverTLS: with --api-tls-cert/--api-tls-key the REST API is
 // HTTPS; the CLI reaches it with --ca-file (or --insecure-skip-verify),
 // and refuses a certificate it cannot verify.
 func TestServeAPIOverTLS(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile := writeSelfSigned(t, dir)
+	certFile, keyFile, _ := selfSigned(t)
 	apiAddr := freeAddr(t)
 	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn",
 		apiAddress: apiAddr, apiToken: "tok", apiTLSCert: certFile, apiTLSKey: keyFile}
@@ -113,7 +76,7 @@ func TestServeAPIOverTLS(t *testing.T) {
 
 func TestServeAPITLSFlagsGoTogether(t *testing.T) {
 	dir := t.TempDir()
-	certFile, _ := writeSelfSigned(t, dir)
+	certFile, _, _ := selfSigned(t)
 	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), dataDir: t.TempDir(), logLevel: "warn", apiAddress: "127.0.0.1:0", apiToken: "tok", apiTLSCert: certFile}
 	if err := runServe(context.Background(), o); err == nil || !strings.Contains(err.Error(), "--api-tls-key") {
 		t.Fatalf("got %v, want an error naming --api-tls-key", err)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 )
 
 func TestSecondServerOnOneDataDirFailsAtOnceNamingThePID(t *testing.T) {
@@ -121,28 +122,8 @@ func TestDataDirLockHeldByAnotherProcessIsReleasedByItsDeath(t *testing.T) {
 	_ = lock.Release()
 }
 
-// mountTmpfs mounts a tmpfs of size bytes (and options) on a fresh dir and
-// unmounts it when the test ends. Mounting needs root and a kernel that
-// lets this process mount: without them the test is skipped, saying so.
-func mountTmpfs(t *testing.T, options string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: mounting a tmpfs needs root, and this test runs as uid", os.Geteuid())
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, options); err != nil {
-		t.Skipf("skipped: cannot mount a tmpfs (%s) on %s here: %v", options, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
 func TestReadOnlyDataDirIsReportedAtOnce(t *testing.T) {
-	dir := mountTmpfs(t, "size=1m")
+	dir := eventstest.MountTmpfs(t, "size=1m")
 	// Remount read-only, as an operator's volume mounted ro would be.
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_REMOUNT|unix.MS_RDONLY, "size=1m"); err != nil {
 		t.Skipf("skipped: cannot remount %s read-only here: %v", dir, err)
@@ -170,7 +151,7 @@ func TestReadOnlyDataDirIsReportedAtOnce(t *testing.T) {
 // The probe covers the store subdir (jetstream/) too, and the lock file
 // open says read-only as well.
 func TestDataDirWriteErrorsSayWhy(t *testing.T) {
-	dir := mountTmpfs(t, "size=1m")
+	dir := eventstest.MountTmpfs(t, "size=1m")
 	store := filepath.Join(dir, "jetstream")
 	if err := os.Mkdir(store, 0o750); err != nil {
 		t.Fatal(err)

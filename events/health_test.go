@@ -87,31 +87,6 @@ func (l *logOnDisk) checkAcknowledged(t *testing.T) {
 	}
 }
 
-// fill writes a file until the file system is full.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !strings.Contains(err.Error(), "no space left") {
-				t.Fatalf("filling %s: %v", path, err)
-			}
-			break
-		}
-	}
-	// The last chunk may have fit partly: fill the tail byte by byte.
-	for {
-		if _, err := f.Write(chunk[:512]); err != nil {
-			break
-		}
-	}
-}
-
 func waitWritable(t *testing.T, l *logOnDisk, want bool) events.LogStatus {
 	t.Helper()
 	var st events.LogStatus
@@ -130,7 +105,7 @@ func waitWritable(t *testing.T, l *logOnDisk, want bool) events.LogStatus {
 // with the reason, and once space is freed the log takes writes again
 // without a restart; nothing acknowledged is lost.
 func TestDiskFullIsRefusedFastAndRecoversWithoutRestart(t *testing.T) {
-	dir := mountTmpfs(t, "size=4m")
+	dir := eventstest.MountTmpfs(t, "size=4m")
 	l := startLogOnDisk(t, dir, events.LogMonitorOptions{MinFree: 64 << 10})
 	ctx := context.Background()
 	for i := range 20 {
@@ -140,7 +115,7 @@ func TestDiskFullIsRefusedFastAndRecoversWithoutRestart(t *testing.T) {
 	}
 
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	eventstest.FillDisk(t, filler)
 	st := waitWritable(t, l, false)
 	for _, want := range []string{"no space left on device", dir, "bytes free"} {
 		if !strings.Contains(st.Reason, want) {
@@ -177,7 +152,7 @@ func TestDiskFullIsRefusedFastAndRecoversWithoutRestart(t *testing.T) {
 // with the reason instead of at its deadline, and after space is freed a
 // restart of JetStream inside the running server takes writes again.
 func TestWriteErrorInTheServerIsDetectedAndRecovered(t *testing.T) {
-	dir := mountTmpfs(t, "size=4m")
+	dir := eventstest.MountTmpfs(t, "size=4m")
 	l := startLogOnDisk(t, dir, events.LogMonitorOptions{MinFree: 1, RestartAfter: time.Second})
 	ctx := context.Background()
 	for i := range 20 {
@@ -186,7 +161,7 @@ func TestWriteErrorInTheServerIsDetectedAndRecovered(t *testing.T) {
 		}
 	}
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	eventstest.FillDisk(t, filler)
 	// Give back a little room, less than one padded event needs: statfs
 	// shows space, the write does not fit.
 	if err := os.Truncate(filler, mustSize(t, filler)-8<<10); err != nil {

@@ -94,7 +94,7 @@ func TestSecondServeOnOneDataDirIsRefused(t *testing.T) {
 
 // A data dir that cannot be written stops serve at once, saying so.
 func TestServeOnAReadOnlyDataDir(t *testing.T) {
-	dir := mountTmpfs(t, "size=1m")
+	dir := eventstest.MountTmpfs(t, "size=1m")
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_REMOUNT|unix.MS_RDONLY, "size=1m"); err != nil {
 		t.Skipf("skipped: cannot remount %s read-only here: %v", dir, err)
 	}
@@ -105,46 +105,6 @@ func TestServeOnAReadOnlyDataDir(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the refusal took %v, want at once", took)
-	}
-}
-
-// mountTmpfs mounts a tmpfs on a fresh dir for the test. Mounting needs
-// root and a kernel that allows it here; without them the test is skipped,
-// saying so.
-func mountTmpfs(t *testing.T, options string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: mounting a tmpfs needs root; this test runs as uid", os.Geteuid())
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, options); err != nil {
-		t.Skipf("skipped: cannot mount a tmpfs (%s) on %s here: %v", options, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	for {
-		if _, err := f.Write(chunk[:512]); err != nil {
-			break
-		}
 	}
 }
 
@@ -163,7 +123,7 @@ func getBody(url string) (int, string, error) {
 // Unavailable at once, the metrics show it; once space is freed serve takes
 // writes again without a restart, and nothing acknowledged is lost.
 func TestServeSurvivesAFullDisk(t *testing.T) {
-	dir := mountTmpfs(t, "size=8m")
+	dir := eventstest.MountTmpfs(t, "size=8m")
 	addr, apiAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	o := serveOptions{config: examplePool, configPoll: time.Hour, dataDir: dir, stream: "CLAIMSTREAM", logLevel: "warn", grpcAddress: addr, plaintext: true, apiAddress: apiAddr, metricsAddress: metricsAddr}
 	start := func() (pb.CloudProviderClient, healthpb.HealthClient, func()) {
@@ -194,7 +154,7 @@ func TestServeSurvivesAFullDisk(t *testing.T) {
 	}
 
 	filler := filepath.Join(dir, "filler")
-	fillDisk(t, filler)
+	eventstest.FillDisk(t, filler)
 	var body string
 	eventstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
 		code, b, err := getBody("http://" + apiAddr + "/readyz")

@@ -430,4 +430,3 @@ func modTime(path string) time.Time {
 	}
 	return fi.ModTime()
 }
-

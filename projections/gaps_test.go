@@ -1,41 +1,20 @@
 package projections_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
 )
-
-// logBuffer collects a runner's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // damagedLog writes a group and 29 slots (30 events; slot sK at seq K+2),
 // stops the server, damages the block file and starts it again.
@@ -68,8 +47,8 @@ func flipSlot15(srv *eventstest.Server) {
 
 func TestRunnerStartsOnATruncatedLogAndRefusesWrites(t *testing.T) {
 	st, _ := damagedLog(t, truncateLast)
-	var logs logBuffer
-	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logs.logger()})
+	logs, logger := logcapture.New(slog.LevelInfo)
+	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logger})
 	startBounded(t, r)
 
 	if got := r.Gaps(); !slices.Equal(got, events.Gaps{{First: 30, Last: 30}}) {
@@ -101,8 +80,8 @@ func TestRunnerStartsOnATruncatedLogAndRefusesWrites(t *testing.T) {
 
 func TestRunnerOverADamagedRecordNamesItAndAcceptsWritesOnlyWhenTold(t *testing.T) {
 	st, _ := damagedLog(t, flipSlot15)
-	var logs logBuffer
-	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logs.logger()})
+	logs, logger := logcapture.New(slog.LevelInfo)
+	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logger})
 	startBounded(t, r)
 	if got := r.Gaps(); !slices.Equal(got, events.Gaps{{First: 17, Last: 17}}) {
 		t.Fatalf("gaps %v, want seq 17", got)
@@ -119,7 +98,7 @@ func TestRunnerOverADamagedRecordNamesItAndAcceptsWritesOnlyWhenTold(t *testing.
 		t.Fatalf("writes refused: %v", err)
 	}
 
-	accepting := projections.NewRunner(st, projections.RunnerOptions{Logger: logs.logger(), AcceptGaps: true})
+	accepting := projections.NewRunner(st, projections.RunnerOptions{Logger: logger, AcceptGaps: true})
 	startBounded(t, accepting)
 	if err := accepting.WritesRefused(); err != nil {
 		t.Fatalf("gaps accepted, yet: %v", err)
@@ -155,8 +134,8 @@ func TestRunnerFindsAGapWhileTailing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	declareSlots(t, st, 2) // seq 1..3
-	var logs logBuffer
-	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logs.logger()})
+	logs, logger := logcapture.New(slog.LevelInfo)
+	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logger})
 	startBounded(t, r)
 	// A limit of one message per subject makes the server drop an event
 	// before the runner tails it: the same loss a damaged block causes.
@@ -212,8 +191,8 @@ func TestSnapshotWatermarkMovesOnlyAfterTheSaveSucceeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
-	r := projections.NewRunner(st, projections.RunnerOptions{Snapshots: snaps, SnapshotEvery: 5, Logger: logs.logger()})
+	logs, logger := logcapture.New(slog.LevelInfo)
+	r := projections.NewRunner(st, projections.RunnerOptions{Snapshots: snaps, SnapshotEvery: 5, Logger: logger})
 	startBounded(t, r)
 	// The bucket goes away under the runner: every save fails.
 	if err := js.DeleteObjectStore(ctx, "claimstream-snapshots"); err != nil {

@@ -1,58 +1,18 @@
 package provider
 
 import (
-	"bytes"
 	"crypto/tls"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/credentials/insecure"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
-
-// logBuffer is a slog logger whose lines a test can read while servers
-// write them.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines are the logged lines holding every one of subs.
-func (b *logBuffer) lines(subs ...string) []string {
-	var out []string
-	for _, l := range strings.Split(b.String(), "\n") {
-		all := l != ""
-		for _, s := range subs {
-			all = all && strings.Contains(l, s)
-		}
-		if all {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func newLogBuffer() (*logBuffer, *slog.Logger) {
-	b := &logBuffer{}
-	return b, slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
 
 // TestCertRotationLogged: a rotation that fails (garbage in the file, a
 // deleted file) keeps the previous pair in service and is logged once per
@@ -76,7 +36,7 @@ func TestCertRotationLogged(t *testing.T) {
 	}
 	write(certFile, p.serverCert)
 	write(keyFile, p.serverKey)
-	logs, log := newLogBuffer()
+	logs, log := logcapture.New(slog.LevelDebug)
 	clk := testingclock.NewFakePassiveClock(time.Unix(1e9, 0))
 	var failures []string
 	tc, err := ServerTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, Logger: log, Clock: clk, Name: "api", OnReloadFailure: func(name string) { failures = append(failures, name) }})
@@ -100,7 +60,7 @@ func TestCertRotationLogged(t *testing.T) {
 			t.Fatal("a garbage certificate replaced the good one")
 		}
 	}
-	if n := len(logs.lines("level=WARN", "TLS certificate not reloaded", "server=api", "cert="+certFile, "failed to find any PEM data")); n != 1 {
+	if n := len(logs.Lines("level=WARN", "TLS certificate not reloaded", "server=api", "cert="+certFile, "failed to find any PEM data")); n != 1 {
 		t.Fatalf("garbage: %d warnings, want 1:\n%s", n, logs)
 	}
 
@@ -112,7 +72,7 @@ func TestCertRotationLogged(t *testing.T) {
 			t.Fatal("a deleted certificate replaced the good one")
 		}
 	}
-	if n := len(logs.lines("level=WARN", "TLS certificate not reloaded", "no such file")); n != 1 {
+	if n := len(logs.Lines("level=WARN", "TLS certificate not reloaded", "no such file")); n != 1 {
 		t.Fatalf("deleted: %d warnings, want 1:\n%s", n, logs)
 	}
 
@@ -122,7 +82,7 @@ func TestCertRotationLogged(t *testing.T) {
 	if c := get(); c == first {
 		t.Fatal("the good rotation was not served")
 	}
-	if n := len(logs.lines("level=INFO", "TLS certificate reloaded", "server=api", "cert="+certFile)); n != 1 {
+	if n := len(logs.Lines("level=INFO", "TLS certificate reloaded", "server=api", "cert="+certFile)); n != 1 {
 		t.Fatalf("reload: %d info lines, want 1:\n%s", n, logs)
 	}
 	if len(failures) != 2 || failures[0] != "api" {
@@ -134,7 +94,7 @@ func TestCertRotationLogged(t *testing.T) {
 // at debug with the client's address and the reason.
 func TestRefusedHandshakeLogged(t *testing.T) {
 	p := newPKI(t, "hs")
-	logs, log := newLogBuffer()
+	logs, log := logcapture.New(slog.LevelDebug)
 	creds, err := ServerCredentials(TLSConfig{CertPEM: p.serverCert, KeyPEM: p.serverKey, ClientCAPEM: p.caPEM, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -147,13 +107,13 @@ func TestRefusedHandshakeLogged(t *testing.T) {
 		t.Fatal("a client without a certificate was served")
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for len(logs.lines("level=DEBUG", "TLS handshake refused", "server=provider", "remote=127.0.0.1:")) < 2 {
+	for len(logs.Lines("level=DEBUG", "TLS handshake refused", "server=provider", "remote=127.0.0.1:")) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("want two refused handshakes logged at debug:\n%s", logs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(logs.lines("reason=")) < 2 {
+	if len(logs.Lines("reason=")) < 2 {
 		t.Fatalf("no reasons:\n%s", logs)
 	}
 }

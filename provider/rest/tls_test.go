@@ -1,7 +1,6 @@
 package rest_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,11 +13,10 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/provider"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
@@ -53,40 +51,13 @@ func selfSigned(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), pool
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(subs ...string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		ok := l != ""
-		for _, sub := range subs {
-			ok = ok && strings.Contains(l, sub)
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
-
 // TestServeTLS: the API over TLS answers a client that trusts its
 // certificate, refuses plaintext and untrusting clients, and logs each
 // refused handshake at debug with the client's address and the reason.
 func TestServeTLS(t *testing.T) {
 	f := resttest.Scripted(t)
 	certPEM, keyPEM, roots := selfSigned(t)
-	logs := &syncBuffer{}
+	logs := &logcapture.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tc, err := provider.ServerTLS(provider.TLSConfig{CertPEM: certPEM, KeyPEM: keyPEM, Logger: log, Name: "api"})
 	if err != nil {
@@ -121,10 +92,9 @@ func TestServeTLS(t *testing.T) {
 		t.Fatal("a client that does not trust the certificate was served")
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for logs.count("level=DEBUG", "TLS handshake refused", "server=api", "remote=127.0.0.1:", "reason=") < 2 {
+	for len(logs.Lines("level=DEBUG", "TLS handshake refused", "server=api", "remote=127.0.0.1:", "reason=")) < 2 {
 		if time.Now().After(deadline) {
-			logs.mu.Lock()
-			t.Fatalf("want two refused handshakes logged at debug:\n%s", logs.b.String())
+			t.Fatalf("want two refused handshakes logged at debug:\n%s", logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -132,12 +132,7 @@ func TestServeNATSPortWithMutualTLS(t *testing.T) {
 	o := natsServeOptions(t, natsOptions{listen: addr, subscriberUser: "subscriber", subscriberPasswordFN: pwFile, tlsCert: certFile, tlsKey: keyFile, tlsClientCA: caFile})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	log, _ := newLogger("warn", "text")
-	p, err := startPlane(ctx, o, log, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.emb.Shutdown()
+	startTestPlane(t, ctx, o)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 	connect := func(cert, key string) error {
@@ -178,12 +173,7 @@ func TestServeNATSPortWithTLSAndASubscriber(t *testing.T) {
 	o := natsServeOptions(t, natsOptions{listen: addr, subscriberUser: "audit", subscriberPasswordFN: pwFile, tlsCert: certFile, tlsKey: keyFile})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	log, _ := newLogger("warn", "text")
-	p, err := startPlane(ctx, o, log, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.emb.Shutdown()
+	p := startTestPlane(t, ctx, o)
 	go func() { _ = p.views.Run(ctx) }()
 	cfg, err := loadPool(o.config)
 	if err != nil {

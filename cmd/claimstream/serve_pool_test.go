@@ -35,12 +35,7 @@ func TestServeAppliesAPoolAboveTheBatchLimit(t *testing.T) {
 	o := serveOptions{config: file, configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	log, _ := newLogger("warn", "text")
-	p, err := startPlane(ctx, o, log, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.emb.Shutdown()
+	p := startTestPlane(t, ctx, o)
 	go func() { _ = p.views.Run(ctx) }()
 	cfg, err := loadPool(file)
 	if err != nil {

@@ -238,3 +238,16 @@ func TestOperationsDocListsEveryServeFlag(t *testing.T) {
 		}
 	})
 }
+
+// startTestPlane starts serve's plane (store, views, command service) on o
+// without its servers; it is shut down when the test ends.
+func startTestPlane(t *testing.T, ctx context.Context, o serveOptions) *plane {
+	t.Helper()
+	log, _ := newLogger("warn", "text")
+	p, err := startPlane(ctx, o, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.emb.Shutdown)
+	return p
+}

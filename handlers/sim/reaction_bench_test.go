@@ -1,10 +1,10 @@
 package sim_test
 
 import (
-	"log/slog"
-	"os"
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"testing"

@@ -304,9 +304,28 @@ func (r *Reactors) runQueue(ctx context.Context) error {
 			wg.Wait()
 			return nil
 		case <-t.C():
-			r.enqueueAll(w, "", time.Time{})
+			r.resync(w)
 		}
 	}
+}
+
+// resync enqueues every item again, the slots spread over the period so
+// the safety net never puts a whole pool ahead of an event's slot.
+func (r *Reactors) resync(w *workQueue) {
+	var slots []string
+	r.views.Read(func(s *projections.State) {
+		for name, sl := range s.Slots {
+			if sl.Group != "" {
+				slots = append(slots, name)
+			}
+		}
+	})
+	step := projections.ReconcilePeriod / time.Duration(max(len(slots), 1))
+	for i, s := range slots {
+		w.q.AddAfter(workKey{slot: s}, time.Duration(i)*step)
+	}
+	w.add(scalerKey, time.Time{})
+	w.add(straysKey, time.Time{})
 }
 
 // watchAnyChange enqueues everything at each change of a cluster that does
@@ -317,7 +336,7 @@ func (r *Reactors) watchAnyChange(ctx context.Context, w *workQueue) {
 		case <-ctx.Done():
 			return
 		case <-r.cluster.Changed():
-			r.enqueueAll(w, "", time.Time{})
+			r.resync(w)
 		}
 	}
 }

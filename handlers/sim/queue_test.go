@@ -14,6 +14,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/projections"
 )
 
 // stuckCluster is the simulated cluster where creating a Job for one slot
@@ -133,5 +134,58 @@ func TestQueueFailingSlotBacksOffAlone(t *testing.T) {
 	h.Clock.Step(2 * time.Second)
 	if !startupJobOf(t, w, "a", 10*time.Second) {
 		t.Fatalf("slot a not retried after its backoff (%d tries)", held)
+	}
+}
+
+// workCounter counts the slot work items the queue ran.
+type workCounter struct{ slots atomic.Int32 }
+
+func (c *workCounter) WorkDone(work string, _ time.Duration, _ bool) {
+	if work == "slot" {
+		c.slots.Add(1)
+	}
+}
+func (c *workCounter) Reacted(time.Duration)   {}
+func (c *workCounter) ObserveDepth(func() int) {}
+
+// settled waits (bounded) until the count stops moving and returns it.
+func settled(t *testing.T, c *workCounter) int32 {
+	t.Helper()
+	last := int32(-1)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		n := c.slots.Load()
+		if n == last {
+			return n
+		}
+		last = n
+	}
+	t.Fatal("the work queue did not settle")
+	return 0
+}
+
+// TestQueueResyncIsSpread: the periodic full resync enqueues every slot
+// again, spread over the period on the injected clock rather than all at
+// once ahead of an event's slot.
+func TestQueueResyncIsSpread(t *testing.T) {
+	h, w := newWorld(t, sim.Timing{})
+	declare(t, h, "g", events.GroupSpec{}, handlerstest.Slots("n", 100)...)
+	count := &workCounter{}
+	r := handlers.NewReactors(handlers.ReactorsConfig{Views: h.Views, Service: h.Service, Cluster: w.Cluster, Clock: h.Clock, Namespace: "claimstream", Log: quiet, Metrics: count})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	start := settled(t, count)
+	if start < 100 {
+		t.Fatalf("the start enqueued %d slots, want every one (100)", start)
+	}
+	h.Clock.Step(projections.ReconcilePeriod)
+	if n := settled(t, count) - start; n > 5 {
+		t.Fatalf("the resync ran %d of 100 slots at once", n)
+	}
+	h.Clock.Step(projections.ReconcilePeriod / 2)
+	if n := settled(t, count) - start; n < 40 || n > 60 {
+		t.Fatalf("half a period into the resync %d of 100 slots ran, want about half", n)
 	}
 }

@@ -336,7 +336,7 @@ func (r *Reactors) watchAnyChange(ctx context.Context, w *workQueue) {
 		case <-ctx.Done():
 			return
 		case <-r.cluster.Changed():
-			r.resync(w)
+			r.enqueueAll(w, "", time.Time{})
 		}
 	}
 }

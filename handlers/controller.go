@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -39,12 +40,19 @@ type ReactorsConfig struct {
 	// cluster adapter creates them in its namespace when a request names none).
 	Namespace string
 	Log       *slog.Logger
+	// Workers is how many work items run at once (default DefaultWorkers).
+	Workers int
+	// Metrics, when set, observe the work queue.
+	Metrics QueueMetrics
 }
 
 // Reactors runs every reactor over every slot.
 type Reactors struct {
 	base
-	list []Reactor
+	list    []Reactor
+	workers int
+	metrics QueueMetrics
+	queue   atomic.Pointer[workQueue]
 }
 
 // NewReactors builds the reactors, in the order one pass runs them on a
@@ -61,7 +69,10 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 		cfg.Clock = clock.RealClock{}
 	}
 	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace}
-	r := &Reactors{base: b}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	r := &Reactors{base: b, workers: cfg.Workers, metrics: cfg.Metrics}
 	r.list = []Reactor{
 		&Observer{b}, &Hosts{b}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &ReadinessGate{b},
 		&HostLoss{b}, &MachineGone{b}, &Drain{base: b, next: &ScaleDown{b}}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
@@ -73,7 +84,8 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 func (r *Reactors) List() []Reactor { return slices.Clone(r.list) }
 
 // ReconcileAll runs every reactor over every slot once, slots in name
-// order. It returns the soonest requeue any reactor asked for, bounded by
+// order: the synchronous pass deterministic tests drive (Run uses the
+// work queue). It returns the soonest requeue any reactor asked for, bounded by
 // projections.ReconcilePeriod, and every error joined (one slot's error
 // does not stop the others).
 func (r *Reactors) ReconcileAll(ctx context.Context) (time.Duration, error) {
@@ -155,9 +167,9 @@ func (r *Reactors) idle(slot string) bool {
 	return !present
 }
 
-// Run reconciles until ctx ends: after every change of the views, every
-// change the cluster's caches see, and at the soonest requeue (at most
-// ReconcilePeriod apart).
+// Run reconciles until ctx ends, from the work queue (queue.go): each
+// event, cache change and timer enqueues the slots it concerns; every
+// ReconcilePeriod everything is enqueued again.
 func (r *Reactors) Run(ctx context.Context) error {
 	for !r.cluster.HasSynced() {
 		t := r.clock.NewTimer(100 * time.Millisecond)
@@ -168,32 +180,7 @@ func (r *Reactors) Run(ctx context.Context) error {
 		case <-t.C():
 		}
 	}
-	r.log.Info("reactors running", "reactors", len(r.list))
-	for {
-		viewsChanged := r.views.Changed()
-		clusterChanged := r.cluster.Changed()
-		next, err := r.ReconcileAll(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			r.log.Error("reconcile pass", "err", err)
-			next = min(next, 5*time.Second)
-		}
-		if next <= 0 || next > projections.ReconcilePeriod {
-			next = projections.ReconcilePeriod
-		}
-		t := r.clock.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-viewsChanged:
-		case <-clusterChanged:
-		case <-t.C():
-		}
-		t.Stop()
-	}
+	return r.runQueue(ctx)
 }
 
 // --- what every reactor shares ---------------------------------------------

@@ -23,6 +23,7 @@ type Runner struct {
 	every uint64
 	log   *slog.Logger
 	on    func(events.Event)
+	subs  subscribers
 
 	mu    sync.RWMutex
 	state *State
@@ -135,6 +136,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if r.on != nil {
 			r.on(e)
 		}
+		r.subs.notify(e)
 		if w != nil {
 			close(w)
 		}

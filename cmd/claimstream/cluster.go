@@ -88,7 +88,7 @@ func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenar
 			return errors.New("the Node and Job caches did not sync within 2m: check the RBAC of the service account")
 		}
 		p.log.Info("reactors running", "cluster", cfg.Host, "namespace", cl.Namespace())
-		r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log})
+		r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log, Metrics: p.reactorMetrics()})
 		return p.withSinks(ctx, r.Run)
 	}
 	if !o.leaderElect {
@@ -107,7 +107,7 @@ func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenar
 }
 
 func (p *plane) runSimulated(ctx context.Context, o clusterOptions, sc *sim.Scenario) error {
-	cfg := sim.WorldConfig{Views: p.views, Service: p.service, Clock: p.clock, Namespace: o.namespace, Seed: o.seed, Log: p.log}
+	cfg := sim.WorldConfig{Views: p.views, Service: p.service, Clock: p.clock, Namespace: o.namespace, Seed: o.seed, Log: p.log, Metrics: p.reactorMetrics()}
 	if sc != nil {
 		cfg.Timing = sc.TimingOf()
 	}
@@ -130,6 +130,14 @@ func (p *plane) runSimulated(ctx context.Context, o clusterOptions, sc *sim.Scen
 		p.log.Info("simulated cluster (no --kubeconfig): machines boot when claims ask for them")
 	}
 	return p.withSinks(ctx, w.Run)
+}
+
+// reactorMetrics observe the reactors' work queue (nil: no telemetry).
+func (p *plane) reactorMetrics() handlers.QueueMetrics {
+	if p.tel == nil {
+		return nil
+	}
+	return p.tel.Metrics
 }
 
 // withSinks runs the CloudEvents sinks next to the reactors: only where the

@@ -51,6 +51,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	changed chan struct{}
+	watch   objectWatchers
 
 	// The built-in scaler's workload informers (workload.go).
 	resync       time.Duration
@@ -73,9 +74,9 @@ func New(client kubernetes.Interface, opts Options) *Cluster {
 	c.nodes = c.nodeFactory.Core().V1().Nodes().Informer()
 	c.jobs = c.jobFactory.Batch().V1().Jobs().Informer()
 	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.notify() },
-		UpdateFunc: func(any, any) { c.notify() },
-		DeleteFunc: func(any) { c.notify() },
+		AddFunc:    func(o any) { c.notify(); c.objectChanged(o) },
+		UpdateFunc: func(_, o any) { c.notify(); c.objectChanged(o) },
+		DeleteFunc: func(o any) { c.notify(); c.objectChanged(o) },
 	}
 	_, _ = c.nodes.AddEventHandler(h)
 	_, _ = c.jobs.AddEventHandler(h)

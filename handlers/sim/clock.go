@@ -82,3 +82,15 @@ func (t *scaledTimer) Stop() bool          { return t.t.Stop() }
 func (t *scaledTimer) Reset(d time.Duration) bool {
 	return t.t.Reset(t.c.scale(d))
 }
+
+// NewTicker ticks every d of simulated time (the reactors' work queue
+// takes a clock with tickers). The ticks carry wall-clock times: only
+// their rhythm is used.
+func (c *ScaledClock) NewTicker(d time.Duration) clock.Ticker {
+	return scaledTicker{time.NewTicker(c.scale(d))}
+}
+
+type scaledTicker struct{ t *time.Ticker }
+
+func (t scaledTicker) C() <-chan time.Time { return t.t.C }
+func (t scaledTicker) Stop()               { t.t.Stop() }

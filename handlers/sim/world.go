@@ -24,6 +24,8 @@ type WorldConfig struct {
 	Seed      int64
 	Timing    Timing
 	Log       *slog.Logger
+	// Metrics, when set, observe the reactors' work queue.
+	Metrics handlers.QueueMetrics
 }
 
 // World is a simulated cluster (fake clientset + machines) under the
@@ -63,7 +65,7 @@ func (w *World) Start(ctx context.Context) error {
 		return fmt.Errorf("simulated cluster: caches did not sync")
 	}
 	w.Reactors = handlers.NewReactors(handlers.ReactorsConfig{
-		Views: w.cfg.Views, Service: w.cfg.Service, Cluster: w.Cluster, Clock: w.cfg.Clock, Namespace: w.cfg.Namespace, Log: w.cfg.Log,
+		Views: w.cfg.Views, Service: w.cfg.Service, Cluster: w.Cluster, Clock: w.cfg.Clock, Namespace: w.cfg.Namespace, Log: w.cfg.Log, Metrics: w.cfg.Metrics,
 	})
 	return nil
 }
@@ -172,7 +174,7 @@ func (w *World) RunUntil(ctx context.Context, max time.Duration, cond func(*proj
 }
 
 // Run drives the world on a real (or scaled) clock until ctx ends: the
-// simulator's actions at their times, the reactors on their own loop
+// simulator's actions at their times, the reactors on their work queue
 // (Reactors.Run). This is what `serve --simulate` runs.
 func (w *World) Run(ctx context.Context) error {
 	errc := make(chan error, 1)

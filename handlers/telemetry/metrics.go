@@ -71,6 +71,8 @@ type Metrics struct {
 
 	// tlsReloadFailures: tls.go.
 	tlsReloadFailures metric.Int64Counter
+	// queue: the reactors' work queue (queue.go).
+	queue queueInstruments
 }
 
 // NewMetrics creates the instruments on meter.
@@ -114,6 +116,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	m.pool, err = newPoolInstruments(meter)
 	add(err)
 	add(m.newTLSInstruments(meter))
+	add(m.newQueueInstruments(meter))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

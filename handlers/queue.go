@@ -1,0 +1,350 @@
+package handlers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// The reactors run from a work queue, the way Kubernetes controllers do: an
+// event, an informer change or a timer enqueues only the slot it concerns;
+// a few workers take the keys (the queue hands a key to one worker at a
+// time, so one slot has one writer), a slot's timers are delayed adds and a
+// failing slot backs off alone.
+
+// DefaultWorkers is how many slots the reactors work on at once.
+const DefaultWorkers = 4
+
+// Backoff of a failing work item: doubles from RetryBase to RetryMax.
+const (
+	RetryBase = 100 * time.Millisecond
+	RetryMax  = 30 * time.Second
+)
+
+// Object kinds in an ObjectChange.
+const (
+	KindNode = "Node"
+	KindJob  = "Job"
+)
+
+// ObjectChange is one change a cluster's caches saw: a Node (by name and
+// providerID) or a lifecycle Job (by name and the slot it was made for).
+type ObjectChange struct {
+	Kind       string
+	Name       string
+	ProviderID string
+	Slot       string
+}
+
+// ObjectWatcher is a Cluster that says which object changed (handlers/kube
+// does); over one that does not, every change enqueues every slot.
+type ObjectWatcher interface {
+	WatchObjects(fn func(ObjectChange))
+}
+
+// QueueMetrics observe the work queue (handlers/telemetry implements it).
+type QueueMetrics interface {
+	// WorkDone: one work item ran (kind "slot", "scaler" or "strays").
+	WorkDone(kind string, took time.Duration, failed bool)
+	// Reacted: the time from an event to the end of the reconcile it
+	// caused.
+	Reacted(took time.Duration)
+	// ObserveDepth gives the metrics the queue's length to read.
+	ObserveDepth(depth func() int)
+}
+
+// workKind says what a work item reconciles.
+type workKind uint8
+
+const (
+	workSlot   workKind = iota // every reactor on one slot, in pass order
+	workScaler                 // the built-in scaler over its groups
+	workStrays                 // the refusal of hosts under no slot's name
+)
+
+func (k workKind) String() string {
+	switch k {
+	case workScaler:
+		return "scaler"
+	case workStrays:
+		return "strays"
+	}
+	return "slot"
+}
+
+type workKey struct {
+	kind workKind
+	slot string
+}
+
+var (
+	scalerKey = workKey{kind: workScaler}
+	straysKey = workKey{kind: workStrays}
+)
+
+// workQueue is the running queue of Reactors.Run.
+type workQueue struct {
+	q workqueue.TypedRateLimitingInterface[workKey]
+
+	mu sync.Mutex
+	// since is, per key, the time of the oldest event not yet reacted to.
+	since map[workKey]time.Time
+}
+
+// tickerClock is the reactors' clock with the tickers the work queue needs
+// (its delayed adds run on it, so a fake clock drives them in tests).
+func tickerClock(c clock.Clock) clock.WithTicker {
+	if wt, ok := c.(clock.WithTicker); ok {
+		return wt
+	}
+	return clock.RealClock{}
+}
+
+func (r *Reactors) newWorkQueue() *workQueue {
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[workKey](RetryBase, RetryMax)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[workKey]{
+		Name:  "reactors",
+		Clock: tickerClock(r.clock),
+	})
+	return &workQueue{q: q, since: map[workKey]time.Time{}}
+}
+
+// add enqueues a key; at, when set, is the time of the event that asks.
+func (w *workQueue) add(k workKey, at time.Time) {
+	if !at.IsZero() {
+		w.mu.Lock()
+		if _, ok := w.since[k]; !ok {
+			w.since[k] = at
+		}
+		w.mu.Unlock()
+	}
+	w.q.Add(k)
+}
+
+func (w *workQueue) takeSince(k workKey) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.since[k]
+	delete(w.since, k)
+	return t, ok
+}
+
+// enqueueAll enqueues every slot of a group (every slot when group is "")
+// and the group-level work.
+func (r *Reactors) enqueueAll(w *workQueue, group string, at time.Time) {
+	var slots []string
+	r.views.Read(func(s *projections.State) {
+		for name, sl := range s.Slots {
+			if sl.Group != "" && (group == "" || sl.Group == group) {
+				slots = append(slots, name)
+			}
+		}
+	})
+	for _, s := range slots {
+		w.add(workKey{slot: s}, at)
+	}
+	w.add(scalerKey, at)
+	w.add(straysKey, at)
+}
+
+// onEvent enqueues what a folded event concerns: its slot, or every slot
+// of its group when it names none (a group's spec), and the group-level
+// work.
+func (r *Reactors) onEvent(w *workQueue, e events.Event) {
+	ref := e.Data.Reference()
+	switch {
+	case ref.Slot != "":
+		w.add(workKey{slot: ref.Slot}, e.Time)
+		if ref.Group != "" {
+			w.add(scalerKey, e.Time)
+		}
+	default:
+		r.enqueueAll(w, ref.Group, e.Time)
+	}
+}
+
+// onObject enqueues the slot a Node or Job belongs to; a Node under no
+// slot is for the stray-host refusal. Nodes change capacity: the scaler
+// looks too.
+func (r *Reactors) onObject(w *workQueue, ch ObjectChange) {
+	switch ch.Kind {
+	case KindJob:
+		if ch.Slot != "" {
+			w.add(workKey{slot: ch.Slot}, time.Time{})
+		}
+	case KindNode:
+		slot := ""
+		r.views.Read(func(s *projections.State) {
+			if sl, ok := s.SlotForNode(ch.Name, ch.ProviderID); ok && sl != nil {
+				slot = sl.Name
+			}
+		})
+		if slot != "" {
+			w.add(workKey{slot: slot}, time.Time{})
+		} else {
+			w.add(straysKey, time.Time{})
+		}
+		w.add(scalerKey, time.Time{})
+	}
+}
+
+// reconcileKey runs the work of one key.
+func (r *Reactors) reconcileKey(ctx context.Context, k workKey) (time.Duration, error) {
+	switch k.kind {
+	case workScaler:
+		d, err := r.builtinScaler(ctx)
+		if err != nil {
+			r.log.Error("built-in scaler failed", "err", err)
+		}
+		return d, err
+	case workStrays:
+		return 0, r.strayHosts(ctx)
+	}
+	declared := false
+	r.views.Read(func(s *projections.State) {
+		sl := s.Slots[k.slot]
+		declared = sl != nil && sl.Group != ""
+	})
+	if !declared {
+		return 0, nil // a stray-host record, or a slot not (yet) declared
+	}
+	return r.ReconcileSlot(ctx, k.slot)
+}
+
+// work takes keys until the queue shuts down.
+func (r *Reactors) work(ctx context.Context, w *workQueue) {
+	for {
+		k, quit := w.q.Get()
+		if quit {
+			return
+		}
+		r.workOne(ctx, w, k)
+		w.q.Done(k)
+	}
+}
+
+func (r *Reactors) workOne(ctx context.Context, w *workQueue, k workKey) {
+	began := r.clock.Now()
+	since, caused := w.takeSince(k)
+	d, err := r.reconcileKey(ctx, k)
+	if ctx.Err() != nil {
+		return
+	}
+	end := r.clock.Now()
+	if r.metrics != nil {
+		r.metrics.WorkDone(k.kind.String(), end.Sub(began), err != nil)
+		if caused && err == nil {
+			r.metrics.Reacted(end.Sub(since))
+		}
+	}
+	if err != nil {
+		retry := w.q.NumRequeues(k) + 1
+		r.log.Warn("work item failed, retrying it alone after a backoff", "work", k.kind.String(), "slot", k.slot, "retry", retry, "err", err)
+		if caused {
+			// Its event is still not reacted to.
+			w.mu.Lock()
+			if _, ok := w.since[k]; !ok {
+				w.since[k] = since
+			}
+			w.mu.Unlock()
+		}
+		w.q.AddRateLimited(k)
+		return
+	}
+	w.q.Forget(k)
+	if d > 0 {
+		w.q.AddAfter(k, min(d, projections.ReconcilePeriod))
+	}
+}
+
+// runQueue is Run: the workers, the feeds and a full resync every
+// ReconcilePeriod as a safety net.
+func (r *Reactors) runQueue(ctx context.Context) error {
+	w := r.newWorkQueue()
+	r.queue.Store(w)
+	defer r.queue.Store(nil)
+	if r.metrics != nil {
+		r.metrics.ObserveDepth(r.QueueDepth)
+	}
+	unsubscribe := r.views.Subscribe(func(e events.Event) { r.onEvent(w, e) })
+	defer unsubscribe()
+	if ow, ok := r.cluster.(ObjectWatcher); ok {
+		ow.WatchObjects(func(ch ObjectChange) {
+			if r.queue.Load() == w {
+				r.onObject(w, ch)
+			}
+		})
+	} else {
+		r.log.Warn("the cluster does not say which object changed: every change enqueues every slot")
+		go r.watchAnyChange(ctx, w)
+	}
+	r.enqueueAll(w, "", time.Time{})
+	workers := r.workers
+	r.log.Info("reactors running", "reactors", len(r.list), "workers", workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.work(ctx, w)
+		}()
+	}
+	for {
+		t := r.clock.NewTimer(projections.ReconcilePeriod)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			w.q.ShutDown()
+			wg.Wait()
+			return nil
+		case <-t.C():
+			r.resync(w)
+		}
+	}
+}
+
+// resync enqueues every item again, the slots spread over the period so
+// the safety net never puts a whole pool ahead of an event's slot.
+func (r *Reactors) resync(w *workQueue) {
+	var slots []string
+	r.views.Read(func(s *projections.State) {
+		for name, sl := range s.Slots {
+			if sl.Group != "" {
+				slots = append(slots, name)
+			}
+		}
+	})
+	step := projections.ReconcilePeriod / time.Duration(max(len(slots), 1))
+	for i, s := range slots {
+		w.q.AddAfter(workKey{slot: s}, time.Duration(i)*step)
+	}
+	w.add(scalerKey, time.Time{})
+	w.add(straysKey, time.Time{})
+}
+
+// watchAnyChange enqueues everything at each change of a cluster that does
+// not say what changed.
+func (r *Reactors) watchAnyChange(ctx context.Context, w *workQueue) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.cluster.Changed():
+			r.enqueueAll(w, "", time.Time{})
+		}
+	}
+}
+
+// QueueDepth is how many work items wait (0 when the reactors do not run).
+func (r *Reactors) QueueDepth() int {
+	if w := r.queue.Load(); w != nil {
+		return w.q.Len()
+	}
+	return 0
+}

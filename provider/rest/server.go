@@ -84,6 +84,7 @@ var routes = []route{
 	{"GET", "/api/v1/audit/slots/{name}", true, (*server).auditSlot},
 	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
 	{"GET", "/api/v1/replay", true, (*server).replay},
+	{"GET", "/api/v1/backup", true, (*server).backup},
 }
 
 // Routes lists "METHOD /path" of every route the API serves.

@@ -112,7 +112,7 @@ func newRestoreCmd() *cobra.Command {
 	return cmd
 }
 
-func runRestore(ctx context.Context, file, dataDir string, out io.Writer) (err error) {
+func runRestore(ctx context.Context, file, dataDir string, out io.Writer) error {
 	start := time.Now()
 	if err := events.CheckRestoreTarget(dataDir); err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -126,57 +126,67 @@ func runRestore(ctx context.Context, file, dataDir string, out io.Writer) (err e
 	if err != nil {
 		return fmt.Errorf("restore refused, nothing written: %w", err)
 	}
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dataDir})
+	// No fsync per event: the store is synced once, whole, at the end.
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dataDir, NoSync: true})
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	defer func() {
-		emb.Shutdown()
-		if err != nil {
-			// The dir was empty: what is in it now is this restore's.
-			if cerr := clearDir(dataDir); cerr != nil {
-				err = fmt.Errorf("%w; and removing the partial restore failed: %v", err, cerr)
-			}
+	digest, err := restoreAndCheck(ctx, emb, f, m)
+	emb.Shutdown()
+	if err == nil {
+		err = events.SyncDataDir(dataDir)
+	}
+	if err != nil {
+		// The dir was empty: what is in it now is this restore's.
+		if cerr := clearDir(dataDir); cerr != nil {
+			err = fmt.Errorf("%w; and removing the partial restore failed: %v", err, cerr)
 		}
-	}()
-	if err := events.RestoreBackup(ctx, emb.Conn, f, m); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	js, err := jetstream.New(emb.Conn)
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	stream, err := js.Stream(ctx, m.Stream)
-	if err != nil {
-		return fmt.Errorf("restore: the restored stream: %w", err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("restore: the restored stream: %w", err)
-	}
-	if s := info.State; s.LastSeq != m.LastSeq || s.Msgs != m.Msgs {
-		return fmt.Errorf("restore: the restored stream holds %d events up to seq %d, the backup %d up to %d", s.Msgs, s.LastSeq, m.Msgs, m.LastSeq)
-	}
-	store, err := events.OpenStore(ctx, js, events.StoreConfig{Stream: m.Stream})
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	views := projections.NewState()
-	if m.LastSeq > 0 {
-		if views, err = projections.Rebuild(ctx, store, m.LastSeq); err != nil {
-			return fmt.Errorf("restore: rebuild the views: %w", err)
-		}
-	}
-	digest, err := projections.ViewsDigest(views)
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	if digest != m.ViewsDigest {
-		return fmt.Errorf("restore: the views rebuilt from the restored log have digest %s, the backup's were %s", digest, m.ViewsDigest)
+		return err
 	}
 	fmt.Fprintf(out, "restored %s into %s: stream %s, sequences %d..%d, %d events, views digest %s (matches the backup), %v\n",
 		file, dataDir, m.Stream, m.FirstSeq, m.LastSeq, m.Msgs, digest, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// restoreAndCheck restores the verified backup on emb and checks the
+// restored log against its manifest; it returns the views' digest.
+func restoreAndCheck(ctx context.Context, emb *events.Embedded, f *os.File, m events.BackupManifest) (string, error) {
+	if err := events.RestoreBackup(ctx, emb.Conn, f, m); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	js, err := jetstream.New(emb.Conn)
+	if err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	stream, err := js.Stream(ctx, m.Stream)
+	if err != nil {
+		return "", fmt.Errorf("restore: the restored stream: %w", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("restore: the restored stream: %w", err)
+	}
+	if s := info.State; s.LastSeq != m.LastSeq || s.Msgs != m.Msgs {
+		return "", fmt.Errorf("restore: the restored stream holds %d events up to seq %d, the backup %d up to %d", s.Msgs, s.LastSeq, m.Msgs, m.LastSeq)
+	}
+	store, err := events.OpenStore(ctx, js, events.StoreConfig{Stream: m.Stream})
+	if err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	views := projections.NewState()
+	if m.LastSeq > 0 {
+		if views, err = projections.Rebuild(ctx, store, m.LastSeq); err != nil {
+			return "", fmt.Errorf("restore: rebuild the views: %w", err)
+		}
+	}
+	digest, err := projections.ViewsDigest(views)
+	if err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	if digest != m.ViewsDigest {
+		return "", fmt.Errorf("restore: the views rebuilt from the restored log have digest %s, the backup's were %s", digest, m.ViewsDigest)
+	}
+	return digest, nil
 }
 
 // clearDir removes everything in dir, leaving dir.

@@ -383,6 +383,9 @@ func CheckRestoreTarget(dir string) error {
 	}
 	var other []string
 	for _, e := range entries {
+		if e.Name() == "lost+found" && e.IsDir() {
+			continue // a fresh ext4 volume's; not a store's
+		}
 		if e.Name() == DataDirLockFile {
 			lock, err := LockDataDir(dir)
 			if err != nil {

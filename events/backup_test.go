@@ -204,6 +204,13 @@ func TestCheckRestoreTarget(t *testing.T) {
 	if err := events.CheckRestoreTarget(t.TempDir()); err != nil {
 		t.Fatalf("an empty dir: %v", err)
 	}
+	volume := t.TempDir()
+	if err := os.Mkdir(filepath.Join(volume, "lost+found"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.CheckRestoreTarget(volume); err != nil {
+		t.Fatalf("a fresh volume's root: %v", err)
+	}
 	full := t.TempDir()
 	if err := os.WriteFile(filepath.Join(full, "stray"), nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,9 @@ func (s *server) backup(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	out := &lazyBackupWriter{w: w}
 	m, err := events.WriteBackup(r.Context(), s.store.JetStream().Conn(), s.store.Stream(), out, s.viewsDigestAt, nil)
+	if s.opts.OnBackup != nil {
+		s.opts.OnBackup(s.now(), m.SnapshotSize, err)
+	}
 	if err != nil {
 		s.log.Error("backup failed", "stream", s.store.Stream(), "bytes", m.SnapshotSize, "err", err)
 		if !out.started {

@@ -47,6 +47,8 @@ type Options struct {
 	// LogHealth, when set, makes /readyz answer 503 while the event log
 	// cannot be written.
 	LogHealth *events.LogHealth
+	// OnBackup, when set, is told of every backup served (backup.go).
+	OnBackup func(at time.Time, size int64, err error)
 }
 
 // server holds what the handlers need.

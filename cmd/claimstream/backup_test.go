@@ -3,16 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
@@ -143,5 +149,116 @@ func TestBackupCutShortLeavesNoFile(t *testing.T) {
 	}
 	if entries := listDir(t, filepath.Dir(target)); entries != "" {
 		t.Fatalf("left behind: %s", entries)
+	}
+}
+
+// TestServeBackupDuringAppends: serve's own API streams the backup while
+// appends go on; the restored dir starts with the views the log had at the
+// backup's last sequence, and holds every event acknowledged before it.
+func TestServeBackupDuringAppends(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log, _ := newLogger("error", "text")
+	o := serveOptions{config: examplePool, configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true,
+		apiAddress: "127.0.0.1:0", apiToken: "backup-test-token"}
+	p, err := startPlane(ctx, o, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.emb.Shutdown()
+	go func() { _ = p.views.Run(ctx) }()
+	cfg, err := loadPool(o.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.applyPool(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.apiHandler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(h)
+	defer api.Close()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var appended atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Operators decommission and recommission a slot over and over:
+		// every command appends events the views fold.
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var cmd handlers.Command = handlers.Decommission{Slot: "node-1.lan", By: "test", Reason: fmt.Sprint("round ", i)}
+			if i%2 == 1 {
+				cmd = handlers.Recommission{Slot: "node-1.lan", By: "test"}
+			}
+			if _, err := p.service.Execute(ctx, cmd); err != nil {
+				t.Errorf("%T during the backup: %v", cmd, err)
+				return
+			}
+			appended.Add(1)
+		}
+	}()
+	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if appended.Load() < 20 {
+			return fmt.Errorf("%d appends so far", appended.Load())
+		}
+		return nil
+	})
+	ackedBefore, err := p.store.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "serve.backup")
+	out := runCLI(t, nil, "backup", path, "--server", api.URL, "--token", "backup-test-token", "--cli-config", "")
+	close(stop)
+	wg.Wait()
+	if strings.Contains(out, "error:") {
+		t.Fatalf("backup: %s", out)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.VerifyBackup(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LastSeq < ackedBefore {
+		t.Fatalf("the backup ends at seq %d, before seq %d acknowledged before it started", m.LastSeq, ackedBefore)
+	}
+	end, _ := p.store.LastSeq(ctx)
+	t.Logf("acknowledged before the backup: %d; the backup: up to %d; the log when the appends stopped: %d", ackedBefore, m.LastSeq, end)
+	before, err := projections.Rebuild(ctx, p.store, m.LastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := projections.ViewsDigest(before)
+
+	restored := filepath.Join(t.TempDir(), "restored")
+	if out := runCLI(t, nil, "restore", path, "--data-dir", restored); !strings.Contains(out, "matches the backup") {
+		t.Fatalf("restore: %s", out)
+	}
+	o2 := serveOptions{config: examplePool, configPoll: time.Hour, dataDir: restored, stream: "CLAIMSTREAM", noFsync: true}
+	p2, err := startPlane(ctx, o2, log, nil, nil)
+	if err != nil {
+		t.Fatalf("serve on the restored dir: %v", err)
+	}
+	defer p2.emb.Shutdown()
+	if last, err := p2.store.LastSeq(ctx); err != nil || last != m.LastSeq {
+		t.Fatalf("the restored log ends at %d (%v), the backup at %d", last, err, m.LastSeq)
+	}
+	var got string
+	p2.views.Read(func(s *projections.State) { got, err = projections.ViewsDigest(s) })
+	if err != nil || got != want {
+		t.Fatalf("views of serve on the restored dir: %s (%v), want %s (the original at seq %d)", got, err, want, m.LastSeq)
 	}
 }

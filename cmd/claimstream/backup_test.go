@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -260,5 +263,42 @@ func TestServeBackupDuringAppends(t *testing.T) {
 	p2.views.Read(func(s *projections.State) { got, err = projections.ViewsDigest(s) })
 	if err != nil || got != want {
 		t.Fatalf("views of serve on the restored dir: %s (%v), want %s (the original at seq %d)", got, err, want, m.LastSeq)
+	}
+}
+
+// TestRestoreThatDoesNotMatchItsManifestLeavesTheDirEmpty: a file whose
+// checksums hold but whose views digest is not what its log folds to (a
+// backup written by a serve with another fold) is restored, found out and
+// removed again.
+func TestRestoreThatDoesNotMatchItsManifestLeavesTheDirEmpty(t *testing.T) {
+	path, _ := backupOfScript(t)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const trailer = 8 + sha256.Size + 8
+	n := int(binary.BigEndian.Uint64(b[len(b)-trailer:]))
+	head := b[:len(b)-trailer-n]
+	var m events.BackupManifest
+	if err := json.Unmarshal(b[len(b)-trailer-n:len(b)-trailer], &m); err != nil {
+		t.Fatal(err)
+	}
+	m.ViewsDigest = strings.Repeat("ab", sha256.Size)
+	mb, _ := json.Marshal(m)
+	sum := sha256.Sum256(mb)
+	forged := append(append([]byte{}, head...), mb...)
+	forged = binary.BigEndian.AppendUint64(forged, uint64(len(mb)))
+	forged = append(append(forged, sum[:]...), "CSBKEND1"...)
+	forgedPath := filepath.Join(t.TempDir(), "forged.backup")
+	if err := os.WriteFile(forgedPath, forged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := runCLI(t, nil, "restore", forgedPath, "--data-dir", dir)
+	if !strings.Contains(out, "error:") || !strings.Contains(out, "the backup's were "+m.ViewsDigest) {
+		t.Fatalf("restore said %q, want the digest mismatch", out)
+	}
+	if left := listDir(t, dir); left != "" {
+		t.Fatalf("a failed restore left %s behind", left)
 	}
 }

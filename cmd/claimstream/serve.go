@@ -363,7 +363,11 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rest.New(p.views, p.service, p.store, p.clock, rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health}), nil
+	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health}
+	if p.tel != nil {
+		ro.OnBackup = p.tel.Metrics.BackupDone
+	}
+	return rest.New(p.views, p.service, p.store, p.clock, ro), nil
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -68,6 +68,7 @@ type Metrics struct {
 	claims         metric.Int64ObservableGauge
 	lag            metric.Int64ObservableGauge
 	pool           poolInstruments
+	backup         backupInstruments
 
 	// tlsReloadFailures: tls.go.
 	tlsReloadFailures metric.Int64Counter
@@ -114,6 +115,8 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	m.lag, err = meter.Int64ObservableGauge(InstProjectionLag, metric.WithDescription("Events in the log the views have not folded yet."))
 	add(err)
 	m.pool, err = newPoolInstruments(meter)
+	add(err)
+	m.backup, err = newBackupInstruments(meter)
 	add(err)
 	add(m.newTLSInstruments(meter))
 	add(m.newQueueInstruments(meter))

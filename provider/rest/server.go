@@ -47,6 +47,8 @@ type Options struct {
 	// LogHealth, when set, makes /readyz answer 503 while the event log
 	// cannot be written.
 	LogHealth *events.LogHealth
+	// OnBackup, when set, is told of every backup served (backup.go).
+	OnBackup func(at time.Time, size int64, err error)
 }
 
 // server holds what the handlers need.
@@ -84,6 +86,7 @@ var routes = []route{
 	{"GET", "/api/v1/audit/slots/{name}", true, (*server).auditSlot},
 	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
 	{"GET", "/api/v1/replay", true, (*server).replay},
+	{"GET", "/api/v1/backup", true, (*server).backup},
 }
 
 // Routes lists "METHOD /path" of every route the API serves.

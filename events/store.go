@@ -52,7 +52,8 @@ type StoreConfig struct {
 	Stream string
 	// Prefix is the first subject token (default "cs").
 	Prefix string
-	// MaxAge bounds retention; audits need months (default 400 days).
+	// MaxAge bounds retention: events older expire (0: kept forever). serve
+	// sets it from --retention; checkpoints cover what expires.
 	MaxAge time.Duration
 	// Replicas is 1 on a single server, 3 on a cluster.
 	Replicas int
@@ -77,9 +78,6 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	}
 	if c.Prefix == "" {
 		c.Prefix = "cs"
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = 400 * 24 * time.Hour
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1

@@ -435,7 +435,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "InvalidArgument", "at: want an RFC 3339 time such as 2026-03-04T03:12:00Z: "+err.Error())
 			return
 		}
-		st, err = projections.RebuildUntil(r.Context(), s.store, at)
+		st, err = projections.ReplayUntil(r.Context(), s.store, s.views.Checkpoints(), at)
 	case q.Get("seq") != "":
 		seq, perr := strconv.ParseUint(q.Get("seq"), 10, 64)
 		if perr != nil || seq == 0 {
@@ -451,7 +451,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, notFound("seq %d is past the log's end (%d)", seq, last))
 			return
 		}
-		st, err = projections.Rebuild(r.Context(), s.store, seq)
+		st, err = projections.ReplayTo(r.Context(), s.store, s.views.Checkpoints(), seq)
 		if err == nil {
 			e, gerr := s.store.Get(r.Context(), seq)
 			if gerr != nil {
@@ -465,6 +465,11 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	if events.GapsOf(err) != nil {
 		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot replay over a damaged log: "+err.Error())
+		return
+	}
+	var truncated *projections.TruncatedLogError
+	if errors.As(err, &truncated) {
+		writeError(w, http.StatusGone, "Expired", err.Error())
 		return
 	}
 	if err != nil {

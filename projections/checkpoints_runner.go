@@ -16,7 +16,7 @@ import (
 type runnerCheckpoints struct {
 	store  *Checkpoints
 	policy CheckpointPolicy
-	clock  clock.WithTicker
+	clock  clock.Clock
 
 	mu      sync.Mutex
 	newest  CheckpointInfo
@@ -59,12 +59,13 @@ func (r *Runner) runCheckpointTicker(ctx context.Context) {
 	if r.cp.store == nil {
 		return
 	}
-	t := r.cp.clock.NewTicker(r.cp.policy.withDefaults().Interval)
+	every := r.cp.policy.withDefaults().Interval
 	go func() {
-		defer t.Stop()
 		for {
+			t := r.cp.clock.NewTimer(every)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
 			case <-t.C():
 				r.maybeCheckpoint(ctx)

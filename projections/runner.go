@@ -65,7 +65,7 @@ type RunnerOptions struct {
 	Checkpoints      *Checkpoints
 	CheckpointPolicy CheckpointPolicy
 	// Clock times the checkpoint schedule (default the real clock).
-	Clock clock.WithTicker
+	Clock clock.Clock
 }
 
 // NewRunner returns a runner over store. Call Start, then Run.

@@ -85,6 +85,10 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	if c.Duplicates == 0 {
 		c.Duplicates = 2 * time.Minute
 	}
+	if c.MaxAge > 0 && c.Duplicates > c.MaxAge {
+		// The server refuses a dedup window longer than the retention.
+		c.Duplicates = c.MaxAge
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

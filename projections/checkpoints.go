@@ -203,17 +203,17 @@ func (p CheckpointPolicy) Prune(cps []CheckpointInfo, now time.Time) []uint64 {
 		age := now.Sub(cp.Time)
 		var bucket string
 		switch {
-		case i == 0:
-			continue
 		case age <= p.HourlyFor:
 			bucket = "h" + cp.Time.UTC().Truncate(time.Hour).Format(time.RFC3339)
 		case p.Retention == 0 || age <= p.Retention:
 			bucket = "d" + cp.Time.UTC().Format(time.DateOnly)
+		case i == 0:
+			continue
 		default:
 			drop = append(drop, cp.Seq)
 			continue
 		}
-		if kept[bucket] {
+		if kept[bucket] && i > 0 {
 			drop = append(drop, cp.Seq)
 			continue
 		}

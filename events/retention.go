@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -35,3 +36,32 @@ func (s *Store) Bounds(ctx context.Context) (Bounds, error) {
 // Replicas is the replica count of the stream (checkpoints are kept with
 // as many).
 func (s *Store) Replicas() int { return s.cfg.Replicas }
+
+// expiredExpectations answers a conflict met because the events a write
+// expects expired: the server then knows no event of the aggregate and
+// says its last sequence is 0. When every event of the aggregate up to the
+// expected one is older than the log's first, "nothing since Expected" is
+// "nothing left in the log", so the writes are returned with those
+// expectations set to 0 for one more try; nil when the conflict is real.
+func (s *Store) expiredExpectations(ctx context.Context, err error, writes []Write) []Write {
+	if !errors.Is(err, ErrConflict) {
+		return nil
+	}
+	b, berr := s.Bounds(ctx)
+	if berr != nil || !b.Truncated() {
+		return nil
+	}
+	again := make([]Write, len(writes))
+	changed := false
+	for i, w := range writes {
+		again[i] = w
+		if w.Expected > 0 && w.Expected < b.First {
+			again[i].Expected = 0
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return again
+}

@@ -187,6 +187,16 @@ func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs 
 // *ConflictError (errors.Is(err, ErrConflict)); more than
 // MaxEventsPerAppend events is an *AppendTooLargeError and sends nothing.
 func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
+	res, err := s.appendWrites(ctx, writes...)
+	if again := s.expiredExpectations(ctx, err, writes); again != nil {
+		if res, rerr := s.appendWrites(ctx, again...); !errors.Is(rerr, ErrConflict) {
+			return res, rerr
+		}
+	}
+	return res, err
+}
+
+func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
 	total := 0
 	for _, w := range writes {
 		total += len(w.Events)

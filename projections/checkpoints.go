@@ -342,3 +342,24 @@ func replayStart(ctx context.Context, store *events.Store, cps *Checkpoints, ok 
 	}
 	return nil, err
 }
+
+// OldestCovering loads the oldest checkpoint that still holds every
+// expired event of a log with bounds b: the state nearest the expiry, which
+// an audit of expired history tells. It returns a nil state when none does.
+func (c *Checkpoints) OldestCovering(ctx context.Context, b events.Bounds) (*State, CheckpointInfo, error) {
+	cps, err := c.List(ctx)
+	if err != nil {
+		return nil, CheckpointInfo{}, err
+	}
+	for _, cp := range cps {
+		if cp.Seq+1 < b.First || cp.Seq > b.Last {
+			continue
+		}
+		st, err := c.Load(ctx, cp.Seq)
+		if err != nil {
+			return nil, CheckpointInfo{}, err
+		}
+		return st, cp, nil
+	}
+	return nil, CheckpointInfo{}, nil
+}

@@ -435,4 +435,3 @@ func modTime(path string) time.Time {
 	}
 	return fi.ModTime()
 }
-

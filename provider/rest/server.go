@@ -396,10 +396,29 @@ func (s *server) auditClaim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		mine := audit.OfClaim(evs, claim)
-		if len(mine) == 0 {
+		x, err := s.claimExpiry(r.Context(), claim, mine)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		if len(mine) == 0 && (x == nil || x.Claim == nil) {
 			continue
 		}
-		writeJSON(w, http.StatusOK, Audit{Slot: slot, Group: groupOfEvents(mine), Claim: claim, Claims: []string{claim}, Lines: audit.Story(mine)})
+		lines := audit.Story(mine)
+		if x != nil {
+			// The story starts midway: say so first, with what the
+			// checkpoint knew, rather than tell part of it as the whole.
+			lines = append([]audit.Line{audit.Expired(claim, *x)}, lines...)
+		}
+		group := groupOfEvents(mine)
+		if group == "" && x != nil && x.Claim != nil {
+			group = x.Claim.Group
+		}
+		writeJSON(w, http.StatusOK, Audit{Slot: slot, Group: group, Claim: claim, Claims: []string{claim}, Lines: lines})
+		return
+	}
+	if x, err := s.claimExpiry(r.Context(), claim, nil); err == nil && x != nil {
+		s.fail(w, notFound("claim %q is not in the log: %s", claim, audit.Expired(claim, *x).Text))
 		return
 	}
 	msg := fmt.Sprintf("claim %q not found in the views nor in the history of a slot it could belong to; if it was collected, name its slot: `claimstream audit claim %s --slot <slot>`, or tell the whole slot: `claimstream audit slot <slot>`", claim, claim)

@@ -26,15 +26,15 @@ type retentionOptions struct {
 func (o *retentionOptions) addFlags(f *pflag.FlagSet) {
 	o.retention = retention(400 * 24 * time.Hour)
 	f.Var(&o.retention, "retention", "how long events stay in the log (days such as 400d, or a duration such as 36h; 0: forever); checkpoints cover what expires")
-	f.Uint64Var(&o.checkpointEvery, "checkpoint-every", 100_000, "take a checkpoint of the views after this many events")
+	f.Uint64Var(&o.checkpointEvery, "checkpoint-every", 100_000, "take a checkpoint of the views after this many events (0: the default)")
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Hour, "take a checkpoint this long after the last one when events came since")
 }
 
 // apply sets the runner's checkpoints: the bucket, kept with as many
 // replicas as the stream, and the schedule.
 func (o *retentionOptions) apply(ctx context.Context, js jetstream.JetStream, store *events.Store, ropts *projections.RunnerOptions, clk clock.Clock) error {
-	if o.checkpointEvery == 0 || o.checkpointInterval <= 0 {
-		return fmt.Errorf("--checkpoint-every and --checkpoint-interval must be positive (got %d, %s)", o.checkpointEvery, o.checkpointInterval)
+	if o.checkpointInterval < 0 {
+		return fmt.Errorf("--checkpoint-interval %s: want a positive duration such as 1h", o.checkpointInterval)
 	}
 	cps, err := projections.OpenCheckpoints(ctx, js, "", store.Replicas())
 	if err != nil {

@@ -3,6 +3,7 @@ package projections_test
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -28,7 +29,11 @@ func BenchmarkReplayAt(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, every := range []uint64{100_000, 10_000} {
+	everies := []uint64{100_000, 10_000}
+	if v, err := strconv.ParseUint(os.Getenv("CLAIMSTREAM_BENCH_CHECKPOINT_EVERY"), 10, 64); err == nil && v > 0 {
+		everies = []uint64{v}
+	}
+	for _, every := range everies {
 		b.Run("checkpoint-every="+strconv.FormatUint(every, 10), func(b *testing.B) {
 			old, err := cps.List(ctx)
 			if err != nil {
@@ -82,6 +87,22 @@ func BenchmarkReplayAt(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			// What a replay pays before its tail: read and decode one
+			// checkpoint.
+			var loads []time.Duration
+			list, err := cps.List(ctx)
+			if err != nil || len(list) == 0 {
+				b.Fatalf("checkpoints %v: %v", list, err)
+			}
+			for k := 0; k < 10; k++ {
+				begin := time.Now()
+				if _, err := cps.Load(ctx, list[len(list)-1].Seq); err != nil {
+					b.Fatal(err)
+				}
+				loads = append(loads, time.Since(begin))
+			}
+			slices.Sort(loads)
+			b.ReportMetric(pct(loads, 50).Seconds(), "load-s")
 			slices.Sort(took)
 			slices.Sort(saveTook)
 			b.ReportMetric(pct(took, 50).Seconds(), "p50-s")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,6 +39,42 @@ type CheckpointInfo struct {
 // many replicas as the event stream.
 type Checkpoints struct {
 	obj jetstream.ObjectStore
+
+	// recent keeps the encoded checkpoints last saved or read, newest use
+	// last: an incident's replays cluster around one time, and reading a
+	// large pool's checkpoint back from the bucket costs as much as
+	// decoding it. A checkpoint never changes once written.
+	mu     sync.Mutex
+	recent []encodedCheckpoint
+}
+
+// recentCheckpoints bounds the cache (each is the size of the encoded views).
+const recentCheckpoints = 3
+
+type encodedCheckpoint struct {
+	seq uint64
+	b   []byte
+}
+
+func (c *Checkpoints) remember(seq uint64, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recent = slices.DeleteFunc(c.recent, func(e encodedCheckpoint) bool { return e.seq == seq })
+	c.recent = append(c.recent, encodedCheckpoint{seq: seq, b: b})
+	if n := len(c.recent); n > recentCheckpoints {
+		c.recent = slices.Delete(c.recent, 0, n-recentCheckpoints)
+	}
+}
+
+func (c *Checkpoints) recalled(seq uint64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.recent {
+		if e.seq == seq {
+			return e.b
+		}
+	}
+	return nil
 }
 
 // OpenCheckpoints opens (or creates) the checkpoint bucket.
@@ -82,6 +119,7 @@ func (c *Checkpoints) save(ctx context.Context, b []byte, seq uint64, last time.
 	if err != nil {
 		return CheckpointInfo{}, fmt.Errorf("write checkpoint at seq %d: %w", seq, err)
 	}
+	c.remember(seq, b)
 	return CheckpointInfo{Seq: seq, Time: last.UTC(), Size: uint64(len(b))}, nil
 }
 
@@ -125,9 +163,14 @@ func compareSeq(a, b uint64) int {
 
 // Load reads the checkpoint at seq.
 func (c *Checkpoints) Load(ctx context.Context, seq uint64) (*State, error) {
-	b, err := c.obj.GetBytes(ctx, checkpointName(seq))
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
+	b := c.recalled(seq)
+	if b == nil {
+		var err error
+		b, err = c.obj.GetBytes(ctx, checkpointName(seq))
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
+		}
+		c.remember(seq, b)
 	}
 	st, err := DecodeSnapshot(b)
 	if err != nil {
@@ -138,6 +181,9 @@ func (c *Checkpoints) Load(ctx context.Context, seq uint64) (*State, error) {
 
 // Delete removes the checkpoint at seq.
 func (c *Checkpoints) Delete(ctx context.Context, seq uint64) error {
+	c.mu.Lock()
+	c.recent = slices.DeleteFunc(c.recent, func(e encodedCheckpoint) bool { return e.seq == seq })
+	c.mu.Unlock()
 	if err := c.obj.Delete(ctx, checkpointName(seq)); err != nil {
 		return fmt.Errorf("delete checkpoint at seq %d: %w", seq, err)
 	}

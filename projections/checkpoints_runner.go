@@ -21,7 +21,38 @@ type runnerCheckpoints struct {
 	mu      sync.Mutex
 	newest  CheckpointInfo
 	takenAt time.Time
-	busy    atomic.Bool
+	// failing is the last save's error while saves fail ("" once one
+	// lands), since when they do.
+	failing      string
+	failingSince time.Time
+	failures     atomic.Uint64
+	busy         atomic.Bool
+}
+
+// CheckpointFailures counts the checkpoints that could not be saved
+// (metric claimstream_checkpoint_failures_total).
+func (r *Runner) CheckpointFailures() uint64 { return r.cp.failures.Load() }
+
+// checkpointProblem says, for readiness, that checkpoints fail: the views
+// serve on, but events that expire with no checkpoint covering them would
+// stop the next start.
+func (r *Runner) checkpointProblem() string {
+	r.cp.mu.Lock()
+	defer r.cp.mu.Unlock()
+	if r.cp.failing == "" {
+		return ""
+	}
+	return fmt.Sprintf("checkpoints failing since %s (%s): events that expire with none covering them stop the next start", r.cp.failingSince.UTC().Format(time.RFC3339), r.cp.failing)
+}
+
+func (r *Runner) noteCheckpointFailure(err error) {
+	r.cp.failures.Add(1)
+	r.cp.mu.Lock()
+	defer r.cp.mu.Unlock()
+	if r.cp.failing == "" {
+		r.cp.failingSince = r.cp.clock.Now()
+	}
+	r.cp.failing = err.Error()
 }
 
 // Checkpoints is the runner's checkpoint store (nil: none configured).
@@ -126,6 +157,7 @@ func (r *Runner) CheckpointNow(ctx context.Context) (CheckpointInfo, error) {
 	begin := time.Now()
 	info, err := r.cp.store.save(ctx, b, seq, last)
 	if err != nil {
+		r.noteCheckpointFailure(err)
 		return CheckpointInfo{}, err
 	}
 	now := r.cp.clock.Now()
@@ -133,6 +165,7 @@ func (r *Runner) CheckpointNow(ctx context.Context) (CheckpointInfo, error) {
 	if info.Seq >= r.cp.newest.Seq {
 		r.cp.newest, r.cp.takenAt = info, now
 	}
+	r.cp.failing = ""
 	r.cp.mu.Unlock()
 	r.log.Info("checkpoint saved", "seq", info.Seq, "lastEvent", info.Time.Format(time.RFC3339), "bytes", info.Size, "took", time.Since(begin).Round(time.Millisecond))
 	if err := r.pruneCheckpoints(ctx, now); err != nil {

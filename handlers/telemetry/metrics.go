@@ -114,6 +114,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	m.pool, err = newPoolInstruments(meter)
 	add(err)
 	add(m.newTLSInstruments(meter))
+	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -284,7 +284,7 @@ func (e *TruncatedLogError) Error() string {
 	if e.NewestCheckpoint > 0 {
 		cp = fmt.Sprintf("the newest checkpoint ends at seq %d", e.NewestCheckpoint)
 	}
-	msg := fmt.Sprintf("the event log starts at seq %d (the events before it expired) and %s: no checkpoint of this version holds seq %d, so the views cannot be built without folding a truncated log; restore the checkpoint bucket or the data dir from a backup", e.First, cp, e.First-1)
+	msg := fmt.Sprintf("the event log starts at seq %d (the events before it expired or were lost) and %s: no checkpoint of this version holds seq %d, so the views cannot be built without folding a truncated log; restore the checkpoint bucket or the data dir from a backup", e.First, cp, e.First-1)
 	if e.Why != "" {
 		msg += " (" + e.Why + ")"
 	}

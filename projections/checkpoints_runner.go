@@ -25,6 +25,7 @@ type runnerCheckpoints struct {
 	// lands), since when they do.
 	failing      string
 	failingSince time.Time
+	retryAt      time.Time
 	failures     atomic.Uint64
 	busy         atomic.Bool
 }
@@ -45,13 +46,19 @@ func (r *Runner) checkpointProblem() string {
 	return fmt.Sprintf("checkpoints failing since %s (%s): events that expire with none covering them stop the next start", r.cp.failingSince.UTC().Format(time.RFC3339), r.cp.failing)
 }
 
+// checkpointRetry is how long the schedule waits after a failed checkpoint.
+const checkpointRetry = time.Minute
+
 func (r *Runner) noteCheckpointFailure(err error) {
 	r.cp.failures.Add(1)
 	r.cp.mu.Lock()
 	defer r.cp.mu.Unlock()
+	now := r.cp.clock.Now()
 	if r.cp.failing == "" {
-		r.cp.failingSince = r.cp.clock.Now()
+		r.cp.failingSince = now
 	}
+	// Not again at every event: a broken bucket would flood the log.
+	r.cp.retryAt = now.Add(checkpointRetry)
 	r.cp.failing = err.Error()
 }
 
@@ -111,9 +118,14 @@ func (r *Runner) maybeCheckpoint(ctx context.Context) {
 		return
 	}
 	r.cp.mu.Lock()
-	newest, takenAt := r.cp.newest, r.cp.takenAt
+	newest, takenAt, retryAt := r.cp.newest, r.cp.takenAt, r.cp.retryAt
 	r.cp.mu.Unlock()
-	if !r.cp.policy.CheckpointDue(newest, takenAt, r.Seq(), r.cp.clock.Now()) {
+	now := r.cp.clock.Now()
+	if now.Before(retryAt) || !r.cp.policy.CheckpointDue(newest, takenAt, r.Seq(), now) {
+		return
+	}
+	if len(r.Gaps()) > 0 {
+		// Said once, at the gap; a checkpoint past it would hide it.
 		return
 	}
 	if !r.cp.busy.CompareAndSwap(false, true) {

@@ -436,3 +436,50 @@ func TestCheckpointPolicyPrunes(t *testing.T) {
 		t.Errorf("forever keeps %d checkpoints, want one a day back to the first", n)
 	}
 }
+
+// A checkpoint bucket that fails is tried again a minute later, not at
+// every event.
+func TestCheckpointFailureWaitsBeforeTheNextTry(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	st, cps, _ := retentionStore(t, srv, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js, _ := jetstream.New(srv.Conn)
+	if err := js.DeleteObjectStore(ctx, "claimstream-checkpoints"); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(t0)
+	r := projections.NewRunner(st, projections.RunnerOptions{Checkpoints: cps, CheckpointPolicy: projections.CheckpointPolicy{Every: 1}, Clock: clk, Logger: quietLog()})
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	failures := func(want uint64) {
+		t.Helper()
+		eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+			if got := r.CheckpointFailures(); got != want {
+				return fmt.Errorf("%d checkpoint failures, want %d", got, want)
+			}
+			return nil
+		})
+	}
+	declareSlots(t, st, 0)
+	failures(1)
+	declareSlots2 := func(name string) {
+		seq := appendData(t, st, t0, events.SlotDeclared{Ref: events.Ref{Slot: name, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + name}})
+		if err := r.WaitFor(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	declareSlots2("b")
+	declareSlots2("c")
+	if got := r.CheckpointFailures(); got != 1 {
+		t.Fatalf("%d checkpoint failures within the minute, want 1", got)
+	}
+	clk.Step(time.Minute)
+	declareSlots2("d")
+	failures(2)
+	cancel()
+	<-done
+}

@@ -95,7 +95,8 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	last := bounds.Last
 	if err := r.startCheckpoints(ctx); err != nil {
-		return fmt.Errorf("projection start: %w", err)
+		// Needed only when the log is truncated, and then read again below.
+		r.log.Warn("cannot list the checkpoints", "err", err)
 	}
 	st := NewState()
 	var snapProblem string

@@ -224,6 +224,20 @@ func TestRetentionRefusesALogPastEveryCheckpoint(t *testing.T) {
 	if _, err := projections.ReplayTo(ctx, st, cps, b.Last); !errors.As(err, &te) {
 		t.Fatalf("replay over the truncated log: %v, want a TruncatedLogError", err)
 	}
+	// A snapshot of an older version that reaches the log's end is not
+	// used either: the refusal names it.
+	js, _ := jetstream.New(srv.Conn)
+	obj, err := js.ObjectStore(ctx, "claimstream-snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obj.PutBytes(ctx, "views", []byte(fmt.Sprintf(`{"version":%d,"seq":%d,"state":{"seq":%d}}`, projections.SnapshotVersion-1, b.Last, b.Last))); err != nil {
+		t.Fatal(err)
+	}
+	err = projections.NewRunner(st, projections.RunnerOptions{Snapshots: snaps, Checkpoints: cps, Logger: quietLog()}).Start(ctx)
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), fmt.Sprintf("snapshot version %d", projections.SnapshotVersion-1)) {
+		t.Fatalf("start over a truncated log with an old snapshot: %v", err)
+	}
 	// Without checkpoints at all the same holds: no fold of a truncated log.
 	r3 := projections.NewRunner(st, projections.RunnerOptions{Logger: quietLog()})
 	if err := r3.Start(ctx); !errors.As(err, &te) || te.NewestCheckpoint != 0 {

@@ -26,7 +26,7 @@ type retentionOptions struct {
 func (o *retentionOptions) addFlags(f *pflag.FlagSet) {
 	o.retention = retention(400 * 24 * time.Hour)
 	f.Var(&o.retention, "retention", "how long events stay in the log (days such as 400d, or a duration such as 36h; 0: forever); checkpoints cover what expires")
-	f.Uint64Var(&o.checkpointEvery, "checkpoint-every", 100_000, "take a checkpoint of the views after this many events (0: the default)")
+	f.Uint64Var(&o.checkpointEvery, "checkpoint-every", 10_000, "take a checkpoint of the views after this many events (0: the default)")
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Hour, "take a checkpoint this long after the last one when events came since")
 }
 

@@ -52,7 +52,8 @@ type StoreConfig struct {
 	Stream string
 	// Prefix is the first subject token (default "cs").
 	Prefix string
-	// MaxAge bounds retention; audits need months (default 400 days).
+	// MaxAge bounds retention: events older expire (0: kept forever). serve
+	// sets it from --retention; checkpoints cover what expires.
 	MaxAge time.Duration
 	// Replicas is 1 on a single server, 3 on a cluster.
 	Replicas int
@@ -78,14 +79,15 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	if c.Prefix == "" {
 		c.Prefix = "cs"
 	}
-	if c.MaxAge == 0 {
-		c.MaxAge = 400 * 24 * time.Hour
-	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
 	if c.Duplicates == 0 {
 		c.Duplicates = 2 * time.Minute
+	}
+	if c.MaxAge > 0 && c.Duplicates > c.MaxAge {
+		// The server refuses a dedup window longer than the retention.
+		c.Duplicates = c.MaxAge
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -185,6 +187,16 @@ func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs 
 // *ConflictError (errors.Is(err, ErrConflict)); more than
 // MaxEventsPerAppend events is an *AppendTooLargeError and sends nothing.
 func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
+	res, err := s.appendWrites(ctx, writes...)
+	if again := s.expiredExpectations(ctx, err, writes); again != nil {
+		if res, rerr := s.appendWrites(ctx, again...); !errors.Is(rerr, ErrConflict) {
+			return res, rerr
+		}
+	}
+	return res, err
+}
+
+func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
 	total := 0
 	for _, w := range writes {
 		total += len(w.Events)

@@ -79,6 +79,14 @@ func (r *Runner) WritesRefused() error {
 // Problem says, for readiness, what is wrong with the views ("" when
 // nothing is), and whether it stops them serving (writes refused).
 func (r *Runner) Problem() (problem string, blocking bool) {
+	problem, blocking = r.gapProblem()
+	if cp := r.checkpointProblem(); cp != "" {
+		problem = joinWhy(problem, cp)
+	}
+	return problem, blocking
+}
+
+func (r *Runner) gapProblem() (problem string, blocking bool) {
 	r.gaps.mu.Lock()
 	defer r.gaps.mu.Unlock()
 	if len(r.gaps.gaps) == 0 {

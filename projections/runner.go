@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/claimstream/claimstream/events"
 )
 
@@ -27,7 +29,9 @@ type Runner struct {
 
 	mu    sync.RWMutex
 	state *State
-	wait  chan struct{} // closed when the state advances; nil when nobody waits
+	// lastEventTime is the time of the event at state.Seq (zero: unknown).
+	lastEventTime time.Time
+	wait          chan struct{} // closed when the state advances; nil when nobody waits
 
 	// lastSnap is the seq of the newest snapshot saved (0: none);
 	// nextSnap the seq from which the next one is due.
@@ -38,6 +42,7 @@ type Runner struct {
 	started  chan struct{}
 
 	gaps logGaps
+	cp   runnerCheckpoints
 }
 
 // RunnerOptions configure a Runner.
@@ -56,6 +61,12 @@ type RunnerOptions struct {
 	// built over sequences missing from the log (serve --accept-log-gaps).
 	// By default such views refuse writes (WritesRefused).
 	AcceptGaps bool
+	// Checkpoints, when set, are taken on CheckpointPolicy's schedule and
+	// are where Start begins when the log's older events expired.
+	Checkpoints      *Checkpoints
+	CheckpointPolicy CheckpointPolicy
+	// Clock times the checkpoint schedule (default the real clock).
+	Clock clock.Clock
 }
 
 // NewRunner returns a runner over store. Call Start, then Run.
@@ -68,6 +79,10 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 	}
 	r := &Runner{store: store, snaps: opts.Snapshots, every: opts.SnapshotEvery, log: opts.Logger, on: opts.OnEvent, state: NewState(), started: make(chan struct{})}
 	r.gaps.accept = opts.AcceptGaps
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	r.cp = runnerCheckpoints{store: opts.Checkpoints, policy: opts.CheckpointPolicy, clock: opts.Clock}
 	r.nextSnap.Store(opts.SnapshotEvery)
 	return r
 }
@@ -75,19 +90,29 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 // Start builds the views: the newest usable snapshot, then every event
 // after it up to the log's end at the time of the call.
 func (r *Runner) Start(ctx context.Context) error {
-	last, err := r.store.LastSeq(ctx)
+	bounds, err := r.store.Bounds(ctx)
 	if err != nil {
 		return fmt.Errorf("projection start: %w", err)
 	}
+	last := bounds.Last
+	if err := r.startCheckpoints(ctx); err != nil {
+		// Needed only when the log is truncated, and then read again below.
+		r.log.Warn("cannot list the checkpoints", "err", err)
+	}
 	st := NewState()
+	var snapProblem string
 	if r.snaps != nil {
 		snap, err := r.snaps.Load(ctx)
 		switch {
 		case err != nil:
+			snapProblem = "the snapshot is unusable: " + err.Error()
 			r.log.Warn("snapshot unusable, rebuilding from the log", "err", err)
 		case snap == nil:
 		case snap.Seq > last:
 			r.log.Warn("snapshot is ahead of the log, rebuilding from the log", "snapshot", snap.Seq, "log", last)
+		case snap.Seq+1 < bounds.First:
+			snapProblem = fmt.Sprintf("the snapshot ends at seq %d, before the log's first", snap.Seq)
+			r.log.Warn("snapshot is older than the log's first event, starting from a checkpoint", "snapshot", snap.Seq, "firstSeq", bounds.First)
 		default:
 			st = snap
 			r.lastSnap.Store(snap.Seq)
@@ -95,11 +120,27 @@ func (r *Runner) Start(ctx context.Context) error {
 			r.log.Info("loaded snapshot", "seq", snap.Seq)
 		}
 	}
+	var lastTime time.Time
+	if st.Seq+1 < bounds.First {
+		// The events before the log's first expired: a fold from here
+		// would lack them (claims created before would vanish).
+		cst, cp, err := r.cp.store.coveringCheckpoint(ctx, bounds, nil)
+		var te *TruncatedLogError
+		if errors.As(err, &te) {
+			te.Why = joinWhy(snapProblem, te.Why)
+		}
+		if err != nil {
+			return fmt.Errorf("projection start: %w", err)
+		}
+		st, lastTime = cst, cp.Time
+		r.log.Info("loaded checkpoint: the log's older events expired", "seq", cp.Seq, "firstSeq", bounds.First, "lastEvent", cp.Time.Format(time.RFC3339))
+	}
 	begin := time.Now()
 	defer replayGC()()
 	from := st.Seq + 1
 	err = r.store.Read(ctx, from, last, func(e events.Event) error {
 		r.fold(st, e)
+		lastTime = e.Time
 		return nil
 	})
 	if gaps := events.GapsOf(err); gaps != nil {
@@ -113,7 +154,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	r.checkStreamDamage(ctx, st.Seq)
 	r.mu.Lock()
-	r.state = st
+	r.state, r.lastEventTime = st, lastTime
 	r.mu.Unlock()
 	r.log.Info("views built", "seq", st.Seq, "events", st.Seq-from+1, "took", time.Since(begin).Round(time.Millisecond))
 	close(r.started)
@@ -123,12 +164,14 @@ func (r *Runner) Start(ctx context.Context) error {
 // Run folds new events until ctx ends. Start must have returned first.
 func (r *Runner) Run(ctx context.Context) error {
 	<-r.started
+	r.runCheckpointTicker(ctx)
 	err := r.store.Tail(ctx, r.Seq()+1, func(e events.Event) error {
 		r.mu.Lock()
 		if e.Seq > r.state.Seq+1 {
 			r.noteGaps(events.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
 		}
 		r.fold(r.state, e)
+		r.lastEventTime = e.Time
 		w := r.wait
 		r.wait = nil
 		seq := r.state.Seq
@@ -143,6 +186,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if r.snaps != nil && seq >= r.nextSnap.Load() {
 			r.snapshotAsync(ctx)
 		}
+		r.maybeCheckpoint(ctx)
 		return nil
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {

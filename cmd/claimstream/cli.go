@@ -590,7 +590,9 @@ func newReplayCmd() *cobra.Command {
 		Short: "Print the views as they were at a past time or sequence, rebuilt from the log",
 		Long: `replay rebuilds the views from the event log up to a time (every event at
 or before it) or a sequence, and prints them like get, with ages and
-deadlines as they read at that time.`,
+deadlines as they read at that time. It starts from the nearest checkpoint
+at or before the point and folds only the events after it; a point whose
+events expired from the log, with no checkpoint at or before it, is refused.`,
 		Example:   "  claimstream replay claims --at 2026-03-04T03:12:00Z\n  claimstream replay slots --seq 1200 -o wide",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"groups", "slots", "claims"},

@@ -39,6 +39,7 @@ type serveOptions struct {
 	nats       natsOptions
 	noFsync    bool
 	acceptGaps bool
+	retention  retentionOptions
 	logLevel   string
 	logFormat  string
 
@@ -86,6 +87,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where the embedded NATS server keeps the event log")
 	f.StringVar(&o.stream, "stream", "CLAIMSTREAM", "JetStream stream name of the event log")
 	o.nats.addFlags(f)
+	o.retention.addFlags(f)
 	f.BoolVar(&o.noFsync, "no-fsync", false, "do not fsync every append (loses acknowledged events on power loss)")
 	f.BoolVar(&o.acceptGaps, "accept-log-gaps", false, "serve writes even when sequences are missing from a damaged log (see docs/operations.md)")
 	f.StringVar(&o.grpcAddress, "grpc-address", "127.0.0.1:8086", "cluster-autoscaler externalgrpc provider address (empty: no provider)")
@@ -267,7 +269,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
-	p.store, err = events.OpenStore(ctx, js, events.StoreConfig{Stream: o.stream, Logger: log, Health: p.logs.health})
+	p.store, err = events.OpenStore(ctx, js, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Logger: log, Health: p.logs.health})
 	if err != nil {
 		return nil, err
 	}
@@ -276,6 +278,9 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	ropts := projections.RunnerOptions{Snapshots: snaps, Logger: log, AcceptGaps: o.acceptGaps}
+	if err := o.retention.apply(ctx, js, p.store, &ropts, clk); err != nil {
+		return nil, err
+	}
 	if tel != nil {
 		ropts.OnEvent = tel.Metrics.OnEvent
 	}

@@ -122,7 +122,12 @@ func CheckFor(t testing.TB, total, sleep time.Duration, fn func() error) {
 func ValidateLog(t testing.TB, st *events.Store) {
 	t.Helper()
 	n := 0
-	err := st.Read(context.Background(), 1, 0, func(e events.Event) error {
+	// Events before the first expired (a test of retention): not damage.
+	first := uint64(1)
+	if b, err := st.Bounds(context.Background()); err == nil {
+		first = b.First
+	}
+	err := st.Read(context.Background(), first, 0, func(e events.Event) error {
 		if e.Data == nil {
 			return nil // a test that writes bad entries on purpose
 		}

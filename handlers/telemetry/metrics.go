@@ -120,6 +120,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(err)
 	add(m.newTLSInstruments(meter))
 	add(m.newQueueInstruments(meter))
+	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

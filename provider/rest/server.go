@@ -399,10 +399,29 @@ func (s *server) auditClaim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		mine := audit.OfClaim(evs, claim)
-		if len(mine) == 0 {
+		x, err := s.claimExpiry(r.Context(), claim, mine)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		if len(mine) == 0 && (x == nil || x.Claim == nil) {
 			continue
 		}
-		writeJSON(w, http.StatusOK, Audit{Slot: slot, Group: groupOfEvents(mine), Claim: claim, Claims: []string{claim}, Lines: audit.Story(mine)})
+		lines := audit.Story(mine)
+		if x != nil {
+			// The story starts midway: say so first, with what the
+			// checkpoint knew, rather than tell part of it as the whole.
+			lines = append([]audit.Line{audit.Expired(claim, *x)}, lines...)
+		}
+		group := groupOfEvents(mine)
+		if group == "" && x != nil && x.Claim != nil {
+			group = x.Claim.Group
+		}
+		writeJSON(w, http.StatusOK, Audit{Slot: slot, Group: group, Claim: claim, Claims: []string{claim}, Lines: lines})
+		return
+	}
+	if x, err := s.claimExpiry(r.Context(), claim, nil); err == nil && x != nil {
+		s.fail(w, notFound("claim %q is not in the log: %s", claim, audit.Expired(claim, *x).Text))
 		return
 	}
 	msg := fmt.Sprintf("claim %q not found in the views nor in the history of a slot it could belong to; if it was collected, name its slot: `claimstream audit claim %s --slot <slot>`, or tell the whole slot: `claimstream audit slot <slot>`", claim, claim)
@@ -438,7 +457,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "InvalidArgument", "at: want an RFC 3339 time such as 2026-03-04T03:12:00Z: "+err.Error())
 			return
 		}
-		st, err = projections.RebuildUntil(r.Context(), s.store, at)
+		st, err = projections.ReplayUntil(r.Context(), s.store, s.views.Checkpoints(), at)
 	case q.Get("seq") != "":
 		seq, perr := strconv.ParseUint(q.Get("seq"), 10, 64)
 		if perr != nil || seq == 0 {
@@ -454,7 +473,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, notFound("seq %d is past the log's end (%d)", seq, last))
 			return
 		}
-		st, err = projections.Rebuild(r.Context(), s.store, seq)
+		st, err = projections.ReplayTo(r.Context(), s.store, s.views.Checkpoints(), seq)
 		if err == nil {
 			e, gerr := s.store.Get(r.Context(), seq)
 			if gerr != nil {
@@ -468,6 +487,11 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	if events.GapsOf(err) != nil {
 		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot replay over a damaged log: "+err.Error())
+		return
+	}
+	var truncated *projections.TruncatedLogError
+	if errors.As(err, &truncated) {
+		writeError(w, http.StatusGone, "Expired", err.Error())
 		return
 	}
 	if err != nil {

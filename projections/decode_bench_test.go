@@ -1,0 +1,47 @@
+package projections
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// BenchmarkDecodeSnapshot reads the views of 10,000 slots with a claim
+// each, by the one-pass reader and by the whole-envelope one.
+func BenchmarkDecodeSnapshot(b *testing.B) {
+	st := NewState()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := uint64(0)
+	fold := func(d events.Data) {
+		seq++
+		_ = Evolve(st, events.Event{Seq: seq, Time: at, Data: d, Type: d.EventType(), Aggregate: events.AggregateOf(d)})
+	}
+	fold(events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "bench"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}})
+	for s := 0; s < 10_000; s++ {
+		slot := fmt.Sprintf("node-%d.lan", s)
+		fold(events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: "g", Cause: "bench"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot}})
+		r := events.Ref{Claim: slot + "-000001", Slot: slot, Group: "g", Attempt: 1, Cause: "bench"}
+		fold(events.ClaimCreated{Ref: r, RequestedAt: at, RequestedBy: "bench", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"}, DeadlineAt: at.Add(DefaultBudget), Budget: events.Duration(DefaultBudget), TTL: events.Duration(time.Hour)})
+	}
+	raw, _, err := encodeSnapshot(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("snapshot of %d bytes", len(raw))
+	b.Run("one-pass", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := DecodeSnapshot(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline=whole-envelope", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := decodeSnapshotEnvelope(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

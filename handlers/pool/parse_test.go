@@ -480,3 +480,49 @@ func TestErrorBounded(t *testing.T) {
 		t.Errorf("last line %q, want %q", got, want)
 	}
 }
+
+// bigPool writes a pool of n slots in 100 groups, each slot with startup
+// and shutdown pod specs of its own, or sharing one spec by alias.
+func bigPool(n int, shared bool) string {
+	var b strings.Builder
+	b.WriteString("groups:\n")
+	for g := range 100 {
+		fmt.Fprintf(&b, "  - name: g%d\n", g)
+	}
+	b.WriteString("slots:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: s%d\n    group: g%d\n    address: 192.0.2.%d\n", i, i%100, i%250+1)
+		for _, op := range []string{"startup", "shutdown"} {
+			if shared && i > 0 {
+				fmt.Fprintf(&b, "    %s: *%s\n", op, op)
+				continue
+			}
+			anchor := ""
+			if shared {
+				anchor = " &" + op
+			}
+			fmt.Fprintf(&b, "    %s:%s\n      podSpec:\n        restartPolicy: Never\n        containers:\n          - name: power\n            image: busybox:1.37\n            command: [\"/bin/sh\", \"/scripts/%s.sh\"]\n            env:\n              - {name: TARGET_HOST, value: s%d}\n            volumeMounts:\n              - {name: scripts, mountPath: /scripts, readOnly: true}\n        volumes:\n          - name: scripts\n            configMap: {name: power-scripts, defaultMode: 0555}\n      ttlSecondsAfterFinished: 600\n", op, anchor, op, i)
+		}
+	}
+	return b.String()
+}
+
+// TestTenThousandSlotsWithPodSpecsLoad: the alias bound is no bound on an
+// honest large pool: 10,000 slots with pod specs of their own, or sharing
+// one by alias, load.
+func TestTenThousandSlotsWithPodSpecsLoad(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		cfg, err := Parse("big.yaml", []byte(bigPool(10_000, shared)))
+		if err != nil {
+			t.Fatalf("shared=%v: %v", shared, firstLines(err.Error(), 3))
+		}
+		if len(cfg.Slots) != 10_000 {
+			t.Fatalf("shared=%v: %d slots, want 10000", shared, len(cfg.Slots))
+		}
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}

@@ -28,9 +28,11 @@ type place struct {
 	path string // groups[0].template.labels["example.com/zone"]
 }
 
-// maxNodes bounds the values an expanded document may hold, so aliases
-// cannot blow a small file up (billion laughs).
-const maxNodes = 1 << 18
+// maxNodes bounds the values a document may hold once its aliases are
+// expanded: room for 10,000 slots with pod specs of their own, and a bound
+// on the memory any file can take. checkAliases also bounds what aliases
+// may add to a small file (billion laughs).
+const maxNodes = 1 << 21
 
 // maxDepth bounds nesting (and alias chains).
 const maxDepth = 100
@@ -119,7 +121,7 @@ func (t *tree) convert(n *yaml.Node, ptr, path string, depth int) any {
 	}
 	if t.nodes > maxNodes {
 		if t.nodes == maxNodes+1 {
-			t.fail(n.Line, path, "document too large (aliases expand to more than %d values)", maxNodes)
+			t.fail(n.Line, path, "document too large (more than %d values)", maxNodes)
 		}
 		return nil
 	}

@@ -59,6 +59,8 @@ type serveOptions struct {
 	otlpEndpoint   string
 
 	cluster clusterOptions
+
+	timing *startupTimer // set by runServe: one log line per start-up phase
 }
 
 func newServe() *cobra.Command {
@@ -144,10 +146,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	// An invalid pool file stops the start before anything is written.
+	o.timing = newStartupTimer(log, clock.RealClock{})
 	cfg, err := loadPool(o.config)
 	if err != nil {
 		return err
 	}
+	o.timing.done("pool file loaded", "file", o.config)
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {
 		return err
@@ -164,6 +168,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer tel.Shutdown(context.WithoutCancel(ctx))
+	o.timing.done("telemetry")
 	p, err := startPlane(ctx, o, log, clk, tel)
 	if err != nil {
 		return err
@@ -213,6 +218,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		})
 		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
 	}
+	o.timing.done("listeners started")
 
 	if err := p.applyPool(ctx, cfg); err != nil {
 		if ctx.Err() != nil {
@@ -220,6 +226,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		}
 		return err
 	}
+	o.timing.done("pool file applied")
 	work.Go("pool watcher", func(ctx context.Context) error {
 		p.watchPool(ctx, o.config, o.configPoll)
 		return nil
@@ -252,6 +259,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
+	o.timing.done("embedded NATS server and JetStream recovery", "dir", o.dataDir)
 	o.nats.logListening(log, emb)
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -271,10 +279,12 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
+	o.timing.done("event log stream opened", "stream", o.stream)
 	snaps, err := projections.OpenSnapshots(ctx, js, "")
 	if err != nil {
 		return nil, err
 	}
+	o.timing.done("snapshot bucket opened")
 	ropts := projections.RunnerOptions{Snapshots: snaps, Logger: log, AcceptGaps: o.acceptGaps}
 	if tel != nil {
 		ropts.OnEvent = tel.Metrics.OnEvent
@@ -283,6 +293,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err
 	}
+	o.timing.done("views built (snapshot load and catch-up)", "seq", p.views.Seq(), "snapshot", p.views.SnapshotSeq())
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)

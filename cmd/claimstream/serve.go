@@ -441,4 +441,3 @@ func modTime(path string) time.Time {
 	}
 	return fi.ModTime()
 }
-

@@ -145,7 +145,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	applyMemoryLimit(os.Getenv, log)
 	// An invalid pool file stops the start before anything is written.
 	o.timing = newStartupTimer(log, clock.RealClock{})
 	cfg, err := loadPool(o.config)

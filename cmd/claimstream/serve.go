@@ -145,13 +145,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	// An invalid pool file stops the start before anything is written.
 	o.timing = newStartupTimer(log, clock.RealClock{})
-	cfg, err := loadPool(o.config)
-	if err != nil {
-		return err
-	}
-	o.timing.done("pool file loaded", "file", o.config)
+	// The pool file is parsed while the plane starts; an invalid one stops
+	// the start before the listeners or any write (startup_pool.go).
+	poolFile := loadPoolAsync(o.config)
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {
 		return err
@@ -175,6 +172,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	p.sinks = sinkCfg
 	defer p.emb.Shutdown()
+	cfg, err := poolFile.wait(ctx)
+	if err != nil {
+		return err
+	}
+	o.timing.done("pool file loaded (in parallel with the above)", "file", o.config, "parse_took", poolFile.took.Round(time.Millisecond))
 
 	gs, err := p.providerServer(o)
 	if err != nil {

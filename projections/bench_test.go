@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -73,9 +74,10 @@ func openStore(b *testing.B, srv *events.Embedded) *events.Store {
 }
 
 // generate publishes n events without expectations (the benchmark replays
-// them; it does not test the decisions).
+// them; it does not test the decisions), a bounded number in flight.
 func generate(b *testing.B, st *events.Store, n int) {
-	js := st.JetStream()
+	ctx := context.Background()
+	gen := eventstest.NewBoundedPublisher(st.JetStream(), 0)
 	subj := st.Subjects()
 	const slots, groups = 10_000, 100
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -89,7 +91,7 @@ func generate(b *testing.B, st *events.Store, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		if err := gen.Publish(ctx, m); err != nil {
 			b.Fatal(err)
 		}
 		count++
@@ -112,10 +114,8 @@ func generate(b *testing.B, st *events.Store, n int) {
 		pub(events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown})
 		pub(events.ClaimCollected{Ref: r})
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(5 * time.Minute):
-		b.Fatal("publishing the bench log did not finish")
+	if err := gen.Flush(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -25,7 +25,8 @@ import (
 
 // The provider's benchmarks: a pool of 10,000 slots in 100 groups, half of
 // each group claimed (20 ready, 10 booting, 20 pending), on a real embedded
-// JetStream store.
+// JetStream store; BenchmarkReadsLoopback uses 1,000 slots in 100 groups
+// (the same shares of each group) over a loopback TCP connection.
 //
 //	go test ./provider -run '^$' -bench . -benchtime 2s
 //
@@ -40,8 +41,13 @@ const (
 
 func benchGroup(i int) string { return fmt.Sprintf("g%02d", i%benchGroups) }
 
-// benchPool declares the pool on h and claims half of every group.
-func benchPool(b *testing.B, h *handlerstest.Harness) {
+// benchPool declares the pool of 10,000 slots on h and claims half of every
+// group.
+func benchPool(b *testing.B, h *handlerstest.Harness) { benchPoolOf(b, h, benchSlotsPerGroup) }
+
+// benchPoolOf declares 100 groups of perGroup slots and claims half of
+// every group: of the claims, 60% booted and 40% ready.
+func benchPoolOf(b *testing.B, h *handlerstest.Harness, perGroup int) {
 	b.Helper()
 	began := time.Now()
 	ctx := context.Background()
@@ -51,7 +57,7 @@ func benchPool(b *testing.B, h *handlerstest.Harness) {
 		ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
 			Ref: events.Ref{Group: group, Cause: "bench"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler},
 		}}}}}
-		for s := range benchSlotsPerGroup {
+		for s := range perGroup {
 			slot := fmt.Sprintf("%s-n%03d", group, s)
 			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(slot), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
 				Ref: events.Ref{Slot: slot, Group: group, Cause: "bench"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot},
@@ -66,18 +72,18 @@ func benchPool(b *testing.B, h *handlerstest.Harness) {
 		}
 	}
 	for g := range benchGroups {
-		res := h.MustExec(handlers.IncreaseSize{Group: benchGroup(g), Delta: 50, RequestedBy: "bench"})
+		res := h.MustExec(handlers.IncreaseSize{Group: benchGroup(g), Delta: perGroup / 2, RequestedBy: "bench"})
 		for i, c := range res.Claims() {
-			if i >= 30 {
+			if i >= perGroup*3/10 {
 				break
 			}
 			h.MustExec(handlers.BootClaim{Claim: c})
-			if i < 20 {
+			if i < perGroup/5 {
 				h.MustExec(handlers.MarkReady{Claim: c, Node: c})
 			}
 		}
 	}
-	b.Logf("pool of %d slots in %d groups declared and half claimed in %v", benchGroups*benchSlotsPerGroup, benchGroups, time.Since(began).Round(time.Millisecond))
+	b.Logf("pool of %d slots in %d groups declared and half claimed in %v", benchGroups*perGroup, benchGroups, time.Since(began).Round(time.Millisecond))
 }
 
 // bufconnClient serves srv over an in-memory connection.
@@ -94,6 +100,32 @@ func bufconnClient(b *testing.B, srv *Server) pb.CloudProviderClient {
 	cc, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cc.Close()
+		cancel()
+		<-done
+	})
+	return pb.NewCloudProviderClient(cc)
+}
+
+// loopbackClient serves srv on a loopback TCP port, as serve does.
+func loopbackClient(b *testing.B, srv *Server) pb.CloudProviderClient {
+	b.Helper()
+	gs, err := NewGRPCServer(srv, nil, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, lis, gs, time.Second) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -199,6 +231,39 @@ func BenchmarkReads(b *testing.B) {
 			b.Run(name+"/"+via, func(b *testing.B) { measure(b, call) })
 			b.Run(name+"/"+via+"/parallel", func(b *testing.B) { parallel(b, call) })
 		}
+	}
+}
+
+// BenchmarkReadsLoopback is the setting: 1,000 slots in 100
+// groups, cluster-autoscaler's reads over a loopback TCP gRPC connection.
+func BenchmarkReadsLoopback(b *testing.B) {
+	const perGroup = 10
+	h := handlerstest.New(b)
+	benchPoolOf(b, h, perGroup)
+	client := loopbackClient(b, New(h.Views, h.Service, h.Clock, Options{Logger: discard}))
+	ctx := context.Background()
+	calls := map[string]func(i int) error{
+		"TargetSize": func(i int) error {
+			_, err := client.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: benchGroup(i)})
+			return err
+		},
+		"NodeGroupNodes": func(i int) error {
+			r, err := client.NodeGroupNodes(ctx, &pb.NodeGroupNodesRequest{Id: benchGroup(i)})
+			if err == nil && len(r.GetInstances()) != perGroup/2 {
+				err = fmt.Errorf("%d instances", len(r.GetInstances()))
+			}
+			return err
+		},
+		"NodeGroups": func(int) error {
+			r, err := client.NodeGroups(ctx, &pb.NodeGroupsRequest{})
+			if err == nil && len(r.GetNodeGroups()) != benchGroups {
+				err = fmt.Errorf("%d groups", len(r.GetNodeGroups()))
+			}
+			return err
+		},
+	}
+	for _, name := range []string{"TargetSize", "NodeGroupNodes", "NodeGroups"} {
+		b.Run(name, func(b *testing.B) { measure(b, calls[name]) })
 	}
 }
 

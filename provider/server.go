@@ -68,6 +68,8 @@ type Server struct {
 	clock clock.PassiveClock
 	opts  Options
 	log   *slog.Logger
+
+	nodeGroups nodeGroupsCache
 }
 
 var _ pb.CloudProviderServer = (*Server)(nil)
@@ -112,10 +114,13 @@ func (s *Server) checkGroup(id string) error {
 	return err
 }
 
-func (s *Server) nodeGroup(st *projections.State, g *projections.Group, now time.Time) *pb.NodeGroup {
+// nodeGroup builds a group's entry, and tells when its free count next
+// changes with time alone (zero: never).
+func (s *Server) nodeGroup(st *projections.State, g *projections.Group, now time.Time) (*pb.NodeGroup, time.Time) {
 	// One pass for the debug line: the same counts as State.TargetSize,
 	// LiveClaims and FreeSlots.
 	var target, live, free int
+	var changes time.Time
 	for _, name := range g.Slots {
 		if c := st.LiveOfSlot(name); c != nil {
 			live++
@@ -124,6 +129,8 @@ func (s *Server) nodeGroup(st *projections.State, g *projections.Group, now time
 			}
 		} else if st.IsFree(name, now) {
 			free++
+		} else {
+			changes = earliest(changes, restEnds(st, name, now))
 		}
 	}
 	return &pb.NodeGroup{
@@ -131,7 +138,7 @@ func (s *Server) nodeGroup(st *projections.State, g *projections.Group, now time
 		MinSize: clamp32(g.Spec.MinSize),
 		MaxSize: clamp32(st.MaxSize(g.Name)),
 		Debug:   fmt.Sprintf("claimstream group %s: target=%d live=%d free=%d slots=%d", g.Name, target, live, free, len(g.Slots)),
-	}
+	}, changes
 }
 
 // requester is who a write is recorded as asked by.
@@ -158,11 +165,16 @@ func verifiedCN(chains [][]*x509.Certificate) string {
 
 // --- RPCs ----------------------------------------------------------------------
 
-// NodeGroups lists every group cluster-autoscaler may drive, by name.
+// NodeGroups lists every group cluster-autoscaler may drive, by name. The
+// answer is built once per change of the views (nodeGroupsCache) and shared
+// by every caller until then: callers must not change it.
 func (s *Server) NodeGroups(_ context.Context, _ *pb.NodeGroupsRequest) (*pb.NodeGroupsResponse, error) {
 	now := s.clock.Now()
-	out := &pb.NodeGroupsResponse{}
+	var out *pb.NodeGroupsResponse
 	s.views.Read(func(st *projections.State) {
+		if out = s.nodeGroups.get(st, now); out != nil {
+			return
+		}
 		names := make([]string, 0, len(st.Groups))
 		for name, g := range st.Groups {
 			if !g.Retired && s.opts.Serves(g) {
@@ -170,10 +182,14 @@ func (s *Server) NodeGroups(_ context.Context, _ *pb.NodeGroupsRequest) (*pb.Nod
 			}
 		}
 		sort.Strings(names)
-		out.NodeGroups = make([]*pb.NodeGroup, 0, len(names))
+		out = &pb.NodeGroupsResponse{NodeGroups: make([]*pb.NodeGroup, 0, len(names))}
+		var until time.Time
 		for _, name := range names {
-			out.NodeGroups = append(out.NodeGroups, s.nodeGroup(st, st.Groups[name], now))
+			ng, changes := s.nodeGroup(st, st.Groups[name], now)
+			out.NodeGroups = append(out.NodeGroups, ng)
+			until = earliest(until, changes)
 		}
+		s.nodeGroups.put(st, now, until, out)
 	})
 	return out, nil
 }
@@ -197,7 +213,7 @@ func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeReq
 		if err != nil {
 			return
 		}
-		out.NodeGroup = s.nodeGroup(st, g, now)
+		out.NodeGroup, _ = s.nodeGroup(st, g, now)
 	})
 	return out, nil
 }

@@ -60,6 +60,8 @@ type serveOptions struct {
 	otlpEndpoint   string
 
 	cluster clusterOptions
+
+	timing *startupTimer // set by runServe: one log line per start-up phase
 }
 
 func newServe() *cobra.Command {
@@ -145,11 +147,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	// An invalid pool file stops the start before anything is written.
-	cfg, err := loadPool(o.config)
-	if err != nil {
-		return err
-	}
+	o.timing = newStartupTimer(log, clock.RealClock{})
+	// The pool file is parsed while the plane starts; an invalid one stops
+	// the start before the listeners or any write (startup_pool.go).
+	poolFile := loadPoolAsync(o.config)
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {
 		return err
@@ -166,12 +167,18 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer tel.Shutdown(context.WithoutCancel(ctx))
+	o.timing.done("telemetry")
 	p, err := startPlane(ctx, o, log, clk, tel)
 	if err != nil {
 		return err
 	}
 	p.sinks = sinkCfg
 	defer p.emb.Shutdown()
+	cfg, err := poolFile.wait(ctx)
+	if err != nil {
+		return err
+	}
+	o.timing.done("pool file loaded (in parallel with the above)", "file", o.config, "parse_took", poolFile.took.Round(time.Millisecond))
 
 	gs, err := p.providerServer(o)
 	if err != nil {
@@ -215,6 +222,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		})
 		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
 	}
+	o.timing.done("listeners started")
 
 	if err := p.applyPool(ctx, cfg); err != nil {
 		if ctx.Err() != nil {
@@ -222,6 +230,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		}
 		return err
 	}
+	o.timing.done("pool file applied")
 	work.Go("pool watcher", func(ctx context.Context) error {
 		p.watchPool(ctx, o.config, o.configPoll)
 		return nil
@@ -254,6 +263,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
+	o.timing.done("embedded NATS server and JetStream recovery", "dir", o.dataDir)
 	o.nats.logListening(log, emb)
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -273,10 +283,12 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
+	o.timing.done("event log stream opened", "stream", o.stream)
 	snaps, err := projections.OpenSnapshots(ctx, js, "")
 	if err != nil {
 		return nil, err
 	}
+	o.timing.done("snapshot bucket opened")
 	ropts := projections.RunnerOptions{Snapshots: snaps, Logger: log, AcceptGaps: o.acceptGaps}
 	if err := o.retention.apply(ctx, js, p.store, &ropts, clk); err != nil {
 		return nil, err
@@ -288,6 +300,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err
 	}
+	o.timing.done("views built (snapshot load and catch-up)", "seq", p.views.Seq(), "snapshot", p.views.SnapshotSeq())
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/projections"
+	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
+)
+
+// BenchmarkServeStart measures `claimstream serve` as a process: from exec
+// to the provider answering NodeGroups over loopback gRPC, and its memory
+// (VmRSS and VmHWM of /proc/PID/status) once it logs "claimstream serving"
+// (pool file applied). The data dir holds a pool of 10,000 slots in 100
+// groups (applied by serve itself), then claim lifecycles up to
+// CLAIMSTREAM_BENCH_EVENTS events (default 100,000), and a snapshot at the
+// log's end, as a plane that ran writes one every 10,000 events. It is
+// built once and kept under the temp dir.
+//
+//	go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 3x
+func BenchmarkServeStart(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("CLAIMSTREAM_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	bin := buildClaimstream(b)
+	root := filepath.Join(os.TempDir(), fmt.Sprintf("claimstream-serve-bench-v1-%d", n))
+	poolFile, data := filepath.Join(root, "pool.yaml"), filepath.Join(root, "data")
+	if _, err := os.Stat(filepath.Join(root, "complete")); err != nil {
+		buildServeBenchDir(b, bin, root, poolFile, data, n)
+	}
+	var starts []time.Duration
+	var rss, hwm []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run := startServeProcess(b, bin, poolFile, data)
+		starts = append(starts, run.answered)
+		rss, hwm = append(rss, run.rssMiB), append(hwm, run.hwmMiB)
+		// Printed, not logged: a benchmark's log is cut to a few lines.
+		fmt.Printf("run %d: provider answered after %v; VmRSS %.0f MiB, VmHWM %.0f MiB\n%s\n", i+1, run.answered.Round(time.Millisecond), run.rssMiB, run.hwmMiB, run.phases)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(median(starts).Milliseconds()), "start-ms")
+	b.ReportMetric(median(rss), "rss-MiB")
+	b.ReportMetric(median(hwm), "hwm-MiB")
+}
+
+func median[T int64 | float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// buildClaimstream builds the command into the benchmark's temp dir: the
+// process measured is the real binary, not a test binary.
+func buildClaimstream(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "claimstream")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// serveBenchPool is a pool file of 10,000 slots in 100 groups, each slot
+// with an address, a label and a capacity. (Pod specs on every slot would
+// pass the pool file's bound of 262,144 YAML values at this size.)
+func serveBenchPool() string {
+	var w strings.Builder
+	w.WriteString("groups:\n")
+	for g := range 100 {
+		fmt.Fprintf(&w, "  - name: g%d\n", g)
+	}
+	w.WriteString("slots:\n")
+	for s := range 10_000 {
+		fmt.Fprintf(&w, "  - {name: node-%d.lan, group: g%d, address: 10.0.%d.%d, labels: {claimstream.dev/rack: r%d}, capacity: {cpu: \"8\", memory: 32Gi}}\n",
+			s, s%100, s/256, s%256, s%10)
+	}
+	return w.String()
+}
+
+// buildServeBenchDir writes the pool file, lets serve apply it, appends
+// claim lifecycles up to n events and writes a snapshot at the end.
+func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
+	b.Helper()
+	began := time.Now()
+	if err := os.RemoveAll(root); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(data, 0o750); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(poolFile, []byte(serveBenchPool()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	first := startServeProcess(b, bin, poolFile, data)
+	b.Logf("first start (pool of 10,000 slots applied) in %v\n%s", first.serving.Round(time.Millisecond), first.phases)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: data, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer emb.Shutdown()
+	js, err := jetstream.New(emb.Conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := events.OpenStore(ctx, js, events.StoreConfig{Stream: "CLAIMSTREAM"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	last, err := st.LastSeq(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := appendClaimLifecycles(ctx, st, n-int(last)); err != nil {
+		b.Fatal(err)
+	}
+	snaps, err := projections.OpenSnapshots(ctx, js, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	views := projections.NewRunner(st, projections.RunnerOptions{Snapshots: snaps, Logger: slog.New(slog.DiscardHandler)})
+	if err := views.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := views.SnapshotNow(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("data dir of %d events built in %v (snapshot at seq %d)", views.Seq(), time.Since(began).Round(time.Millisecond), views.SnapshotSeq())
+	if err := os.WriteFile(filepath.Join(root, "complete"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// appendClaimLifecycles appends about n events: whole claim lifecycles
+// (created, booting, ready, scale-down, shutdown, completed, collected) on
+// the pool's slots in turn, in the past, with a bounded number in flight.
+func appendClaimLifecycles(ctx context.Context, st *events.Store, n int) error {
+	pub := eventstest.NewBoundedPublisher(st.JetStream(), 0)
+	subj := st.Subjects()
+	at := time.Now().Add(-time.Duration(n+1) * time.Second).UTC()
+	count := 0
+	emit := func(d events.Data) error {
+		at = at.Add(time.Second)
+		m, err := events.Event{ID: fmt.Sprintf("bench-%d", count), Time: at, Data: d}.ToMsg(subj.Subject(events.AggregateOf(d), d.EventType()))
+		if err != nil {
+			return err
+		}
+		count++
+		return pub.Publish(ctx, m)
+	}
+	for i := 0; count+7 <= n; i++ {
+		s := i % 10_000
+		r := events.Ref{Claim: fmt.Sprintf("node-%d.lan-%06x", s, i), Slot: fmt.Sprintf("node-%d.lan", s), Group: fmt.Sprintf("g%d", s%100), Attempt: 1, Cause: "IncreaseSize(+1) by cluster-autoscaler"}
+		for _, d := range []events.Data{
+			events.ClaimCreated{Ref: r, RequestedAt: at, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: r.Group},
+				DeadlineAt: at.Add(projections.DefaultBudget), Budget: events.Duration(projections.DefaultBudget), TTL: events.Duration(time.Hour)},
+			events.ClaimBooting{Ref: r, StartupJob: r.Claim + "-start-1"},
+			events.ClaimReady{Ref: r, Node: r.Slot},
+			events.ScaleDownRequested{Ref: r, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Group: r.Group, Nodes: []string{r.Slot}}},
+			events.ShutdownFired{Ref: r, Job: r.Claim + "-stop-1", ShutdownAttempt: 1},
+			events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown},
+			events.ClaimCollected{Ref: r},
+		} {
+			if err := emit(d); err != nil {
+				return err
+			}
+		}
+	}
+	return pub.Flush(ctx)
+}
+
+// serveRun is one measured start of serve.
+type serveRun struct {
+	answered time.Duration // exec to NodeGroups answering with 100 groups
+	serving  time.Duration // exec to "claimstream serving" (pool applied)
+	rssMiB   float64       // VmRSS once serving
+	hwmMiB   float64       // VmHWM (peak RSS) once serving
+	phases   string        // the start-up phase lines
+}
+
+// startServeProcess runs serve on data until it serves, measures it, and
+// stops it with SIGTERM.
+func startServeProcess(b *testing.B, bin, poolFile, data string) serveRun {
+	b.Helper()
+	addr := freeAddr(b)
+	cmd := exec.Command(bin, "serve", "--config", poolFile, "--data-dir", data, "--grpc-address", addr, "--plaintext",
+		"--api-address=", "--metrics-address=", "--config-poll", "1h", "--log-level", "info")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var phases, tail []string
+	serving := make(chan struct{})
+	scanned := make(chan struct{})
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			if strings.Contains(line, `msg="start-up phase"`) || strings.Contains(line, "views built") || strings.Contains(line, "loaded snapshot") {
+				phases = append(phases, line)
+			}
+			tail = append(tail, line)
+			if len(tail) > 20 {
+				tail = tail[1:]
+			}
+			mu.Unlock()
+			if strings.Contains(line, `msg="claimstream serving"`) {
+				once.Do(func() { close(serving) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	exited := make(chan struct{}) // closed once serve exited, with waitErr set
+	var waitErr error
+	go func() { <-scanned; waitErr = cmd.Wait(); close(exited) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}
+	b.Cleanup(stop)
+	lines := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(tail, "\n")
+	}
+
+	// Connect attempts every few milliseconds: gRPC's default backoff
+	// (1s and growing) would add its own wait to the figure.
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1, MaxDelay: 5 * time.Millisecond}, MinConnectTimeout: time.Second}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	client := pb.NewCloudProviderClient(cc)
+	var run serveRun
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r, err := client.NodeGroups(ctx, &pb.NodeGroupsRequest{})
+		cancel()
+		if err == nil && len(r.GetNodeGroups()) == 100 {
+			run.answered = time.Since(began)
+			break
+		}
+		select {
+		case <-exited:
+			b.Fatalf("serve exited before answering: %v\n%s", waitErr, lines())
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("serve did not answer NodeGroups with 100 groups in 5m (last: %v)\n%s", err, lines())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-serving:
+		run.serving = time.Since(began)
+	case <-exited:
+		b.Fatalf("serve exited: %v\n%s", waitErr, lines())
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("serve did not apply the pool file in 5m\n%s", lines())
+	}
+	run.rssMiB, run.hwmMiB = procMemory(b, cmd.Process.Pid)
+	stop()
+	mu.Lock()
+	run.phases = strings.Join(phases, "\n")
+	mu.Unlock()
+	return run
+}
+
+// procMemory reads VmRSS and VmHWM (MiB) of a process.
+func procMemory(b *testing.B, pid int) (rss, hwm float64) {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			b.Fatalf("%s: %v", line, err)
+		}
+		if k == "VmRSS" {
+			rss = kb / 1024
+		} else {
+			hwm = kb / 1024
+		}
+	}
+	return rss, hwm
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// The pool file loads while the plane starts, yet an invalid one still
+// stops serve before any event is written or any listener opened: the
+// error names the file, line and field, and the log is empty.
+func TestServeWithAnInvalidPoolFileWritesNothing(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "pool.yaml")
+	writeFile(t, bad, "groups:\n  - name: Bad_Name\n    minSize: -1\n")
+	dir := t.TempDir()
+	grpcAddr := freeAddr(t)
+	err := runServe(context.Background(), serveOptions{config: bad, dataDir: dir, stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn",
+		grpcAddress: grpcAddr, plaintext: true})
+	if err == nil || !strings.Contains(err.Error(), "pool.yaml:2") || !strings.Contains(err.Error(), "minSize") {
+		t.Fatalf("got %v, want an error naming the file, line and field", err)
+	}
+	// The provider's port was never taken.
+	l, err := net.Listen("tcp", grpcAddr)
+	if err != nil {
+		t.Fatalf("the provider's address is taken after the refusal: %v", err)
+	}
+	l.Close()
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	js, err := jetstream.New(emb.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{Stream: "CLAIMSTREAM"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, err := st.LastSeq(context.Background()); err != nil || last != 0 {
+		t.Fatalf("the log holds %d events after the refusal (%v)", last, err)
+	}
+}

@@ -16,6 +16,7 @@ func TestRenderRefusesBadValues(t *testing.T) {
 		{"replicas without leader election", map[string]any{"replicas": 2, "leaderElection": map[string]any{"enabled": false}}, "leaderElection"},
 		{"existing tls without the server secret", map[string]any{"tls": map[string]any{"mode": "existing"}}, "tls.serverSecret"},
 		{"bad log level", map[string]any{"logLevel": "loud"}, "logLevel"},
+		{"retention in weeks", map[string]any{"persistence": map[string]any{"retention": "2w"}}, "retention"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Render("claimstream", "ns", c.vals)
@@ -77,6 +78,36 @@ func TestBuiltinScalerRBAC(t *testing.T) {
 	} {
 		if got := has(c.vals); got != c.want {
 			t.Errorf("%s: workload RBAC %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// persistence.retention reaches serve as --retention.
+func TestRetentionReachesServe(t *testing.T) {
+	for _, c := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{nil, "--retention=400d"},
+		{map[string]any{"persistence": map[string]any{"retention": "0"}}, "--retention=0"},
+		{map[string]any{"persistence": map[string]any{"retention": "36h"}}, "--retention=36h"},
+	} {
+		objs, err := Render("claimstream", "ns", c.vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, o := range objs {
+			if o.GetKind() != "StatefulSet" {
+				continue
+			}
+			spec := o.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			for _, a := range spec["containers"].([]any)[0].(map[string]any)["args"].([]any) {
+				found = found || a == c.want
+			}
+		}
+		if !found {
+			t.Errorf("values %v: no %s in serve's args", c.vals, c.want)
 		}
 	}
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -16,13 +13,8 @@ import (
 // it, readiness names it; once the bucket is back the next checkpoint lands
 // and the problem clears.
 func TestScrapeShowsCheckpointFailures(t *testing.T) {
-	srv := eventstest.StartServer(t)
-	st := srv.Store()
+	_, st, _ := logWithGroup(t, "g")
 	ctx := context.Background()
-	t0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
-	if _, err := st.Append(ctx, events.GroupAggregate("g"), 0, events.Event{Time: t0, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}}}); err != nil {
-		t.Fatal(err)
-	}
 	js := st.JetStream()
 	cps, err := projections.OpenCheckpoints(ctx, js, "cp-fault", 1)
 	if err != nil {

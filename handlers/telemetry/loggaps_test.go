@@ -16,13 +16,8 @@ import (
 // a claim on s1 (seq 4) survived: the scrape shows the missing sequence,
 // the claim the model refused for want of its slot, and no lag.
 func TestScrapeShowsMissingSequencesAndRefusedEvents(t *testing.T) {
-	srv := eventstest.StartServer(t)
-	st := srv.Store()
+	srv, st, t0 := logWithGroup(t, "g")
 	ctx := context.Background()
-	t0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
-	if _, err := st.Append(ctx, events.GroupAggregate("g"), 0, events.Event{Time: t0, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}}}); err != nil {
-		t.Fatal(err)
-	}
 	for _, s := range []string{"s0", "s1"} {
 		if _, err := st.Append(ctx, events.SlotAggregate(s), 0, events.Event{Time: t0, Data: events.SlotDeclared{Ref: events.Ref{Slot: s, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + s}}}); err != nil {
 			t.Fatal(err)
@@ -62,4 +57,17 @@ func TestScrapeShowsMissingSequencesAndRefusedEvents(t *testing.T) {
 	if t.Failed() {
 		t.Log(body)
 	}
+}
+
+// logWithGroup starts a real server whose log holds one declared group.
+func logWithGroup(t *testing.T, group string) (*eventstest.Server, *events.Store, time.Time) {
+	t.Helper()
+	srv := eventstest.StartServer(t)
+	st := srv.Store()
+	t0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	decl := events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}}
+	if _, err := st.Append(context.Background(), events.GroupAggregate(group), 0, events.Event{Time: t0, Data: decl}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, st, t0
 }

@@ -43,7 +43,7 @@ const (
 	TypeNodeObserved    Type = "NodeObserved"
 	TypeHostJoined      Type = "HostJoined"
 	TypeHostJoinRefused Type = "HostJoinRefused"
-	// Elastic hosts (seed 003): the host a booting claim expects, and the
+	// Elastic hosts (docs/design.md): the host a booting claim expects, and the
 	// drain of a machine before its shutdown.
 	TypeHostExpected  Type = "HostExpected"
 	TypeDrainStarted  Type = "DrainStarted"
@@ -124,7 +124,7 @@ func (t Taint) String() string {
 }
 
 // Lifecycle holds a group's per-attempt timeouts. A zero field means the
-// default of seed 000 §4 (see projections.LifecycleOf).
+// default of docs/design.md (see projections.LifecycleOf).
 type Lifecycle struct {
 	StartupJobTimeout Duration `json:"startupJobTimeout,omitempty"`
 	RegistrationWait  Duration `json:"registrationWait,omitempty"`
@@ -162,7 +162,7 @@ type AutoscalingOptions struct {
 	IgnoreDaemonSetsUtilization      *bool     `json:"ignoreDaemonSetsUtilization,omitempty"`
 }
 
-// BuiltinScaler configures a group whose scaler is "builtin" (seed 002).
+// BuiltinScaler configures a group whose scaler is "builtin" (docs/design.md).
 type BuiltinScaler struct {
 	PodsPerNode int      `json:"podsPerNode,omitempty"`
 	MaxNodes    int      `json:"maxNodes,omitempty"`
@@ -284,7 +284,7 @@ type GroupRetired struct {
 	Ref
 }
 
-// ScaleDecided: the built-in scaler changed something (seed 002).
+// ScaleDecided: the built-in scaler changed something (docs/design.md).
 type ScaleDecided struct {
 	Ref
 	Demand int      `json:"demand"`

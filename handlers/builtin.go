@@ -16,7 +16,7 @@ import (
 // asked.
 const BuiltinRequester = "builtin-scaler"
 
-// builtinScaler runs the built-in scaler (seed 002) over every group whose
+// builtinScaler runs the built-in scaler (docs/design.md) over every group whose
 // scaler is builtin: one observation of the cluster's work for the pass
 // (every lister read once; a failed list is an error, never "no work"),
 // then, per group, ScaleGroup decides and appends the ScaleDecided with the

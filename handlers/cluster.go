@@ -36,7 +36,7 @@ type Cluster interface {
 	// Changed returns a channel closed at the next change the caches see.
 	Changed() <-chan struct{}
 
-	// --- elastic hosts and the built-in scaler (seed 002, 003) ---
+	// --- elastic hosts and the built-in scaler (docs/design.md) ---
 
 	// Nodes lists every Node in the cache (the refusal of a host that
 	// joined under a name no slot has).
@@ -90,7 +90,7 @@ func (p PodView) Drainable() bool {
 	return p.Phase != "Succeeded" && p.Phase != "Failed" && !p.DaemonSet && !p.Mirror
 }
 
-// Host taints and labels (seed 003).
+// Host taints and labels (docs/design.md).
 const (
 	// TaintRefused marks a Node that joined unexpected: nothing schedules
 	// or keeps running on it.

@@ -105,7 +105,7 @@ func newClaim(s *projections.State, g *projections.Group, sl *projections.Slot, 
 
 // DecreaseTargetSize cancels -Delta pending claims of Group. It never
 // touches a booting or ready claim: a committed boot is reversed by its
-// deadline or by DeleteNodes, never interrupted (seed 000 §5.1).
+// deadline or by DeleteNodes, never interrupted (docs/design.md).
 type DecreaseTargetSize struct {
 	Group       string
 	Delta       int // negative

@@ -10,7 +10,7 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// Elastic hosts (seed 003): the host a booting claim expects, the match of
+// Elastic hosts (docs/design.md): the host a booting claim expects, the match of
 // a registering Node to it, the refusal of a Node nothing expects, and the
 // loss of a host its provider reports gone.
 

@@ -98,7 +98,7 @@ func seqOfSlot(s *projections.State, sl string) uint64 {
 	return 0
 }
 
-// checkInvariants asserts DESIGN §10's invariants 1 and 2 on the views,
+// checkInvariants asserts the invariants (docs/design.md) 1 and 2 on the views,
 // counting from the claims' raw fields rather than through the queries it
 // checks.
 func checkInvariants(s *projections.State) error {

@@ -6,7 +6,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 )
 
-// The numbers of seed 000 §4. The three lifecycle timeouts are per-group
+// The numbers of docs/design.md. The three lifecycle timeouts are per-group
 // settings (events.Lifecycle) with these defaults; the rest are constants
 // of the model.
 const (

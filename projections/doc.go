@@ -12,7 +12,7 @@
 // refusal is not a failure of the fold: the log is the record, the event
 // stays in it, and the views report it in Stats.Refused.
 //
-// The phase table of a claim (seed 000 §3) is legalMoves:
+// The phase table of a claim (docs/design.md) is legalMoves:
 //
 //	pending -> booting | completed | failed
 //	booting -> ready | failed
@@ -47,7 +47,7 @@
 //
 // # Numbers
 //
-// constants.go holds every number of seed 000 §4. The boot budget is the sum
+// constants.go holds every number of docs/design.md. The boot budget is the sum
 // of BudgetConstants: the startup Job timeout (5m), the Job monitor's poll
 // (30s), the registration wait (90s), the readiness gate (4m), one uncordon
 // retry at its ceiling (10s) and a margin (1m): 12m10s. The three lifecycle

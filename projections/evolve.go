@@ -347,8 +347,8 @@ func claimMove(to Phase) func(*State, events.Event) error {
 			c.ReadyAt, c.Node = &at, d.Node
 			// The boot is over: the deadline bounds the boot, never the machine.
 			c.DeadlineAt = nil
-			// The gate's read of the node is an input of the report (seed
-			// 000 §11): the node it just passed is present, Ready, schedulable.
+			// The gate's read of the node is an input of the report: the node
+			// it just passed is present, Ready, schedulable.
 			if sl := s.Slots[c.Slot]; sl != nil {
 				sl.Node.Name, sl.Node.Present, sl.Node.Ready, sl.Node.Unschedulable = d.Node, true, true, false
 			}

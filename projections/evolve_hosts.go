@@ -8,7 +8,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 )
 
-// The folds of the elastic-host events (seed 003) and the additions to the
+// The folds of the elastic-host events (docs/design.md) and the additions to the
 // built-in scaler's decision. They are registered into the moves table
 // here rather than in evolve.go; the existing HostJoined and ScaleDecided
 // folds run first and these add what they record.

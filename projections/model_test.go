@@ -162,7 +162,7 @@ func phaseEvent(c string, to projections.Phase, kind string) events.Data {
 }
 
 // TestPhaseTable drives a claim into every phase and tries every event of
-// every target phase from there: the legal moves of seed 000 §3 apply, the
+// every target phase from there: the legal moves of the phase table apply, the
 // rest are refused and change nothing.
 func TestPhaseTable(t *testing.T) {
 	paths := map[projections.Phase][]projections.Phase{

@@ -6,7 +6,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 )
 
-// Phase is a claim's phase (seed 000 §3).
+// Phase is a claim's phase (docs/design.md).
 type Phase string
 
 const (
@@ -40,7 +40,7 @@ func (p Phase) Normal() Phase {
 	return p
 }
 
-// legalMoves is the phase table of seed 000 §3: the only moves a claim
+// legalMoves is the phase table (docs/design.md): the only moves a claim
 // makes. failed and completed are terminal.
 var legalMoves = map[Phase][]Phase{
 	PhasePending: {PhaseBooting, PhaseCompleted, PhaseFailed},
@@ -58,7 +58,7 @@ func CanMove(from, to Phase) bool {
 	return false
 }
 
-// SlotPhase is the derived, reported phase of a slot (seed 000 §6, §11).
+// SlotPhase is the derived, reported phase of a slot (docs/design.md).
 // It is a report: nothing decides from it.
 type SlotPhase string
 
@@ -175,7 +175,7 @@ type Slot struct {
 	Node events.NodeState `json:"node"`
 	// NodeObservedAt is when Node last changed.
 	NodeObservedAt time.Time `json:"nodeObservedAt,omitzero"`
-	// LastClaim is the digest of the newest claim (seed 000 §8). It
+	// LastClaim is the digest of the newest claim (docs/design.md). It
 	// survives the claim's collection.
 	LastClaim *Digest `json:"lastClaim,omitempty"`
 	// LastShutdown is the last shutdown fired for the slot by anyone.
@@ -280,7 +280,7 @@ type Claim struct {
 
 	// Expected is the host the claim expects to join (HostExpected), Joined
 	// the Node matched to it (HostJoined), Drain the drain of its machine
-	// before the shutdown (DrainStarted, DrainTimedOut). Seed 003.
+	// before the shutdown (DrainStarted, DrainTimedOut).
 	Expected *ExpectedHost `json:"expected,omitempty"`
 	Joined   *HostJoin     `json:"joined,omitempty"`
 	Drain    *Drain        `json:"drain,omitempty"`
@@ -296,7 +296,7 @@ type ScaleDownMark struct {
 	Reason      string         `json:"reason,omitempty"`
 }
 
-// ExpectedHost is the host a booting claim expects (seed 003).
+// ExpectedHost is the host a booting claim expects (docs/design.md).
 type ExpectedHost struct {
 	At         time.Time `json:"at"`
 	Node       string    `json:"node"`

@@ -1,7 +1,7 @@
 // Package provider serves cluster-autoscaler's externalgrpc cloud provider
 // protocol (CA <= 1.34 and >= 1.35 layouts at once) from the in-memory
 // views: every read answers from projections.State, every write goes through
-// the deciders (handlers.Service). See DESIGN.md §6 and seed 000 §5, §5.1.
+// the deciders (handlers.Service). See docs/design.md.
 package provider
 
 import (
@@ -264,7 +264,7 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *pb.NodeGroupDele
 	return &pb.NodeGroupDeleteNodesResponse{}, nil
 }
 
-// NodeGroupDecreaseTargetSize cancels pending claims only (seed 000 §5.1):
+// NodeGroupDecreaseTargetSize cancels pending claims only (docs/design.md):
 // Unavailable when every live claim is past the cancelable phase,
 // FailedPrecondition under minSize, success with no live claim.
 func (s *Server) NodeGroupDecreaseTargetSize(ctx context.Context, req *pb.NodeGroupDecreaseTargetSizeRequest) (*pb.NodeGroupDecreaseTargetSizeResponse, error) {

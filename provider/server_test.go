@@ -242,7 +242,7 @@ func TestDecreaseTargetSize(t *testing.T) {
 	if got := targetSize(t, e, "workers"); got != 2 {
 		t.Fatalf("target after -2 = %d", got)
 	}
-	// Seed 000 §5.1: nothing cancelable left: Unavailable naming the counts.
+	// Nothing cancelable left: Unavailable naming the counts.
 	wantCode(t, dec(-1), codes.Unavailable, "1 booting", "1 ready")
 	if got := targetSize(t, e, "workers"); got != 2 {
 		t.Fatalf("an Unavailable decrease changed the target: %d", got)

@@ -1,5 +1,5 @@
 // Package pool reads the pool file (the declared node groups and slots,
-// DESIGN.md §3) and reconciles the event log with it.
+// docs/design.md) and reconciles the event log with it.
 //
 // A pool file is checked in four passes, and every problem of every pass is
 // reported at once, each naming the file, line and field:

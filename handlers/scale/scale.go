@@ -1,4 +1,4 @@
-// Package scale holds the pure rules of the built-in scaler (seed 002):
+// Package scale holds the pure rules of the built-in scaler (docs/design.md):
 // what work the cluster holds (Demand, Intent), how many nodes it needs
 // (Target), what each node holds (Loads), and what to do about it
 // (Decide). It does no I/O and reads time only as an argument; the
@@ -20,8 +20,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 )
 
-// Defaults of a group that leaves its builtin settings out (seed 002 §4.2,
-// §6): one node at most, because every node is a machine bought or
+// Defaults of a group that leaves its builtin settings out: one node at most, because every node is a machine bought or
 // powered; eight pods a node; a two-minute hold.
 const (
 	DefaultPodsPerNode = 8
@@ -186,7 +185,7 @@ func Intent(o Observation) bool {
 // their dependents' namespace; names, unlike UIDs, are set by every client).
 type owner struct{ kind, ns, name string }
 
-// Demand is the pod-work COUNT of seed 002 §4.1, not a node count (the
+// Demand is the pod-work COUNT, not a node count (the
 // ratio is applied in Target): one per wanting pod, plus the pods each
 // unfinished non-suspended Job needs, the replicas of every Deployment and
 // StatefulSet, the desired count of every DaemonSet. Better than the seed:
@@ -429,7 +428,7 @@ type Decision struct {
 // Record: the decision is written as a ScaleDecided.
 func (d Decision) Record() bool { return d.Action != ActionNone }
 
-// Decide is the scale decision of seed 002 §4.3 with the per-node scale-in
+// Decide is the built-in scale decision with the per-node scale-in
 // of its supersession: provision up to the target; with no intent, hold,
 // then release every node; with intent and more nodes than the target,
 // release one idle node (no tenant work) per hold, the emptiest then the

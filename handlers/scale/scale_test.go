@@ -47,7 +47,7 @@ func rs(name, deployment string) *appsv1.ReplicaSet {
 
 var now = time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 
-// fixtures: every Intent case of seed 002 §2 and the counting cases of §4.1.
+// fixtures: every Intent case and every counting case of the built-in scaler.
 var fixtures = []struct {
 	name   string
 	o      Observation
@@ -126,8 +126,8 @@ func TestDemand(t *testing.T) {
 	}
 }
 
-// TestDemandAgreesWithIntent: one definition of "is there work" (seed 002
-// §4.1): Demand(o) > 0 == Intent(o) on every fixture.
+// TestDemandAgreesWithIntent: one definition of "is there work":
+// Demand(o) > 0 == Intent(o) on every fixture.
 func TestDemandAgreesWithIntent(t *testing.T) {
 	for _, f := range fixtures {
 		if d, i := Demand(f.o), Intent(f.o); (d > 0) != i || d < 0 {
@@ -136,7 +136,7 @@ func TestDemandAgreesWithIntent(t *testing.T) {
 	}
 }
 
-// TestTarget is seed 002 §5's table.
+// TestTarget is the built-in scaler's target table.
 func TestTarget(t *testing.T) {
 	cases := []struct {
 		name string

@@ -58,7 +58,7 @@ func builtinSpec(ppn, maxNodes int) events.GroupSpec {
 	return events.GroupSpec{Scaler: events.ScalerBuiltin, Builtin: &events.BuiltinScaler{PodsPerNode: ppn, MaxNodes: maxNodes, Hold: events.Duration(2 * time.Minute)}}
 }
 
-// TestBuiltinThreeJobsToThreeNodesAndBackToZero: seed 002 §5's live case in
+// TestBuiltinThreeJobsToThreeNodesAndBackToZero: the built-in scaler's live case in
 // the simulator: three concurrent job pods at one pod a node and MaxNodes 3
 // make three nodes, each runs one, and past the hold every node is released.
 func TestBuiltinThreeJobsToThreeNodesAndBackToZero(t *testing.T) {

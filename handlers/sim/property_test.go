@@ -34,7 +34,7 @@ func defaultFlag(name, value string) {
 // behaviours (slow boot, failed boot, machine that never registers,
 // vanishing machine, stuck shutdown, a machine switched on by hand),
 // process restarts and clock advances through the simulator and the real
-// reactors, and checks DESIGN §10 invariants 3, 4, 5 and 7 after every
+// reactors, and checks the invariants (docs/design.md) 3, 4, 5 and 7 after every
 // step. (Run longer with -rapid.checks=200 -rapid.steps=60.)
 func TestPropertyLifecycleInvariants(t *testing.T) {
 	defaultFlag("rapid.checks", "12")

@@ -34,7 +34,7 @@ type Group struct {
 // Slot is a slot with its derived phase and live claim.
 type Slot struct {
 	projections.Slot
-	// Phase is the derived, reported phase (seed 000 §6).
+	// Phase is the derived, reported phase (docs/design.md).
 	Phase projections.SlotPhase `json:"phase"`
 	// LiveClaim is the slot's live claim, if any.
 	LiveClaim string `json:"liveClaim,omitempty"`

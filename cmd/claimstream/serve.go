@@ -216,12 +216,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	views.Go("views", p.views.Run)
 	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
-	if gs != nil {
-		intake.Go("provider", func(ctx context.Context) error {
-			return provider.ListenAndServe(ctx, o.grpcAddress, gs, 5*time.Second)
-		})
-		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
-	}
 	o.timing.done("listeners started")
 
 	if err := p.applyPool(ctx, cfg); err != nil {
@@ -231,6 +225,14 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	o.timing.done("pool file applied")
+	// The provider answers only once the pool file is in the views: before
+	// that cluster-autoscaler would be told the pool has no groups.
+	if gs != nil {
+		intake.Go("provider", func(ctx context.Context) error {
+			return provider.ListenAndServe(ctx, o.grpcAddress, gs, 5*time.Second)
+		})
+		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
+	}
 	work.Go("pool watcher", func(ctx context.Context) error {
 		p.watchPool(ctx, o.config, o.configPoll)
 		return nil

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
@@ -51,25 +49,14 @@ func TestBackupThenRestoreGivesTheSameViews(t *testing.T) {
 		t.Fatalf("restore said %q, want the digest %s matched", out, want)
 	}
 	// serve's start on the restored dir: the same log, the same views.
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	js, err := jetstream.New(emb.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := eventstest.StartServerOn(t, dir).Store()
 	ctx := context.Background()
-	st, err := events.OpenStore(ctx, js, events.StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	runner := projections.NewRunner(st, projections.RunnerOptions{})
 	if err := runner.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var got string
+	var err error
 	runner.Read(func(s *projections.State) { got, err = projections.ViewsDigest(s) })
 	if err != nil || got != want {
 		t.Fatalf("views after start on the restored dir: %s (%v), want %s", got, err, want)

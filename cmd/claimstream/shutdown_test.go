@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 )
 
 // TestServeWaitsForAnInFlightWebhook: SIGTERM (ctx canceled) while a
@@ -66,12 +66,7 @@ func TestServeWaitsForAnInFlightWebhook(t *testing.T) {
 
 	// The delivered event was acked before NATS closed: the sink's
 	// consumer, reopened on the same data dir, has acked its first event.
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	js, err := jetstream.New(emb.Conn)
+	js, err := jetstream.New(eventstest.StartServerOn(t, dir).Conn)
 	if err != nil {
 		t.Fatal(err)
 	}

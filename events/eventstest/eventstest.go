@@ -37,6 +37,16 @@ func StartServer(t testing.TB) *Server {
 	return s
 }
 
+// StartServerOn starts an embedded server on an existing store dir (one a
+// stopped serve or a restore left), shut down when the test ends.
+func StartServerOn(t testing.TB, dir string) *Server {
+	t.Helper()
+	s := &Server{t: t, Dir: dir, NoSync: true}
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
 func (s *Server) start() {
 	s.t.Helper()
 	e, err := events.StartEmbedded(events.EmbeddedConfig{Dir: s.Dir, NoSync: s.NoSync})

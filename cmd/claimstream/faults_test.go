@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -127,25 +125,8 @@ func TestServeSurvivesAFullDisk(t *testing.T) {
 	addr, apiAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	o := serveOptions{config: examplePool, configPoll: time.Hour, dataDir: dir, stream: "CLAIMSTREAM", logLevel: "warn", grpcAddress: addr, plaintext: true, apiAddress: apiAddr, metricsAddress: metricsAddr}
 	start := func() (pb.CloudProviderClient, healthpb.HealthClient, func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- runServe(ctx, o) }()
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := pb.NewCloudProviderClient(conn)
-		eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-			_, err := c.NodeGroups(context.Background(), &pb.NodeGroupsRequest{})
-			return err
-		})
-		return c, healthpb.NewHealthClient(conn), func() {
-			conn.Close()
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		}
+		conn, stop := startServe(t, o)
+		return pb.NewCloudProviderClient(conn), healthpb.NewHealthClient(conn), stop
 	}
 	c, hc, stop := start()
 	ctx := context.Background()

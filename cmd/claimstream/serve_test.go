@@ -130,25 +130,8 @@ func TestServeProvider(t *testing.T) {
 	writeFile(t, sinksFile, "sinks:\n  - name: hook\n    url: "+hook.URL+"\n    types: [ClaimCreated]\n    start: all\n")
 	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true, apiAddress: apiAddr, metricsAddress: metricsAddr, sinks: sinksFile}
 	start := func() (pb.CloudProviderClient, func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- runServe(ctx, o) }()
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := pb.NewCloudProviderClient(conn)
-		eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-			_, err := c.NodeGroups(context.Background(), &pb.NodeGroupsRequest{})
-			return err
-		})
-		return c, func() {
-			conn.Close()
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		}
+		conn, stop := startServe(t, o)
+		return pb.NewCloudProviderClient(conn), stop
 	}
 	c, stop := start()
 	ctx := context.Background()
@@ -250,4 +233,29 @@ func startTestPlane(t *testing.T, ctx context.Context, o serveOptions) *plane {
 	}
 	t.Cleanup(p.emb.Shutdown)
 	return p
+}
+
+// startServe runs serve with o until the returned stop, and connects to its
+// provider once it answers NodeGroups.
+func startServe(t *testing.T, o serveOptions) (*grpc.ClientConn, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, o) }()
+	conn, err := grpc.NewClient(o.grpcAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pb.NewCloudProviderClient(conn)
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		_, err := c.NodeGroups(context.Background(), &pb.NodeGroupsRequest{})
+		return err
+	})
+	return conn, func() {
+		conn.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}
 }

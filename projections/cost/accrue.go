@@ -56,12 +56,7 @@ type segment struct {
 }
 
 func (f *Fold) attribution(s *slotState) attribution {
-	a := attribution{group: s.group, slot: s.name, claim: Unclaimed, requester: Unclaimed}
-	if g := f.groups[s.group]; g != nil {
-		a.rates = ratesOf(g.spec, s.cost)
-	} else {
-		a.rates = ratesOf(events.GroupSpec{}, s.cost)
-	}
+	a := attribution{group: s.group, slot: s.name, claim: Unclaimed, requester: Unclaimed, rates: s.rates}
 	switch c := s.live; {
 	case c != nil:
 		a.claim, a.requester, a.booting = c.name, c.requester, c.booting

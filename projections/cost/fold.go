@@ -60,6 +60,7 @@ type slotState struct {
 	name  string
 	group string
 	cost  *events.Cost // the slot's overrides
+	rates rates        // the group's prices with the overrides
 	gone  bool         // retired, or its group retired: no longer observed
 	live  *claimState
 	// pausedUntil: the input law's pause (UnclaimedShutdownPaused).
@@ -91,10 +92,17 @@ func (f *Fold) group(name string) *groupState {
 	return g
 }
 
+func (f *Fold) groupSpec(name string) events.GroupSpec {
+	if g := f.groups[name]; g != nil {
+		return g.spec
+	}
+	return events.GroupSpec{}
+}
+
 func (f *Fold) slot(name, group string) *slotState {
 	s := f.slots[name]
 	if s == nil {
-		s = &slotState{name: name, group: group}
+		s = &slotState{name: name, group: group, rates: ratesOf(f.groupSpec(group), nil)}
 		f.slots[name] = s
 		if group != "" {
 			f.group(group).slots[name] = s
@@ -192,6 +200,7 @@ func (f *Fold) setGroup(name string, spec events.GroupSpec, t time.Time) {
 	g := f.group(name)
 	g.spec = spec
 	for _, s := range g.slots {
+		s.rates = ratesOf(spec, s.cost)
 		f.touch(s, t)
 	}
 }
@@ -206,6 +215,7 @@ func (f *Fold) setSlot(name, group string, c *events.Cost, t time.Time) {
 		f.group(group).slots[name] = s
 	}
 	s.cost, s.gone = c, false
+	s.rates = ratesOf(f.groupSpec(group), c)
 	f.touch(s, t)
 }
 

@@ -37,8 +37,7 @@ func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]events.Write
 	if !nodeChanged && !powered {
 		return nil, nil
 	}
-	w := slotWrite(s, sl.Name, now, nil)
-	w.Events = w.Events[:0]
+	w := events.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq}
 	if nodeChanged {
 		ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node observed: " + describeNodeChange(sl.Node, c.Node)}
 		if cl := s.LiveOfSlot(sl.Name); cl != nil {

@@ -136,3 +136,37 @@ func TestPowerFactIgnoresAConditionBeforeTheLastFact(t *testing.T) {
 		t.Fatalf("off = %+v, want the observation time", off)
 	}
 }
+
+// A log an older version wrote holds the Node observed Ready and no power
+// fact: the first pass writes MachinePoweredOn at the Node's condition
+// time, and nothing else (the Node did not change).
+func TestPowerFactOfAMachineUpBeforeTheUpgrade(t *testing.T) {
+	e := newRenv(t)
+	e.declare("g", events.GroupSpec{}, false, "a")
+	e.increase("g", 1)
+	readyAt := e.h.Clock.Now().UTC()
+	e.register("a", true)
+	if err := e.cl.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := e.cl.Node("a")
+	sl := e.slot("a")
+	c := e.claim("a")
+	res, err := e.h.Store.Append(context.Background(), events.SlotAggregate("a"), sl.Seq, events.Event{Time: e.h.Clock.Now().UTC(),
+		Data: events.NodeObserved{Ref: events.Ref{Slot: "a", Group: "g", Claim: c.Name, Cause: "an older observer"}, Node: n.State()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.Views.WaitFor(context.Background(), res.Last); err != nil {
+		t.Fatal(err)
+	}
+	e.step(time.Minute)
+	e.pass()
+	facts := e.powerFacts("a")
+	if len(facts) != 1 {
+		t.Fatalf("power facts %+v, want one MachinePoweredOn", facts)
+	}
+	if on := facts[0].(events.MachinePoweredOn); !on.At.Equal(readyAt) || on.AtSource != events.AtNodeCondition || on.Claim != c.Name {
+		t.Fatalf("on = %+v, want at %s from the node condition, claim %s", on, readyAt, c.Name)
+	}
+}

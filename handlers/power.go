@@ -54,9 +54,10 @@ func powerFact(s *projections.State, sl *projections.Slot, n events.NodeState, r
 			ref.Claim, ref.Attempt = last.Claim, last.Attempt
 		}
 	}
+	seen := "NotReady"
 	if !n.Present {
-		reason = events.PowerOffNodeDeleted
+		reason, seen = events.PowerOffNodeDeleted, "gone"
 	}
-	ref.Cause = "power observed: node " + name + " " + map[bool]string{true: "NotReady", false: "gone"}[n.Present] + " (" + reason + ")"
+	ref.Cause = "power observed: node " + name + " " + seen + " (" + reason + ")"
 	return events.MachinePoweredOff{Ref: ref, Node: name, At: at, AtSource: source, Reason: reason}, true
 }

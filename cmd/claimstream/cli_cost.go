@@ -92,7 +92,7 @@ func printCost(w io.Writer, format string, rep cost.Report) error {
 	tw := table(w)
 	fmt.Fprintf(tw, "%s\tMACHINE-HOURS\tBOOT-HOURS\tKWH\tCOST\tBOOTS\tFAILED\tUNWANTED\tNO-CLAIM\tINPUT-LAW-PAUSE\tDRAIN\tSHUTDOWN-REFUSED\n", strings.ToUpper(string(rep.By)))
 	for _, r := range append(rep.Rows, rep.Totals...) {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.3f\t%.2f %s\t%d\t%d\t%.0f%%\t%.2f\t%.2f\t%.2f\t%.2f\n",
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.4f %s\t%d\t%d\t%.0f%%\t%.3f\t%.3f\t%.3f\t%.3f\n",
 			r.Key, r.MachineHours, r.BootHours, r.KWh, r.Cost, r.Currency, r.Boots, r.FailedBoots, 100*r.UnwantedShare,
 			r.UnwantedHours[cost.ReasonNoClaim], r.UnwantedHours[cost.ReasonInputLawPause], r.UnwantedHours[cost.ReasonDrain], r.UnwantedHours[cost.ReasonShutdownRefused])
 	}

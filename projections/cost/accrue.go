@@ -168,12 +168,13 @@ func reasonIndex(reason string) int {
 	return 0
 }
 
-// count adds a claim's event at t (a boot, a failed boot) to its row.
-func (f *Fold) count(c *claimState, t time.Time, fn func(*acc)) {
+// counted is the row a claim's event at t (a boot, a failed boot) counts
+// in, nil outside the window.
+func (f *Fold) counted(c *claimState, t time.Time) *acc {
 	if t.Before(f.since) || (!f.until.IsZero() && !t.Before(f.until)) {
-		return
+		return nil
 	}
 	a := f.attribution(c.slot)
 	a.claim, a.requester = c.name, c.requester
-	fn(f.row(a, f.rows))
+	return f.row(a, f.rows)
 }

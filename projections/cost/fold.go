@@ -113,28 +113,35 @@ func (f *Fold) slot(name, group string) *slotState {
 
 // Apply folds one event. Events of other types, and events that name
 // nothing the fold knows, change nothing: an older or newer log still
-// folds.
+// folds. Most types need only the event's Ref (read without copying the
+// whole payload: a million events a report).
 func (f *Fold) Apply(e events.Event) {
 	if e.Data == nil {
 		return
 	}
 	t := e.Time
-	switch d := e.Data.(type) {
-	case events.GroupDeclared:
+	switch typ := e.Data.EventType(); typ {
+	case events.TypeGroupDeclared:
+		d := e.Data.(events.GroupDeclared)
 		f.setGroup(d.Group, d.Spec, t)
-	case events.GroupChanged:
+	case events.TypeGroupChanged:
+		d := e.Data.(events.GroupChanged)
 		f.setGroup(d.Group, d.Spec, t)
-	case events.GroupRetired:
-		for _, s := range f.group(d.Group).slots {
+	case events.TypeGroupRetired:
+		for _, s := range f.group(e.Data.Reference().Group).slots {
 			f.stop(s, t)
 		}
-	case events.SlotDeclared:
+	case events.TypeSlotDeclared:
+		d := e.Data.(events.SlotDeclared)
 		f.setSlot(d.Slot, d.Group, d.Spec.Cost, t)
-	case events.SlotChanged:
+	case events.TypeSlotChanged:
+		d := e.Data.(events.SlotChanged)
 		f.setSlot(d.Slot, d.Group, d.Spec.Cost, t)
-	case events.SlotRetired:
-		f.stop(f.slot(d.Slot, d.Group), t)
-	case events.ClaimCreated:
+	case events.TypeSlotRetired:
+		r := e.Data.Reference()
+		f.stop(f.slot(r.Slot, r.Group), t)
+	case events.TypeClaimCreated:
+		d := e.Data.(events.ClaimCreated)
 		s := f.slot(d.Slot, d.Group)
 		if s.live != nil {
 			delete(f.claims, s.live.name) // superseded
@@ -146,52 +153,57 @@ func (f *Fold) Apply(e events.Event) {
 		f.claims[d.Claim] = c
 		s.live = c
 		f.touch(s, t)
-	case events.ClaimBooting:
-		if c := f.claims[d.Claim]; c != nil {
+	case events.TypeClaimBooting:
+		if c := f.claims[e.Data.Reference().Claim]; c != nil {
 			c.booting = true
-			f.count(c, t, func(a *acc) { a.boots++ })
+			if a := f.counted(c, t); a != nil {
+				a.boots++
+			}
 			f.touch(c.slot, t)
 		}
-	case events.ClaimReady:
-		if c := f.claims[d.Claim]; c != nil {
+	case events.TypeClaimReady:
+		if c := f.claims[e.Data.Reference().Claim]; c != nil {
 			c.booting = false
 			f.touch(c.slot, t)
 		}
-	case events.ClaimFailed:
-		if c := f.claims[d.Claim]; c != nil && c.booting {
-			f.count(c, t, func(a *acc) { a.failedBoots++ })
+	case events.TypeClaimFailed:
+		claim := e.Data.Reference().Claim
+		if c := f.claims[claim]; c != nil && c.booting {
+			if a := f.counted(c, t); a != nil {
+				a.failedBoots++
+			}
 		}
-		f.end(d.Claim, t)
-	case events.ClaimCancelled:
-		f.end(d.Claim, t)
-	case events.ClaimCompleted:
-		f.end(d.Claim, t)
-	case events.ClaimSuperseded:
-		f.end(d.Claim, t)
-	case events.ScaleDownRequested:
-		if c := f.claims[d.Claim]; c != nil {
+		f.end(claim, t)
+	case events.TypeClaimCancelled, events.TypeClaimCompleted, events.TypeClaimSuperseded:
+		f.end(e.Data.Reference().Claim, t)
+	case events.TypeScaleDownRequested:
+		if c := f.claims[e.Data.Reference().Claim]; c != nil {
 			c.scaleDown = true
 			f.touch(c.slot, t)
 		}
-	case events.ShutdownFired:
-		s := f.slot(d.Slot, d.Group)
+	case events.TypeShutdownFired:
+		r := e.Data.Reference()
+		s := f.slot(r.Slot, r.Group)
 		s.pausedUntil = time.Time{}
-		if c := f.claims[d.Claim]; c != nil {
+		if c := f.claims[r.Claim]; c != nil {
 			c.refused = false
 		}
 		f.touch(s, t)
-	case events.ShutdownAttemptLimitReached:
-		if c := f.claims[d.Claim]; c != nil {
+	case events.TypeShutdownAttemptLimitReached:
+		if c := f.claims[e.Data.Reference().Claim]; c != nil {
 			c.refused = true
 			f.touch(c.slot, t)
 		}
-	case events.UnclaimedShutdownPaused:
+	case events.TypeUnclaimedShutdownPaused:
+		d := e.Data.(events.UnclaimedShutdownPaused)
 		s := f.slot(d.Slot, d.Group)
 		s.pausedUntil = d.PausedUntil
 		f.touch(s, t)
-	case events.MachinePoweredOn:
+	case events.TypeMachinePoweredOn:
+		d := e.Data.(events.MachinePoweredOn)
 		f.power(f.slot(d.Slot, d.Group), true, d.At, t)
-	case events.MachinePoweredOff:
+	case events.TypeMachinePoweredOff:
+		d := e.Data.(events.MachinePoweredOff)
 		f.power(f.slot(d.Slot, d.Group), false, d.At, t)
 	}
 }

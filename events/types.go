@@ -194,6 +194,8 @@ type GroupSpec struct {
 	// default), evict or force (see DrainWait, DrainEvict, DrainForce).
 	DrainTimeout   Duration `json:"drainTimeout,omitempty"`
 	OnDrainTimeout string   `json:"onDrainTimeout,omitempty"`
+	// Cost prices a machine of the group (power.go, docs/cost.md).
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // What a drain does past its group's drainTimeout.
@@ -224,6 +226,8 @@ type SlotSpec struct {
 	Labels     map[string]string `json:"labels,omitempty"`
 	Taints     []Taint           `json:"taints,omitempty"`
 	Capacity   map[string]string `json:"capacity,omitempty"`
+	// Cost overrides the group's prices and power draw for this machine.
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // DefaultProviderID is the providerID of a slot that declares none:

@@ -177,6 +177,9 @@ type NodeView struct {
 	Taints        []events.Taint
 	Labels        map[string]string
 	Address       string
+	// ReadySince is the lastTransitionTime of the Ready condition (zero
+	// when the Node has none): when it last became Ready or NotReady.
+	ReadySince time.Time
 }
 
 // ToBeDeletedTaint is cluster-autoscaler's marker of a node it is removing.

@@ -20,20 +20,35 @@ import (
 type ObserveNode struct {
 	Slot string
 	Node events.NodeState
+	// ReadySince is the Node's Ready condition lastTransitionTime (zero
+	// when none): the instant of the power fact it leads to.
+	ReadySince time.Time
 }
 
 func (c ObserveNode) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
 func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl := s.Slots[c.Slot]
-	if sl == nil || sl.Group == "" || NodeStatesEqual(sl.Node, c.Node) {
+	if sl == nil || sl.Group == "" {
 		return nil, nil
 	}
-	ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node observed: " + describeNodeChange(sl.Node, c.Node)}
-	if cl := s.LiveOfSlot(sl.Name); cl != nil {
-		ref.Claim, ref.Attempt = cl.Name, cl.Attempt
+	power, powered := powerFact(s, sl, c.Node, c.ReadySince, now)
+	nodeChanged := !NodeStatesEqual(sl.Node, c.Node)
+	if !nodeChanged && !powered {
+		return nil, nil
 	}
-	return []events.Write{slotWrite(s, sl.Name, now, events.NodeObserved{Ref: ref, Node: normalNode(c.Node)})}, nil
+	w := events.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq}
+	if nodeChanged {
+		ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node observed: " + describeNodeChange(sl.Node, c.Node)}
+		if cl := s.LiveOfSlot(sl.Name); cl != nil {
+			ref.Claim, ref.Attempt = cl.Name, cl.Attempt
+		}
+		w.Events = append(w.Events, events.Event{Time: now, Data: events.NodeObserved{Ref: ref, Node: normalNode(c.Node)}})
+	}
+	if powered {
+		w.Events = append(w.Events, events.Event{Time: now, Data: power})
+	}
+	return []events.Write{w}, nil
 }
 
 // NodeStatesEqual compares two observations, taints as a set.

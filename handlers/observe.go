@@ -8,7 +8,8 @@ import (
 )
 
 // Observer records the slot's Node as the cluster's caches show it
-// (NodeObserved), on change only. It runs first on every slot, so the other
+// (NodeObserved), on change only, and with it the machine's power fact
+// (MachinePoweredOn/Off, power.go) when its power state changed. It runs first on every slot, so the other
 // reactors decide from an observation that is in the log.
 type Observer struct{ base }
 
@@ -20,12 +21,13 @@ func (r *Observer) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		return 0, nil
 	}
 	var st events.NodeState
+	var readySince time.Time
 	if n, ok := r.cluster.Node(v.Slot.NodeName()); ok {
-		st = n.State()
+		st, readySince = n.State(), n.ReadySince
 	}
-	if NodeStatesEqual(v.Slot.Node, st) {
+	if NodeStatesEqual(v.Slot.Node, st) && v.Slot.PoweredOnRecorded() == poweredOn(st) {
 		return 0, nil
 	}
-	_, err := r.exec(ctx, r.Name(), ObserveNode{Slot: slot, Node: st})
+	_, err := r.exec(ctx, r.Name(), ObserveNode{Slot: slot, Node: st, ReadySince: readySince})
 	return 0, err
 }

@@ -194,6 +194,9 @@ type Slot struct {
 	// providerID than the slot's. Nil until a report, and again from the
 	// slot's next claim on. NodeName and CurrentProviderID read it.
 	Host *ExpectedHost `json:"host,omitempty"`
+	// Power is the slot's last power fact (MachinePoweredOn/Off); nil when
+	// none was ever written (the machine counts as off).
+	Power *PowerFact `json:"power,omitempty"`
 }
 
 // Mark records who did something, when and why.

@@ -399,8 +399,10 @@ func (s *Server) NodeGroupGetOptions(_ context.Context, req *pb.NodeGroupAutosca
 	return &pb.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: groupOptions(spec, req.GetDefaults())}, nil
 }
 
-// PricingNodePrice is the group's nodePerHour times the hours of the
-// window. Unimplemented when the node's group declares no node price.
+// PricingNodePrice is what an hour of a machine of the node's group (with
+// the override of the node's slot) costs, times the hours of the window:
+// the same prices the cost report uses (pricing.go, docs/cost.md).
+// Unimplemented when the group declares no price.
 func (s *Server) PricingNodePrice(_ context.Context, req *pb.PricingNodePriceRequest) (*pb.PricingNodePriceResponse, error) {
 	n := req.GetNode()
 	if n == nil {
@@ -410,21 +412,22 @@ func (s *Server) PricingNodePrice(_ context.Context, req *pb.PricingNodePriceReq
 	if err != nil {
 		return nil, err
 	}
-	var spec events.GroupSpec
+	var perHour float64
 	var group string
 	s.views.Read(func(st *projections.State) {
 		var g *projections.Group
 		if g, err = s.groupOfPricedNode(st, n); err == nil {
-			spec, group = g.Spec, g.Name
+			group = g.Name
+			perHour = hourlyPrice(g.Spec, slotCostOfNode(st, n))
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	if spec.Template == nil || spec.Template.Pricing == nil || spec.Template.Pricing.NodePerHour <= 0 {
-		return nil, status.Errorf(codes.Unimplemented, "group %s declares no node price (template.pricing.nodePerHour)", group)
+	if perHour <= 0 {
+		return nil, status.Errorf(codes.Unimplemented, "group %s declares no node price (cost.pricePerHour, cost.powerWatts with cost.energyPricePerKWh, or template.pricing.nodePerHour)", group)
 	}
-	return &pb.PricingNodePriceResponse{Price: spec.Template.Pricing.NodePerHour * end.Sub(start).Hours()}, nil
+	return &pb.PricingNodePriceResponse{Price: perHour * end.Sub(start).Hours()}, nil
 }
 
 // groupOfPricedNode finds the group of a real node (its slot) or of a

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -223,4 +224,32 @@ func TestPodPriceUnimplemented(t *testing.T) {
 	declare(t, e.h, "priced", events.GroupSpec{Template: &events.NodeTemplate{Pricing: &events.Pricing{NodePerHour: 1}}}, slotsNamed("pr-0")...)
 	_, err := e.c.PricingPodPrice(e.ctx(), &pb.PricingPodPriceRequest{StartTimestamp: timestamppb.Now(), EndTimestamp: timestamppb.Now()})
 	wantCode(t, err, codes.Unimplemented, "podPerHour")
+}
+
+// The price expander is answered from the cost block the cost report reads:
+// pricePerHour plus the energy of powerWatts for an hour, with a slot's
+// override for a real node, for the template node the group's.
+func TestPricingFromCost(t *testing.T) {
+	e := newEnv(t, Options{})
+	p := func(v float64) *float64 { return &v }
+	e.h.DeclareWith("metered", events.GroupSpec{Cost: &events.Cost{PricePerHour: p(0.10), PowerWatts: p(200), EnergyPricePerKWh: p(0.30), Currency: "EUR"}},
+		func(slot string) events.SlotSpec {
+			ss := events.SlotSpec{ProviderID: "homelab://" + slot}
+			if slot == "big-0" {
+				ss.Cost = &events.Cost{PowerWatts: p(500)}
+			}
+			return ss
+		}, "me-0", "big-0")
+	start := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	end := start.Add(2 * time.Hour)
+	for name, want := range map[string]float64{
+		"me-0":             2 * (0.10 + 0.2*0.30), // 0.32
+		"big-0":            2 * (0.10 + 0.5*0.30), // 0.50
+		"template-metered": 2 * (0.10 + 0.2*0.30),
+	} {
+		r, err := e.c.PricingNodePrice(e.ctx(), &pb.PricingNodePriceRequest{Node: &pb.ExternalGrpcNode{Name: name}, StartTimestamp: timestamppb.New(start), EndTimestamp: timestamppb.New(end)})
+		if err != nil || math.Abs(r.GetPrice()-want) > 1e-9 {
+			t.Errorf("price of %s = %v, %v; want %v", name, r.GetPrice(), err, want)
+		}
+	}
 }

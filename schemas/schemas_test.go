@@ -70,6 +70,7 @@ var (
 		GPULabel:       "nvidia.com/gpu.present",
 		DrainTimeout:   dur(10 * time.Minute),
 		OnDrainTimeout: events.DrainForce,
+		Cost:           &events.Cost{PricePerHour: ptr(0.12), PowerWatts: ptr(65.0), BootWatts: ptr(90.0), EnergyPricePerKWh: ptr(0.30), Currency: "EUR"},
 	}
 
 	fullSlotSpec = events.SlotSpec{
@@ -80,6 +81,7 @@ var (
 		Labels:     map[string]string{"topology.kubernetes.io/zone": "rack-a"},
 		Taints:     taints,
 		Capacity:   map[string]string{"cpu": "8", "nvidia.com/gpu": "1"},
+		Cost:       &events.Cost{PricePerHour: ptr(0.2), PowerWatts: ptr(120.0), BootWatts: ptr(150.0), EnergyPricePerKWh: ptr(0.25), Currency: "EUR"},
 	}
 )
 
@@ -123,6 +125,8 @@ var fullSamples = []events.Data{
 	events.DrainTimedOut{Ref: fullRef, Node: "worker-1", Policy: events.DrainForce, Remaining: []string{"default/web-0"}},
 	events.UnclaimedShutdownPaused{Ref: fullRef, Attempts: 3, PausedUntil: at.Add(30 * time.Minute)},
 	events.NodeDeleteRequested{Ref: fullRef, Node: "worker-1", Why: "NotReady after its shutdown"},
+	events.MachinePoweredOn{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtNodeCondition},
+	events.MachinePoweredOff{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtObserved, Reason: events.PowerOffInputLaw},
 	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}}},
 }
 
@@ -162,6 +166,8 @@ var minimalSamples = []events.Data{
 	events.DrainTimedOut{Ref: minRef, Policy: events.DrainWait},
 	events.UnclaimedShutdownPaused{Ref: minRef, Attempts: 1},
 	events.NodeDeleteRequested{Ref: minRef},
+	events.MachinePoweredOn{Ref: minRef, AtSource: events.AtObserved},
+	events.MachinePoweredOff{Ref: minRef, AtSource: events.AtObserved, Reason: events.PowerOffNotReady},
 	events.FailedInstanceDeleted{Ref: minRef, Request: events.Request{Call: events.CallDeleteNodes}},
 }
 

@@ -310,6 +310,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 			return nil, err
 		}
 		tel.InstrumentService(p.service)
+		tel.Metrics.ObserveCost(ctx, p.store, p.views, p.clock, log)
 	}
 	ok = true
 	return p, nil

@@ -16,6 +16,7 @@ func NodeViewOf(n *corev1.Node) handlers.NodeView {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			v.Ready = c.Status == corev1.ConditionTrue
+			v.ReadySince = c.LastTransitionTime.Time
 		}
 	}
 	for _, t := range n.Spec.Taints {

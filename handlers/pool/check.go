@@ -162,6 +162,7 @@ func check(t *tree) *checker {
 			c.quantities(ptr+"/template/allocatable", tm["allocatable"])
 		}
 	}
+	c.costs(groups, slots, groupAt)
 	return c
 }
 

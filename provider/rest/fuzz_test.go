@@ -34,6 +34,8 @@ func FuzzHandler(f *testing.F) {
 		{"DELETE", "/api/v1/claims/node-3.lan-52fd0d", "", `{"by":"fuzz"}`},
 		{"PATCH", "/api/v1/groups", "", ""},
 		{"GET", "/api/v1/audit/claims/x", "slot=node-1.lan", ""},
+		{"GET", "/api/v1/cost", "month=2026-03&by=slot", ""},
+		{"GET", "/api/v1/cost", "since=99999999d&until=2026-03-04T10:00:00Z", ""},
 	} {
 		f.Add(s.method, s.path, s.query, s.body, true)
 	}

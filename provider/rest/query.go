@@ -22,12 +22,14 @@ var queryParams = map[string][]string{
 	"GET /api/v1/events/export":       {"slot", "claim", "group", "type", "since", "until", "from", "last", "follow"},
 	"GET /api/v1/audit/claims/{name}": {"slot"},
 	"GET /api/v1/replay":              {"at", "seq"},
+	"GET /api/v1/cost":                {"since", "until", "month", "by"},
 }
 
 // queryValues are the values a parameter may take, where they are few.
 var queryValues = map[string][]string{
 	"all":    {"true", "false"},
 	"follow": {"true", "false"},
+	"by":     {"group", "slot", "requester", "claim"},
 	"phase": {
 		string(projections.PhasePending), string(projections.PhaseBooting), string(projections.PhaseReady),
 		string(projections.PhaseFailed), string(projections.PhaseCompleted),

@@ -87,6 +87,7 @@ var routes = []route{
 	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
 	{"GET", "/api/v1/replay", true, (*server).replay},
 	{"GET", "/api/v1/backup", true, (*server).backup},
+	{"GET", "/api/v1/cost", true, (*server).cost},
 }
 
 // Routes lists "METHOD /path" of every route the API serves.

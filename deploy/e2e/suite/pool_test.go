@@ -39,6 +39,11 @@ groups:
     readinessTaints: *rt
     lifecycle: *lc
     template: *tmpl
+  - name: cost      # one claim's machine-hours against its Node (cost_test.go)
+    readinessTaints: *rt
+    lifecycle: *lc
+    template: *tmpl
+    cost: {powerWatts: 100, energyPricePerKWh: 0.30, currency: EUR}
 
 slots:
   - name: boot-1
@@ -58,12 +63,13 @@ slots:
   - {name: law-1, group: law, startup: *power, shutdown: *power}
   - {name: crash-1, group: crash, startup: *power, shutdown: *power}
   - {name: burst-1, group: burst, startup: *power, shutdown: *power}
+  - {name: cost-1, group: cost, startup: *power, shutdown: *power}
   - {name: rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.machine-with-a-long-name-1, group: long, startup: *power, shutdown: *power}
 `
 
 func e2eSlots() []machines.Slot {
 	var out []machines.Slot
-	for _, n := range []string{"boot-1", "boot-2", "fail-1", "law-1", "crash-1", longSlot} {
+	for _, n := range []string{"boot-1", "boot-2", "fail-1", "law-1", "crash-1", longSlot, "cost-1"} {
 		out = append(out, machines.Slot{
 			Name:            n,
 			ReadinessTaints: []corev1.Taint{{Key: readyTaint, Effect: corev1.TaintEffectNoExecute}},

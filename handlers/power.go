@@ -1,0 +1,63 @@
+package handlers
+
+import (
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// The power facts (events/power.go) the observer writes with a Node
+// observation: when the Node's Present and Ready stop agreeing with the
+// slot's last power fact, MachinePoweredOn or MachinePoweredOff records the
+// change, at the Ready condition's lastTransitionTime when that lies
+// between the last power fact and now (a clock-skewed or stale condition
+// must not reorder the facts), else at the observation.
+
+// poweredOn: an observation of a machine that is up.
+func poweredOn(n events.NodeState) bool { return n.Present && n.Ready }
+
+// powerFact is the power fact observing n on sl calls for, if any.
+func powerFact(s *projections.State, sl *projections.Slot, n events.NodeState, readySince, now time.Time) (events.Data, bool) {
+	on := poweredOn(n)
+	if on == sl.PoweredOnRecorded() {
+		return nil, false
+	}
+	at, source := now, events.AtObserved
+	var floor time.Time
+	if sl.Power != nil {
+		floor = sl.Power.At
+	}
+	if n.Present && !readySince.IsZero() && !readySince.After(now) && !readySince.Before(floor) {
+		at, source = readySince.UTC(), events.AtNodeCondition
+	}
+	name := n.Name
+	if name == "" {
+		name = sl.Node.Name
+	}
+	ref := events.Ref{Slot: sl.Name, Group: sl.Group}
+	live := s.LiveOfSlot(sl.Name)
+	if live != nil {
+		ref.Claim, ref.Attempt = live.Name, live.Attempt
+	}
+	if on {
+		ref.Cause = "power observed: node " + name + " Ready"
+		return events.MachinePoweredOn{Ref: ref, Node: name, At: at, AtSource: source}, true
+	}
+	reason := events.PowerOffNotReady
+	// A shutdown fired since the machine came on explains the power-off.
+	if last := sl.LastShutdown; last != nil && sl.Power != nil && !last.At.Before(sl.Power.At) {
+		reason = events.PowerOffShutdown
+		if last.Claim == "" {
+			reason = events.PowerOffInputLaw
+		} else if live == nil {
+			ref.Claim, ref.Attempt = last.Claim, last.Attempt
+		}
+	}
+	seen := "NotReady"
+	if !n.Present {
+		reason, seen = events.PowerOffNodeDeleted, "gone"
+	}
+	ref.Cause = "power observed: node " + name + " " + seen + " (" + reason + ")"
+	return events.MachinePoweredOff{Ref: ref, Node: name, At: at, AtSource: source, Reason: reason}, true
+}

@@ -1,0 +1,96 @@
+package cost
+
+import (
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// benchLog is a month of a pool of 10,000 slots in 10 groups, each slot
+// claimed, booted, scaled down and powered off 12 times: 1,000,000 events
+// in time order.
+func benchLog(tb testing.TB) []events.Event {
+	tb.Helper()
+	const slots, groups, cycles = 10_000, 10, 12
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	p := func(v float64) *float64 { return &v }
+	evs := make([]events.Event, 0, 1_000_000)
+	for g := range groups {
+		evs = append(evs, events.Event{Time: start, Data: events.GroupDeclared{Ref: events.Ref{Group: fmt.Sprintf("g%d", g)},
+			Spec: events.GroupSpec{Cost: &events.Cost{PricePerHour: p(0.1), PowerWatts: p(80), EnergyPricePerKWh: p(0.3), Currency: "EUR"}}}})
+	}
+	for s := range slots {
+		slot, group := fmt.Sprintf("s%d", s), fmt.Sprintf("g%d", s%groups)
+		evs = append(evs, events.Event{Time: start, Data: events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: group}}})
+		// Slots start their cycles at different minutes, so the log
+		// interleaves them.
+		t := start.Add(time.Duration(s%1440) * time.Minute)
+		for c := range cycles {
+			claim := fmt.Sprintf("%s-c%d", slot, c)
+			ref := events.Ref{Slot: slot, Group: group, Claim: claim}
+			at := func(d time.Duration) time.Time { return t.Add(d) }
+			evs = append(evs,
+				events.Event{Time: at(0), Data: events.ClaimCreated{Ref: ref, RequestedBy: []string{"ca", "alice", "bob"}[c%3]}},
+				events.Event{Time: at(time.Second), Data: events.ClaimBooting{Ref: ref}},
+				events.Event{Time: at(5 * time.Minute), Data: events.MachinePoweredOn{Ref: ref, At: at(4 * time.Minute), AtSource: events.AtNodeCondition}},
+				events.Event{Time: at(6 * time.Minute), Data: events.ClaimReady{Ref: ref}},
+				events.Event{Time: at(20 * time.Hour), Data: events.ScaleDownRequested{Ref: ref}},
+				events.Event{Time: at(20*time.Hour + time.Minute), Data: events.ShutdownFired{Ref: ref}},
+				events.Event{Time: at(20*time.Hour + time.Minute), Data: events.ClaimCompleted{Ref: ref}},
+				events.Event{Time: at(20*time.Hour + 3*time.Minute), Data: events.MachinePoweredOff{Ref: ref, At: at(20*time.Hour + 2*time.Minute), AtSource: events.AtNodeCondition, Reason: events.PowerOffShutdown}},
+			)
+			t = t.Add(60 * time.Hour)
+		}
+	}
+	for len(evs) < 1_000_000 {
+		evs = append(evs, events.Event{Time: start.Add(29 * 24 * time.Hour), Data: events.NodeObserved{Ref: events.Ref{Slot: "s0", Group: "g0"}}})
+	}
+	for i := range evs {
+		evs[i].Seq = uint64(i + 1)
+	}
+	slices.SortFunc(evs, func(a, b events.Event) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		return int(a.Seq) - int(b.Seq)
+	})
+	return evs
+}
+
+// BenchmarkCostReport folds a month of 1,000,000 events over 10,000 slots
+// into a report by group for the 30 days (docs/benchmarks.md, "Cost
+// report"); reading the events from the log is not included.
+func BenchmarkCostReport(b *testing.B) {
+	evs := benchLog(b)
+	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	until := since.AddDate(0, 0, 30)
+	cpu0 := cpuTime()
+	n := 0
+	for b.Loop() {
+		n++
+		f := NewFold(ByGroup, since, until)
+		for _, e := range evs {
+			f.Apply(e)
+		}
+		if r := f.Report(time.Time{}); len(r.Rows) != 10 {
+			b.Fatalf("%d rows", len(r.Rows))
+		}
+	}
+	b.ReportMetric(float64(len(evs)), "events")
+	// The CPU time one report takes, which a loaded machine's wall clock
+	// (ns/op) overstates.
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/op")
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

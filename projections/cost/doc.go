@@ -1,0 +1,11 @@
+// Package cost answers "what did the pool cost" from the event log: a pure
+// fold over events (Fold) that accrues, for a window, machine-seconds,
+// boot-seconds, energy and money by group, slot, requester or claim, and
+// the up-time no claim wanted with the reason it stayed up. docs/cost.md
+// says how each number is computed.
+//
+// The files: fold.go (the state folded from events), accrue.go (the
+// segments of a slot's attribution and what one second of them costs),
+// report.go (the rows a report shows), window.go (the period a report
+// covers, parsed from operator input).
+package cost

@@ -306,6 +306,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
+		tel.Metrics.SetClock(p.clock)
 		if err := tel.Metrics.ObserveStore(p.store); err != nil {
 			return nil, err
 		}

@@ -42,6 +42,7 @@ const (
 	scrapeBackups        = InstBackups + "_total"
 	scrapeTLSReloads     = "claimstream_tls_certificate_reload_failures_total"
 	scrapePoolFailures   = InstPoolApplyFailures + "_total"
+	scrapeKubeFailures   = InstKubeWriteFailures + "_total"
 )
 
 // Bucket boundaries, shared by the instruments and their zeros.
@@ -134,6 +135,7 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeBackups, descBackups, counter, nil, labelled("result", "ok", "error")},
 		{scrapeTLSReloads, descTLSReloads, counter, nil, labelled("server", "provider", "api")},
 		{scrapePoolFailures, descPoolFailures, counter, nil, []map[string]string{{}}},
+		{scrapeKubeFailures, descKubeWriteFailures, counter, nil, labelled("what", "event", "status")},
 	}
 }
 

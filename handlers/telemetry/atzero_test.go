@@ -91,6 +91,7 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 	m.BackupDone(time.Now(), 0, nil)
 	m.TLSReloadFailed("x")
 	m.PoolApplied(io.EOF)
+	m.KubeWriteFailed("event")
 	real := scrapeText(t, tel)
 
 	zh, rh := helps(zeros), helps(real)

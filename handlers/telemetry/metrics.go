@@ -76,6 +76,8 @@ type Metrics struct {
 	queue queueInstruments
 	// viewInst: claims created and slots by state (views.go).
 	viewInst viewInstruments
+	// kubeWriteFailures: Kubernetes Events and the status ConfigMap (kube.go).
+	kubeWriteFailures metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on meter.
@@ -123,6 +125,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(m.newTLSInstruments(meter))
 	add(m.newQueueInstruments(meter))
 	add(m.newViewInstruments(meter))
+	add(m.newKubeInstruments(meter))
 	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -43,18 +42,6 @@ const (
 	descPoolFailures   = "Pool file applies refused or stopped part-way, and pool files that did not load."
 	descClaimsCreated  = "Claims created (ClaimCreated), by group and by who asked."
 )
-
-// SlotResting is the state of a slot that is off and may not be claimed
-// yet: its last boots failed MaxConsecutiveAttempts times in a row and it
-// rests until the attempt streak expires.
-const SlotResting = "resting"
-
-// slotStates are the states claimstream_slots reports, each at 0 when no
-// slot is in it.
-var slotStates = []string{
-	string(projections.SlotOff), SlotResting, string(projections.SlotPending), string(projections.SlotBooting),
-	string(projections.SlotReady), string(projections.SlotDraining), string(projections.SlotDecommissioned),
-}
 
 type viewInstruments struct {
 	created metric.Int64Counter
@@ -104,7 +91,7 @@ func (m *Metrics) observeSlots(_ context.Context, o metric.Observer) error {
 				if sl := s.Slots[slot]; sl == nil || sl.Retired {
 					continue
 				}
-				c[slotState(s, slot, now)]++
+				c[string(s.SlotState(slot, now))]++
 			}
 			counts[name] = c
 		}
@@ -115,21 +102,11 @@ func (m *Metrics) observeSlots(_ context.Context, o metric.Observer) error {
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
-		for _, st := range slotStates {
-			o.ObserveInt64(m.viewInst.slots, counts[g][st], metric.WithAttributes(attribute.String("group", g), attribute.String("state", st)))
+		for _, st := range projections.SlotStates {
+			o.ObserveInt64(m.viewInst.slots, counts[g][string(st)], metric.WithAttributes(attribute.String("group", g), attribute.String("state", string(st))))
 		}
 	}
 	return nil
-}
-
-// slotState is the slot's reported phase, with an off slot that may not be
-// claimed yet after failed boots reported as resting.
-func slotState(s *projections.State, slot string, now time.Time) string {
-	p := s.SlotPhase(slot)
-	if p == projections.SlotOff && s.Exhausted(slot, now) {
-		return SlotResting
-	}
-	return string(p)
 }
 
 // registerBuildInfo exports claimstream_build_info{version,revision,go_version} 1.

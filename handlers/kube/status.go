@@ -232,6 +232,5 @@ func (w *StatusWriter) write(ctx context.Context, data string) error {
 	return nil
 }
 
-
 // Interval is the least time between two writes.
 func (w *StatusWriter) Interval() time.Duration { return w.cfg.Interval }

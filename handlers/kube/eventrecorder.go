@@ -136,7 +136,8 @@ func KubeEventFor(s *projections.State, e events.Event) (KubeEvent, bool) {
 		return KubeEvent{}, false
 	}
 	if len(ke.Note) > maxNote {
-		ke.Note = ke.Note[:maxNote-3] + "..."
+		// Cut on a byte; drop a rune the cut split.
+		ke.Note = strings.ToValidUTF8(ke.Note[:maxNote-3], "") + "..."
 	}
 	return ke, true
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,9 +78,11 @@ func TestKubeEventForEachMove(t *testing.T) {
 			t.Errorf("%s made a Kubernetes Event: %+v", d.EventType(), ke)
 		}
 	}
-	long := events.ClaimFailed{Ref: ref, Reason: "StartupJobFailed", Message: strings.Repeat("x", 5000)}
-	if ke, _ := kube.KubeEventFor(s, ev(long, 0)); len(ke.Note) > 1024 {
-		t.Errorf("a note of %d bytes: the API takes 1kB", len(ke.Note))
+	for _, msg := range []string{strings.Repeat("x", 5000), strings.Repeat("é", 3000)} {
+		long := events.ClaimFailed{Ref: ref, Reason: "StartupJobFailed", Message: msg}
+		if ke, _ := kube.KubeEventFor(s, ev(long, 0)); len(ke.Note) > 1024 || !utf8.ValidString(ke.Note) || !strings.HasSuffix(ke.Note, "...") {
+			t.Errorf("a note of %d bytes (valid UTF-8: %v): the API takes 1kB of text", len(ke.Note), utf8.ValidString(ke.Note))
+		}
 	}
 }
 

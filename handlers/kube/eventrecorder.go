@@ -28,9 +28,9 @@ const ReportingController = "claimstream.dev/claimstream"
 // maxNote is the longest note the API accepts (events.k8s.io/v1: 1kB).
 const maxNote = 1024
 
-// KubeEvent is the Kubernetes Event one claimstream event becomes: what an
+// Event is the Kubernetes Event one claimstream event becomes: what an
 // operator reads in `kubectl describe node` or `kubectl get events`.
-type KubeEvent struct {
+type Event struct {
 	// Type is Normal or Warning.
 	Type string
 	// Reason is CamelCase: the claimstream event's type (ClaimReady).
@@ -46,12 +46,12 @@ type KubeEvent struct {
 	Job string
 }
 
-// KubeEventFor maps one claimstream event to the Kubernetes Event an
+// EventFor maps one claimstream event to the Kubernetes Event an
 // operator wants to see, read against the views at that event or later;
 // false for an event that makes none (config, observations, ...).
-func KubeEventFor(s *projections.State, e events.Event) (KubeEvent, bool) {
+func EventFor(s *projections.State, e events.Event) (Event, bool) {
 	if e.Data == nil {
-		return KubeEvent{}, false
+		return Event{}, false
 	}
 	ref := e.Data.Reference()
 	claim := s.Claims[ref.Claim] // nil once collected, or for a claimless event
@@ -63,15 +63,15 @@ func KubeEventFor(s *projections.State, e events.Event) (KubeEvent, bool) {
 	if claim != nil {
 		startupJob = claim.StartupJob
 	}
-	normal := func(action, note string) KubeEvent {
-		return KubeEvent{Type: corev1.EventTypeNormal, Reason: string(e.Type), Action: action, Note: note, Node: node}
+	normal := func(action, note string) Event {
+		return Event{Type: corev1.EventTypeNormal, Reason: string(e.Type), Action: action, Note: note, Node: node}
 	}
-	warning := func(action, note string) KubeEvent {
+	warning := func(action, note string) Event {
 		ke := normal(action, note)
 		ke.Type = corev1.EventTypeWarning
 		return ke
 	}
-	var ke KubeEvent
+	var ke Event
 	switch d := e.Data.(type) {
 	case events.ClaimCreated:
 		ke = normal("Claim", fmt.Sprintf("Claim %s asks for slot %s of group %s (attempt %d), requested by %s through %s; it must be ready by %s.",
@@ -133,7 +133,7 @@ func KubeEventFor(s *projections.State, e events.Event) (KubeEvent, bool) {
 		ke = warning("Drain", fmt.Sprintf("The drain of node %s passed its timeout with %d pods left%s; policy %s.", d.Node, len(d.Remaining), left, d.Policy))
 		ke.Node = d.Node
 	default:
-		return KubeEvent{}, false
+		return Event{}, false
 	}
 	if len(ke.Note) > maxNote {
 		// Cut on a byte; drop a rune the cut split.
@@ -200,9 +200,9 @@ func (r *EventRecorder) Start(ctx context.Context) (stop func(), err error) {
 // record turns one folded event into a Kubernetes Event. It does not
 // block: the recorder queues the write.
 func (r *EventRecorder) record(rec kevents.EventRecorder, e events.Event) {
-	var ke KubeEvent
+	var ke Event
 	var ok bool
-	r.cfg.Views.Read(func(s *projections.State) { ke, ok = KubeEventFor(s, e) })
+	r.cfg.Views.Read(func(s *projections.State) { ke, ok = EventFor(s, e) })
 	if !ok {
 		return
 	}
@@ -216,7 +216,7 @@ func (r *EventRecorder) record(rec kevents.EventRecorder, e events.Event) {
 
 // objects picks what the Event is about: the Node when it exists (with the
 // Job as the related object), else the lifecycle Job, else nothing.
-func (r *EventRecorder) objects(ke KubeEvent) (regarding, related runtime.Object) {
+func (r *EventRecorder) objects(ke Event) (regarding, related runtime.Object) {
 	var job runtime.Object
 	if ke.Job != "" {
 		job = r.job(ke.Job)

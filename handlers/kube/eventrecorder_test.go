@@ -28,7 +28,7 @@ import (
 
 // The mapping, event by event: reason (CamelCase), type, the object it is
 // recorded on, and a note in words.
-func TestKubeEventForEachMove(t *testing.T) {
+func TestEventForEachMove(t *testing.T) {
 	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	s := projections.NewState()
 	s.Slots["s1"] = &projections.Slot{Name: "s1", Group: "g"}
@@ -59,7 +59,7 @@ func TestKubeEventForEachMove(t *testing.T) {
 		{ev(events.ClaimCreated{Ref: events.Ref{Claim: "c2", Slot: "s2", Group: "g"}, RequestedBy: "x"}, 0), "Normal", "ip-10-0-0-7", "", []string{"slot s2"}},
 	} {
 		t.Run(string(tc.event.Type), func(t *testing.T) {
-			ke, ok := kube.KubeEventFor(s, tc.event)
+			ke, ok := kube.EventFor(s, tc.event)
 			if !ok {
 				t.Fatal("no Kubernetes Event")
 			}
@@ -74,13 +74,13 @@ func TestKubeEventForEachMove(t *testing.T) {
 		})
 	}
 	for _, d := range []events.Data{events.NodeObserved{Ref: events.Ref{Slot: "s1"}}, events.GroupDeclared{}, events.ClaimCollected{Ref: ref}} {
-		if ke, ok := kube.KubeEventFor(s, events.Event{Type: d.EventType(), Data: d}); ok {
+		if ke, ok := kube.EventFor(s, events.Event{Type: d.EventType(), Data: d}); ok {
 			t.Errorf("%s made a Kubernetes Event: %+v", d.EventType(), ke)
 		}
 	}
 	for _, msg := range []string{strings.Repeat("x", 5000), strings.Repeat("é", 3000)} {
 		long := events.ClaimFailed{Ref: ref, Reason: "StartupJobFailed", Message: msg}
-		if ke, _ := kube.KubeEventFor(s, ev(long, 0)); len(ke.Note) > 1024 || !utf8.ValidString(ke.Note) || !strings.HasSuffix(ke.Note, "...") {
+		if ke, _ := kube.EventFor(s, ev(long, 0)); len(ke.Note) > 1024 || !utf8.ValidString(ke.Note) || !strings.HasSuffix(ke.Note, "...") {
 			t.Errorf("a note of %d bytes (valid UTF-8: %v): the API takes 1kB of text", len(ke.Note), utf8.ValidString(ke.Note))
 		}
 	}

@@ -16,7 +16,11 @@ import (
 // slots are counted by state, and the build is reported.
 func TestServeMetricsExistAtZeroFromStart(t *testing.T) {
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
-	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true, metricsAddress: metricsAddr}
+	// A sink nobody listens at: it is never reached before the scrape
+	// (the sinks run with the reactors, and nothing is claimed).
+	sinksFile := filepath.Join(t.TempDir(), "sinks.yaml")
+	writeFile(t, sinksFile, "sinks:\n  - name: alerts\n    url: http://127.0.0.1:9/hook\n    types: [ClaimFailed]\n")
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn", grpcAddress: addr, plaintext: true, metricsAddress: metricsAddr, sinks: sinksFile}
 	_, stop := startServe(t, o)
 	defer stop()
 
@@ -35,6 +39,10 @@ func TestServeMetricsExistAtZeroFromStart(t *testing.T) {
 		`claimstream_reactor_work_duration_seconds_count{outcome="error",work="slot"} 0`,
 		`claimstream_backups_total{result="error"} 0`,
 		`claimstream_tls_certificate_reload_failures_total{server="provider"} 0`,
+		`claimstream_sink_delivery_failures_total{sink="alerts"} 0`,
+		`claimstream_sink_dead_letters_total{sink="alerts"} 0`,
+		`claimstream_log_write_failures_total{reason="no_space"} 0`,
+		`claimstream_kube_write_failures_total{what="event"} 0`,
 	}
 	for _, g := range []string{"homelab", "burst"} {
 		requester := "cluster-autoscaler"

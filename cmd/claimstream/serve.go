@@ -169,6 +169,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer tel.Shutdown(context.WithoutCancel(ctx))
+	tel.Metrics.KnownSinks(sinkNames(sinkCfg))
 	o.timing.done("telemetry")
 	p, err := startPlane(ctx, o, log, clk, tel)
 	if err != nil {

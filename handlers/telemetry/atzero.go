@@ -43,6 +43,10 @@ const (
 	scrapeTLSReloads     = "claimstream_tls_certificate_reload_failures_total"
 	scrapePoolFailures   = InstPoolApplyFailures + "_total"
 	scrapeKubeFailures   = InstKubeWriteFailures + "_total"
+	scrapeLogFailures    = InstLogWriteFailures + "_total"
+	scrapeSinkFailures   = InstSinkFailures + "_total"
+	scrapeSinkDelivered  = InstSinkDeliveries + "_total"
+	scrapeSinkDead       = InstSinkDeadLetters + "_total"
 )
 
 // Bucket boundaries, shared by the instruments and their zeros.
@@ -87,6 +91,10 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		})
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
+	var sinks []string
+	if p := m.sinkNames.Load(); p != nil {
+		sinks = *p
+	}
 	perGroup := func(extra func(g *projections.Group) []map[string]string) []map[string]string {
 		var out []map[string]string
 		for _, g := range groups {
@@ -136,7 +144,18 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeTLSReloads, descTLSReloads, counter, nil, labelled("server", "provider", "api")},
 		{scrapePoolFailures, descPoolFailures, counter, nil, []map[string]string{{}}},
 		{scrapeKubeFailures, descKubeWriteFailures, counter, nil, labelled("what", "event", "status")},
+		{scrapeLogFailures, descLogFailures, counter, nil, labelled("reason", events.WriteFailureUnwritable, events.WriteFailureNoSpace, events.WriteFailureNoResponse, events.WriteFailureJetStream, events.WriteFailureOther)},
+		{scrapeSinkFailures, descSinkFailures, counter, nil, labelled("sink", sinks...)},
+		{scrapeSinkDelivered, descSinkDelivered, counter, nil, labelled("sink", sinks...)},
+		{scrapeSinkDead, descSinkDead, counter, nil, labelled("sink", sinks...)},
 	}
+}
+
+// KnownSinks names the webhook sinks of the sinks file, whose counters the
+// scrape shows at zero from the start.
+func (m *Metrics) KnownSinks(names []string) {
+	names = slices.Clone(names)
+	m.sinkNames.Store(&names)
 }
 
 // zeroFilled gathers from the exporter's registry and adds the missing

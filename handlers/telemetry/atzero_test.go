@@ -71,6 +71,10 @@ func bucketsOf(body, name string) []string {
 func TestZerosMatchTheInstruments(t *testing.T) {
 	h := handlerstest.New(t)
 	tel := newTel(t, h)
+	tel.Metrics.KnownSinks([]string{"alerts"})
+	if err := tel.Metrics.ObserveLogHealth(events.NewLogHealth(h.Clock.Now())); err != nil {
+		t.Fatal(err)
+	}
 	h.Declare("g", events.GroupSpec{}, "a")
 	zeros := scrapeText(t, tel)
 
@@ -92,6 +96,9 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 	m.TLSReloadFailed("x")
 	m.PoolApplied(io.EOF)
 	m.KubeWriteFailed("event")
+	m.DeliveryFailed("alerts")
+	m.Delivered("alerts")
+	m.DeadLettered("alerts")
 	real := scrapeText(t, tel)
 
 	zh, rh := helps(zeros), helps(real)
@@ -117,6 +124,7 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 		`claimstream_shutdown_attempts_total{force="false",group="g"} 0`,
 		`claimstream_shutdown_attempts_total{force="true",group="g"} 1`,
 		`claimstream_build_info{go_version="go1.26.0",revision="abc",version="v9.9.9"} 1`,
+		`claimstream_log_write_failures_total{reason="no_space"} 0`,
 	} {
 		if !strings.Contains(real, line+"\n") {
 			t.Errorf("scrape lacks %q", line)

@@ -78,6 +78,8 @@ type Metrics struct {
 	viewInst viewInstruments
 	// kubeWriteFailures: Kubernetes Events and the status ConfigMap (kube.go).
 	kubeWriteFailures metric.Int64Counter
+	// sinkNames: the sinks whose counters start at zero (atzero.go).
+	sinkNames atomic.Pointer[[]string]
 }
 
 // NewMetrics creates the instruments on meter.

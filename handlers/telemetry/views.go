@@ -41,6 +41,10 @@ const (
 	descTLSReloads     = "TLS certificate rotations that did not load; the previous certificate stays in service."
 	descPoolFailures   = "Pool file applies refused or stopped part-way, and pool files that did not load."
 	descClaimsCreated  = "Claims created (ClaimCreated), by group and by who asked."
+	descLogFailures    = "Failed appends to the event log, by reason."
+	descSinkFailures   = "Failed webhook delivery attempts."
+	descSinkDelivered  = "Events a webhook sink accepted."
+	descSinkDead       = "Events a webhook sink gave up on (dead-lettered)."
 )
 
 type viewInstruments struct {

@@ -154,10 +154,8 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 			if wait := lastWrite.Add(w.cfg.Interval).Sub(w.cfg.Clock.Now()); !lastWrite.IsZero() && wait > 0 {
 				// Too soon: wait out the interval, then write what the
 				// views say by then (the changes in between coalesce).
-				select {
-				case <-ctx.Done():
+				if !w.sleep(ctx, wait, nil) {
 					return nil
-				case <-w.cfg.Clock.After(wait):
 				}
 				continue
 			}
@@ -174,13 +172,25 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 			}
 			last = data
 		}
-		select {
-		case <-ctx.Done():
+		if !w.sleep(ctx, statusResync, changed) {
 			return nil
-		case <-changed:
-		case <-w.cfg.Clock.After(statusResync):
 		}
 	}
+}
+
+// sleep waits for d on the clock, or until wake is closed; false when ctx
+// ended. The timer is stopped on the way out, so a test's fake clock
+// has a waiter exactly while the writer waits.
+func (w *StatusWriter) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := w.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-t.C():
+	}
+	return true
 }
 
 func (w *StatusWriter) render() (string, error) {

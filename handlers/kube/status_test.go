@@ -88,6 +88,7 @@ func TestStatusConfigMapContent(t *testing.T) {
 	claims := e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
 	e.h.MustExec(handlers.BootClaim{Claim: claims[0]})
 	last := e.h.MustExec(handlers.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
+	waitForWaiter(t, e.h)
 	e.h.Clock.Step(time.Second)
 	st := e.waitStatus(t, "at the failure", func(st kube.Status) bool { return st.Seq == last.Last })
 	if st.Leader != "claimstream-0" || len(st.Groups) != 2 {
@@ -103,7 +104,9 @@ func TestStatusConfigMapContent(t *testing.T) {
 	if a := st.Groups[0]; a.Name != "auto" || a.Scaler != "builtin" || a.Slots["off"] != 1 {
 		t.Errorf("group auto: %+v", a)
 	}
-	// The recent failure leaves the window with time alone.
+	// The recent failure leaves the window with time alone: once the
+	// writer waits on the clock, past the window and one resync.
+	waitForWaiter(t, e.h)
 	e.h.Clock.Step(projections.RecentFailureWindow + time.Minute)
 	e.waitStatus(t, "past the failure window", func(st kube.Status) bool { return st.Groups[1].FailedRecently == 0 })
 }
@@ -121,12 +124,14 @@ func TestStatusConfigMapRateBounded(t *testing.T) {
 	}
 	// Nine seconds on: still inside the interval, nothing is written
 	// (watched for a while: a write now would be a bug whenever it came).
+	waitForWaiter(t, e.h)
 	e.h.Clock.Step(9 * time.Second)
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if n := e.writes.Load(); n != 1 {
 			t.Fatalf("%d writes within the interval, want 1", n)
 		}
 	}
+	waitForWaiter(t, e.h)
 	e.h.Clock.Step(time.Second)
 	st := e.waitStatus(t, "with the three claims", func(st kube.Status) bool { return st.Seq == last.Last })
 	if st.Groups[1].Live != 3 {
@@ -156,7 +161,7 @@ func TestStatusConfigMapRetriesARefusedWrite(t *testing.T) {
 	go func() { done <- w.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
-		if fc.get("status") == 0 || !h.Clock.HasWaiters() {
+		if fc.get("status") == 0 || !h.Clock.HasWaiters() { // refused, and waiting to retry
 			return fmt.Errorf("no failure counted")
 		}
 		return nil
@@ -170,4 +175,16 @@ func TestStatusConfigMapRetriesARefusedWrite(t *testing.T) {
 	if n := fc.get("status"); n != 1 {
 		t.Errorf("%d failures counted, want 1", n)
 	}
+}
+
+// waitForWaiter waits until the writer waits on the fake clock (its timer
+// is the only waiter: it stops the one it leaves).
+func waitForWaiter(t *testing.T, h *handlerstest.Harness) {
+	t.Helper()
+	eventstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if !h.Clock.HasWaiters() {
+			return fmt.Errorf("the status writer does not wait on the clock")
+		}
+		return nil
+	})
 }

@@ -212,6 +212,7 @@ func (r *EventRecorder) record(rec kevents.EventRecorder, e events.Event) {
 		return
 	}
 	rec.Eventf(regarding, related, ke.Type, ke.Reason, ke.Action, "%s", ke.Note)
+	r.cfg.Log.Debug("kubernetes event recorded", "reason", ke.Reason, "on", objectName(regarding), "seq", e.Seq)
 }
 
 // objects picks what the Event is about: the Node when it exists (with the
@@ -227,6 +228,17 @@ func (r *EventRecorder) objects(ke Event) (regarding, related runtime.Object) {
 		}
 	}
 	return job, nil
+}
+
+// objectName is "Kind/name" of a Node or a Job.
+func objectName(o runtime.Object) string {
+	switch x := o.(type) {
+	case *corev1.Node:
+		return "Node/" + x.Name
+	case *batchv1.Job:
+		return "Job/" + x.Namespace + "/" + x.Name
+	}
+	return fmt.Sprintf("%T", o)
 }
 
 // job is the cached Job, or a reference by name to one about to be

@@ -171,6 +171,7 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 				continue
 			}
 			last = data
+			w.cfg.Log.Debug("status ConfigMap written", "configmap", w.cfg.Namespace+"/"+StatusConfigMap)
 		}
 		if !w.sleep(ctx, statusResync, changed) {
 			return nil

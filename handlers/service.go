@@ -83,26 +83,45 @@ func (r Result) Claims() []string {
 
 // Execute decides cmd and appends its events. A refusal is a *Error and
 // writes nothing. On success the views already reflect what was written.
+//
+// A command that decides to write nothing and fails nothing makes no span:
+// the reactors' and the built-in scaler's idle passes run every few
+// seconds and would bury the traces that matter. The span starts (dated
+// from the start of Execute) before the first append, or at the end for a
+// refusal or an error.
 func (s *Service) Execute(ctx context.Context, cmd Command) (res Result, err error) {
-	if s.Tracer != nil {
-		var span trace.Span
-		ctx, span = s.startCommandSpan(ctx, cmd)
-		defer func() {
-			span.SetAttributes(attribute.Int("claimstream.events", len(res.Events)), attribute.Int("claimstream.conflicts", res.Conflicts))
-			if res.Last != 0 {
-				span.SetAttributes(attribute.Int64("claimstream.seq", int64(res.Last)))
-			}
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
-			span.End()
-		}()
+	if s.Tracer == nil {
+		return s.execute(ctx, cmd, nil)
 	}
-	return s.execute(ctx, cmd)
+	began := time.Now()
+	var span trace.Span
+	var spanCtx context.Context
+	open := func(ctx context.Context) context.Context {
+		if span == nil {
+			spanCtx, span = s.startCommandSpan(ctx, cmd, trace.WithTimestamp(began))
+		}
+		return spanCtx
+	}
+	res, err = s.execute(ctx, cmd, open)
+	if span == nil && err == nil {
+		return res, nil
+	}
+	open(ctx)
+	span.SetAttributes(attribute.Int("claimstream.events", len(res.Events)), attribute.Int("claimstream.conflicts", res.Conflicts))
+	if res.Last != 0 {
+		span.SetAttributes(attribute.Int64("claimstream.seq", int64(res.Last)))
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return res, err
 }
 
-func (s *Service) execute(ctx context.Context, cmd Command) (Result, error) {
+// execute decides and appends; traced, when set, starts the command's span
+// before an append and returns the ctx that carries it.
+func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.Context) context.Context) (Result, error) {
 	var key string
 	s.views.Read(func(st *projections.State) { key = cmd.LockKey(st) })
 	unlock := s.lock(key)
@@ -121,6 +140,9 @@ func (s *Service) execute(ctx context.Context, cmd Command) (Result, error) {
 			// Views built over a gap in the log may decide wrongly (a
 			// lost claim looks like a free slot): write nothing.
 			return res, refuse(CodeFailedPrecondition, "%v", err)
+		}
+		if traced != nil {
+			ctx = traced(ctx)
 		}
 		out, err := s.append(ctx, writes)
 		if errors.Is(err, events.ErrConflict) {
@@ -189,7 +211,7 @@ type ClaimCommand interface {
 // startCommandSpan starts the span of one command. A command about one
 // claim, called with no span in ctx (as a reactor calls it), continues the
 // trace the claim was created in.
-func (s *Service) startCommandSpan(ctx context.Context, cmd Command) (context.Context, trace.Span) {
+func (s *Service) startCommandSpan(ctx context.Context, cmd Command, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	name := commandName(cmd)
 	attrs := []attribute.KeyValue{attribute.String("claimstream.command", name)}
 	if cc, ok := cmd.(ClaimCommand); ok {
@@ -207,7 +229,7 @@ func (s *Service) startCommandSpan(ctx context.Context, cmd Command) (context.Co
 			}
 		}
 	}
-	return s.Tracer.Start(ctx, "claimstream.command "+name, trace.WithAttributes(attrs...))
+	return s.Tracer.Start(ctx, "claimstream.command "+name, append(opts, trace.WithAttributes(attrs...))...)
 }
 
 // commandName is the type name of a command without its package.

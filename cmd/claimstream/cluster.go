@@ -28,6 +28,9 @@ type clusterOptions struct {
 
 	leaderElect bool
 	leaseName   string
+
+	// statusInterval bounds the writes of the status ConfigMap.
+	statusInterval time.Duration
 }
 
 // inCluster reports whether the process runs in a Kubernetes pod.
@@ -89,7 +92,7 @@ func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenar
 		}
 		p.log.Info("reactors running", "cluster", cfg.Host, "namespace", cl.Namespace())
 		r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log, Metrics: p.reactorMetrics()})
-		return p.withSinks(ctx, r.Run)
+		return p.withSinks(ctx, p.withKubeReports(cl, o, r.Run))
 	}
 	if !o.leaderElect {
 		return lead(ctx)

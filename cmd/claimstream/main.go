@@ -27,6 +27,7 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newServe(), newConfig())
 	root.AddCommand(newCLICommands()...)
+	withVersion(root)
 	return root
 }
 

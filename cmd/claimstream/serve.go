@@ -23,6 +23,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sinks"
 	"github.com/claimstream/claimstream/handlers/telemetry"
@@ -112,6 +113,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.Int64Var(&o.cluster.seed, "seed", 1, "simulator only: seed of the machines' failures")
 	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "in a cluster, run the reactors only while holding the Lease")
 	f.StringVar(&o.cluster.leaseName, "lease-name", "claimstream", "name of the leader Lease")
+	f.DurationVar(&o.cluster.statusInterval, "status-interval", kube.DefaultStatusInterval, "least time between two writes of the claimstream-status ConfigMap")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	_ = cmd.MarkFlagRequired("config")
@@ -167,6 +169,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer tel.Shutdown(context.WithoutCancel(ctx))
+	tel.Metrics.KnownSinks(sinkNames(sinkCfg))
 	o.timing.done("telemetry")
 	p, err := startPlane(ctx, o, log, clk, tel)
 	if err != nil {
@@ -306,6 +309,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
+		tel.Metrics.SetClock(p.clock)
 		if err := tel.Metrics.ObserveStore(p.store); err != nil {
 			return nil, err
 		}

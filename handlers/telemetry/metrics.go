@@ -76,6 +76,12 @@ type Metrics struct {
 	queue queueInstruments
 	// cost: the cost counters (cost.go).
 	cost costInstruments
+	// viewInst: claims created and slots by state (views.go).
+	viewInst viewInstruments
+	// kubeWriteFailures: Kubernetes Events and the status ConfigMap (kube.go).
+	kubeWriteFailures metric.Int64Counter
+	// sinkNames: the sinks whose counters start at zero (atzero.go).
+	sinkNames atomic.Pointer[[]string]
 }
 
 // NewMetrics creates the instruments on meter.
@@ -86,11 +92,11 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	var err error
 	m.timeToReady, err = meter.Float64Histogram(InstTimeToReady, metric.WithUnit("s"),
 		metric.WithDescription("Time from a claim's request to its ClaimReady."),
-		metric.WithExplicitBucketBoundaries(15, 30, 60, 90, 120, 180, 240, 300, 420, 600, 900, 1200, 1800))
+		metric.WithExplicitBucketBoundaries(timeToReadyBounds...))
 	add(err)
 	m.attempts, err = meter.Int64Histogram(InstAttempts,
 		metric.WithDescription("The attempt (machine bought in the slot's streak) of each ClaimBooting."),
-		metric.WithExplicitBucketBoundaries(1, 2, 3, 4))
+		metric.WithExplicitBucketBoundaries(attemptBounds...))
 	add(err)
 	m.failures, err = meter.Int64Counter(InstFailures, metric.WithDescription("Claims failed, by reason."))
 	add(err)
@@ -104,7 +110,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(err)
 	m.appendDuration, err = meter.Float64Histogram(InstAppendDuration, metric.WithUnit("s"),
 		metric.WithDescription("Latency of one append to the event log."),
-		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+		metric.WithExplicitBucketBoundaries(appendBounds...))
 	add(err)
 	m.sinkFailures, err = meter.Int64Counter(InstSinkFailures, metric.WithDescription("Failed webhook delivery attempts."))
 	add(err)
@@ -123,6 +129,8 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(m.newTLSInstruments(meter))
 	add(m.newQueueInstruments(meter))
 	add(m.newCostInstruments(meter))
+	add(m.newViewInstruments(meter))
+	add(m.newKubeInstruments(meter))
 	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -141,7 +149,9 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 // (its RunnerOptions.OnEvent being m.OnEvent).
 func (m *Metrics) ObserveViews(views *projections.Runner) { m.views.Store(views) }
 
-var phases = []projections.Phase{projections.PhasePending, projections.PhaseBooting, projections.PhaseReady, projections.PhaseFailed, projections.PhaseCompleted}
+// phases are the phases of live claims: a failed or completed claim
+// waiting for its collection is no longer a claim.
+var phases = []projections.Phase{projections.PhasePending, projections.PhaseBooting, projections.PhaseReady}
 
 func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 	v := m.views.Load()
@@ -158,7 +168,9 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 			}
 		}
 		for _, c := range s.Claims {
-			counts[key{c.Group, string(c.Phase.Normal())}]++
+			if c.IsLive() {
+				counts[key{c.Group, string(c.Phase.Normal())}]++
+			}
 		}
 	})
 	sort.Strings(groups)
@@ -214,6 +226,8 @@ func (m *Metrics) OnEvent(e events.Event) {
 		if !requested.IsZero() && !e.Time.Before(requested) {
 			m.timeToReady.Record(ctx, e.Time.Sub(requested).Seconds(), group)
 		}
+	case events.ClaimCreated:
+		m.claimCreated(d)
 	case events.ClaimBooting:
 		m.attempts.Record(ctx, int64(d.Attempt), group)
 	case events.ClaimFailed:

@@ -32,7 +32,7 @@ type queueInstruments struct {
 
 var _ handlers.QueueMetrics = (*Metrics)(nil)
 
-var latencyBuckets = metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+var latencyBuckets = metric.WithExplicitBucketBoundaries(latencyBounds...)
 
 func (m *Metrics) newQueueInstruments(meter metric.Meter) error {
 	q := &m.queue

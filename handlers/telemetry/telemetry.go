@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/internal/buildinfo"
 )
 
 // ScopeName is the instrumentation scope of claimstream's own spans and
@@ -38,8 +39,13 @@ const ScopeName = "github.com/claimstream/claimstream"
 // Options configure Setup.
 type Options struct {
 	// ServiceName is the resource's service.name (default "claimstream").
-	ServiceName    string
+	ServiceName string
+	// ServiceVersion is the resource's service.version (default: the
+	// build's version, as Build).
 	ServiceVersion string
+	// Build is the build claimstream_build_info reports (default
+	// buildinfo.Get()); its version is ServiceVersion's.
+	Build buildinfo.Info
 	// OTLPEndpoint, when set, exports traces and metrics over OTLP/gRPC:
 	// "host:4317" (TLS), or a URL ("http://collector:4317" is plaintext,
 	// "https://..." TLS). Empty: no OTLP export.
@@ -78,10 +84,11 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", o.ServiceName)}
-	if o.ServiceVersion != "" {
-		attrs = append(attrs, attribute.String("service.version", o.ServiceVersion))
-	}
+	o.Build, o.ServiceVersion = buildOf(o.Build, o.ServiceVersion)
+	attrs := []attribute.KeyValue{attribute.String("service.name", o.ServiceName), attribute.String("service.version", o.ServiceVersion)}
+	attrs = append(attrs, k8sAttributes(os.Getenv)...)
+	// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (WithFromEnv, last)
+	// win over the above.
 	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithTelemetrySDK(), resource.WithFromEnv())
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
@@ -96,6 +103,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	if o.SpanExporter != nil {
 		topts = append(topts, sdktrace.WithSyncer(o.SpanExporter))
 	}
+	var gather promclient.Gatherer
 	var mopts []sdkmetric.Option
 	mopts = append(mopts, sdkmetric.WithResource(res))
 	if o.MetricReader != nil {
@@ -123,7 +131,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 			return fail(fmt.Errorf("prometheus exporter: %w", err))
 		}
 		mopts = append(mopts, sdkmetric.WithReader(pe))
-		t.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o.Logger}})
+		gather = reg
 	}
 	t.TracerProvider = sdktrace.NewTracerProvider(topts...)
 	t.shutdown = append(t.shutdown, t.TracerProvider.Shutdown)
@@ -133,6 +141,12 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	t.Metrics, err = NewMetrics(t.MeterProvider.Meter(ScopeName))
 	if err != nil {
 		return fail(err)
+	}
+	if err := registerBuildInfo(t.MeterProvider.Meter(ScopeName), o.Build); err != nil {
+		return fail(err)
+	}
+	if gather != nil {
+		t.handler = scrapeHandler(gather, t.Metrics, o.Logger)
 	}
 	return t, nil
 }

@@ -34,6 +34,9 @@ func FuzzHandler(f *testing.F) {
 		{"DELETE", "/api/v1/claims/node-3.lan-52fd0d", "", `{"by":"fuzz"}`},
 		{"PATCH", "/api/v1/groups", "", ""},
 		{"GET", "/api/v1/audit/claims/x", "slot=node-1.lan", ""},
+		{"GET", "/api/v1/timeline", "since=2026-03-04T09:00:00Z&until=2026-03-04T11:00:00Z", ""},
+		{"GET", "/api/v1/timeline", "since=2026-03-04T11:00:00Z&until=2026-03-04T09:00:00Z", ""},
+		{"GET", "/api/v1/events/stream", "last=3&slot=node-1.lan", ""},
 	} {
 		f.Add(s.method, s.path, s.query, s.body, true)
 	}

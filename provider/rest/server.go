@@ -49,6 +49,9 @@ type Options struct {
 	LogHealth *events.LogHealth
 	// OnBackup, when set, is told of every backup served (backup.go).
 	OnBackup func(at time.Time, size int64, err error)
+	// Session, when set, accepts an /api request the bearer token does
+	// not: a dashboard session (its cookie, and its CSRF token on a write).
+	Session func(*http.Request) bool
 }
 
 // server holds what the handlers need.
@@ -83,6 +86,8 @@ var routes = []route{
 	{"DELETE", "/api/v1/claims/{name}", true, (*server).deleteClaim},
 	{"GET", "/api/v1/events", true, (*server).listEvents},
 	{"GET", "/api/v1/events/export", true, (*server).exportEvents},
+	{"GET", "/api/v1/events/stream", true, (*server).sseEvents},
+	{"GET", "/api/v1/timeline", true, (*server).timeline},
 	{"GET", "/api/v1/audit/slots/{name}", true, (*server).auditSlot},
 	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
 	{"GET", "/api/v1/replay", true, (*server).replay},
@@ -147,7 +152,7 @@ func (s *server) stampNow(next http.Handler) http.Handler {
 func (s *server) authenticate(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.opts.NoAuth {
+		if !s.opts.NoAuth && (s.opts.Session == nil || !s.opts.Session(r)) {
 			got, ok := bearerToken(r.Header.Get("Authorization"))
 			digest := sha256.Sum256([]byte(got))
 			if s.opts.Token == "" || !ok || subtle.ConstantTimeCompare(digest[:], want[:]) != 1 {

@@ -29,6 +29,7 @@ import (
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider"
 	"github.com/claimstream/claimstream/provider/rest"
+	"github.com/claimstream/claimstream/provider/rest/dashboard"
 )
 
 type serveOptions struct {
@@ -387,7 +388,10 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}
-	return rest.New(p.views, p.service, p.store, p.clock, ro), nil
+	// The dashboard (/ui/) shares the API's address and token (docs/dashboard.md).
+	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
+	ro.Session = sessions.Authenticates
+	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), dashboard.Options{Token: token, Sessions: sessions, Logger: p.log})
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -33,7 +33,7 @@
       document.body.dataset.phase = "collected";
       rows.push(["in the views", "no: collected; the story below is from the log"]);
     }
-    rows.push(["timeline", el("a", { href: "/ui/timeline?range=24h&slot=" + encodeURIComponent(a.slot) }, "its slot on the timeline")]);
+    rows.push(["timeline", el("a", { href: "/ui/timeline?range=1h&slot=" + encodeURIComponent(a.slot) }, "its slot on the timeline")]);
     box.replaceChildren(facts(rows));
     box.setAttribute("aria-busy", "false");
     storyBox.replaceChildren(story(a.lines));

@@ -24,7 +24,7 @@
       ["decommissioned", s.decommissioned ? "by " + (s.decommissioned.by || "?") + " at " + fmtTime(s.decommissioned.at) + (s.decommissioned.reason ? ": " + s.decommissioned.reason : "") : "no"],
       ["provider ID", s.providerID],
       ["claims in the views", s.claims && s.claims.length ? s.claims.map((c, i) => [i ? ", " : "", claimLink(c)]) : "none"],
-      ["timeline", el("a", { href: "/ui/timeline?range=24h&slot=" + encodeURIComponent(name) }, "this slot on the timeline")],
+      ["timeline", el("a", { href: "/ui/timeline?range=1h&slot=" + encodeURIComponent(name) }, "this slot on the timeline")],
     ]));
     box.setAttribute("aria-busy", "false");
     storyBox.replaceChildren(story(a.lines));

@@ -75,6 +75,8 @@
     S.rowStart = index(tl.bars, 5, tl.slots.length);
     S.failStart = index(tl.failures, 4, tl.slots.length);
     spacer.style.height = AXIS + tl.slots.length * ROW + "px";
+    // A few rows need no tall empty chart; many scroll within 60% of the view.
+    scroll.style.height = Math.max(120, Math.min(window.innerHeight * 0.6, AXIS + tl.slots.length * ROW + 2)) + "px";
     status.textContent = tl.slots.length + " slots, " + (tl.bars.length / 5) + " phase intervals, " + (tl.failures.length / 4) +
       " failures, " + tl.events + " events from " + fmtTime(tl.since) + " to " + fmtTime(tl.until);
     canvas.setAttribute("aria-label", "Phases of " + tl.slots.length + " slots from " + fmtTime(tl.since) + " to " + fmtTime(tl.until));

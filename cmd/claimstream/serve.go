@@ -29,7 +29,6 @@ import (
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider"
 	"github.com/claimstream/claimstream/provider/rest"
-	"github.com/claimstream/claimstream/provider/rest/dashboard"
 )
 
 type serveOptions struct {
@@ -141,6 +140,9 @@ type plane struct {
 	service *handlers.Service
 	clock   clock.Clock
 	logs    logHealth
+
+	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
+	timelines *rest.TimelineIndex
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -207,6 +209,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 
 	if api != nil {
 		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
+		intake.Go("timeline index", func(ctx context.Context) error { return p.timelines.Run(ctx, p.views) })
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {
@@ -388,10 +391,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}
-	// The dashboard (/ui/) shares the API's address and token (docs/dashboard.md).
-	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
-	ro.Session = sessions.Authenticates
-	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), dashboard.Options{Token: token, Sessions: sessions, Logger: p.log})
+	return p.withDashboard(ro, token)
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -52,6 +52,10 @@ type Options struct {
 	// Session, when set, accepts an /api request the bearer token does
 	// not: a dashboard session (its cookie, and its CSRF token on a write).
 	Session func(*http.Request) bool
+	// Timeline, when set, is the index GET /api/v1/timeline cuts windows
+	// from (serve keeps it current with its Run); else one is built at
+	// the first request.
+	Timeline *TimelineIndex
 }
 
 // server holds what the handlers need.
@@ -62,6 +66,8 @@ type server struct {
 	clk   clock.PassiveClock
 	opts  Options
 	log   *slog.Logger
+
+	timelines *TimelineIndex
 }
 
 // route is one entry of the mux; Routes lists them for the OpenAPI check.
@@ -110,7 +116,10 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger}
+	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline}
+	if s.timelines == nil {
+		s.timelines = NewTimelineIndex(store, views.Checkpoints())
+	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		h := r.h

@@ -298,7 +298,12 @@ func (s *server) timeline(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", err.Error())
 		return
 	}
-	tl, err := BuildTimeline(r.Context(), s.store, s.views.Checkpoints(), since, until, now)
+	tl, err := s.timelines.Timeline(r.Context(), since, until, now)
+	if err != nil {
+		// Before what the index holds, or an index that cannot be built:
+		// fold the window from the log.
+		tl, err = BuildTimeline(r.Context(), s.store, s.views.Checkpoints(), since, until, now)
+	}
 	if events.GapsOf(err) != nil {
 		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot fold a damaged log into a timeline: "+err.Error())
 		return

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -309,4 +310,68 @@ func FuzzEventStreamLastEventID(f *testing.F) {
 			t.Fatalf("Last-Event-ID %q: refused without naming the header: %s", id, rec.Body.String())
 		}
 	})
+}
+
+// canonical spells a timeline out (names, not table indexes) to compare two.
+func canonical(tl rest.Timeline) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "slots %v groups %v events %d\n", tl.Slots, tl.SlotGroups, tl.Events)
+	claim := func(i int64) string {
+		if i < 0 {
+			return "-"
+		}
+		return tl.Claims[i]
+	}
+	for k := 0; k < len(tl.Bars); k += 5 {
+		fmt.Fprintf(&b, "bar %s %d-%d %s %s\n", tl.Slots[tl.Bars[k]], tl.Bars[k+1], tl.Bars[k+2], tl.Phases[tl.Bars[k+3]], claim(tl.Bars[k+4]))
+	}
+	for k := 0; k < len(tl.Failures); k += 4 {
+		fmt.Fprintf(&b, "fail %s %d %s %s\n", tl.Slots[tl.Failures[k]], tl.Failures[k+1], claim(tl.Failures[k+2]), tl.Reasons[tl.Failures[k+3]])
+	}
+	return b.String()
+}
+
+// TestTimelineIndexEqualsTheFoldOfEveryWindow: the in-memory index cuts the
+// same intervals out of the log as folding the window from the replayed
+// views does, for windows starting and ending all over the history.
+func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
+	f := resttest.Scripted(t)
+	ctx := context.Background()
+	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints())
+	end := f.H.Clock.Now().UTC()
+	var marks []time.Time
+	for at := handlerstest.Start.Add(-time.Minute); !at.After(end); at = at.Add(7 * time.Minute) {
+		marks = append(marks, at)
+	}
+	marks = append(marks, handlerstest.Start.Add(19*time.Minute), end)
+	sort.Slice(marks, func(i, j int) bool { return marks[i].Before(marks[j]) })
+	compared := 0
+	for i, since := range marks {
+		for _, until := range marks[i+1:] {
+			want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := idx.Timeline(ctx, since, until, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := canonical(got), canonical(want); g != w {
+				t.Fatalf("window %s..%s:\nindex\n%s\nfold\n%s", since.Format("15:04"), until.Format("15:04"), g, w)
+			}
+			compared++
+		}
+	}
+	t.Logf("compared %d windows", compared)
+	// A new event reaches the index at the next request.
+	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	f.Step(131 * time.Minute)
+	now := f.H.Clock.Now().UTC()
+	got, err := idx.Timeline(ctx, handlerstest.Start, now, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(canonical(got), "bar node-1.lan 7800000-7860000 pending") {
+		t.Fatalf("the new claim is not on the index's timeline:\n%s", canonical(got))
+	}
 }

@@ -40,7 +40,18 @@ func start(t testing.TB, tlsServer bool) *fixture {
 	h.Declare("homelab", events.GroupSpec{MaxSize: 3}, "node-1.lan", "node-2.lan", "node-3.lan")
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	sessions := dashboard.NewSessions(clk, time.Hour)
-	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, Session: sessions.Authenticates})
+	// The timeline index kept current as serve keeps it.
+	idx := rest.NewTimelineIndex(h.Store, h.Views.Checkpoints())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- idx.Run(ctx, h.Views) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("timeline index: %v", err)
+		}
+	})
+	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, Session: sessions.Authenticates, Timeline: idx})
 	d, err := dashboard.New(api, dashboard.Options{Token: token, Sessions: sessions, Clock: clk})
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ const CS = (() => {
       else if (k === "dataset") Object.assign(e.dataset, v);
       else e.setAttribute(k, v === true ? "" : String(v));
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       e.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }

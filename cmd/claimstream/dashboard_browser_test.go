@@ -167,8 +167,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("node-3.lan's tile went %v (reload: %v), want pending before ready on the same page", phases, !noReload)
 	}
 	t.Logf("node-3.lan's tile went %v", phases)
-	// node-2.lan's first wake failed: its tile says so.
-	browsertest.WaitJS(t, browser, 60*time.Second, "node-1.lan ready", `document.querySelector('a.slot[data-slot="node-1.lan"]').dataset.phase === "ready"`)
+	// The scenario's claims: node-1.lan came up, node-2.lan's wake failed.
+	browsertest.WaitJS(t, browser, 60*time.Second, "node-1.lan ready, node-2.lan failed", `document.querySelector('a.slot[data-slot="node-1.lan"]').dataset.phase === "ready" && document.querySelector('a.slot[data-slot="node-2.lan"]').dataset.phase === "failed"`)
 	browsertest.Screenshot(t, browser, shots, "pool")
 
 	// The slot page tells the story; its live claim links to the claim page.
@@ -182,7 +182,18 @@ func TestDashboardInABrowser(t *testing.T) {
 	// Its timeline: the slot's row, the cursor on it showing it ready.
 	run("timeline", chromedp.Click(chromedp.CSS(`#claim a[href^="/ui/timeline"]`)))
 	browsertest.WaitJS(t, browser, 30*time.Second, "the timeline drawn with the cursor on node-3.lan", `document.body.dataset.firstDrawMs !== undefined && document.querySelector("#cursor-slot") !== null && document.querySelector("#cursor-slot").innerText.includes("ready")`)
+	if text := eval(`document.querySelector("#cursor").innerText`).(string); strings.Contains(text, "[object") || !strings.Contains(text, "homelab") {
+		t.Fatalf("the pool at the cursor reads:\n%s", text)
+	}
 	browsertest.Screenshot(t, browser, shots, "timeline")
+
+	// A write from the page: claim node-2.lan (its first wake failed) with its button (the request
+	// carries the session's CSRF token).
+	run("node-2.lan's page", chromedp.Navigate(base+"/ui/slots/node-2.lan"))
+	browsertest.WaitJS(t, browser, 30*time.Second, "the claim button", `!document.getElementById("actions").hidden && !document.getElementById("do-claim").disabled`)
+	run("claim node-2.lan", chromedp.Click(chromedp.ID("do-claim")))
+	browsertest.WaitJS(t, browser, 30*time.Second, "the claim written", `document.getElementById("action-result").innerText.includes("ClaimCreated")`)
+	browsertest.WaitJS(t, browser, 30*time.Second, "node-2.lan's live claim shown", `document.querySelector('#slot a[href^="/ui/claims/node-2.lan-"]') !== null`)
 
 	// The events page streams the log, filtered.
 	run("events", chromedp.Navigate(base+"/ui/events?slot=node-3.lan"))

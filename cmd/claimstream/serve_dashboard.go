@@ -17,7 +17,7 @@ func (p *plane) withDashboard(ro rest.Options, token string) (http.Handler, erro
 	// Sessions last wall-clock time, whatever clock the plane runs on.
 	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
 	ro.Session = sessions.Authenticates
-	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints())
+	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
 	ro.Timeline = p.timelines
 	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), dashboard.Options{Token: token, Sessions: sessions, Logger: p.log})
 }

@@ -118,7 +118,7 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	}
 	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline}
 	if s.timelines == nil {
-		s.timelines = NewTimelineIndex(store, views.Checkpoints())
+		s.timelines = NewTimelineIndex(store, views.Checkpoints(), opts.Logger)
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

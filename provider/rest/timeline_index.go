@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 type TimelineIndex struct {
 	store *events.Store
 	cps   *projections.Checkpoints
+	log   *slog.Logger
 
 	mu sync.Mutex
 	st *projections.State
@@ -60,9 +62,13 @@ type indexFail struct {
 }
 
 // NewTimelineIndex indexes store's log; cps (may be nil) serve the
-// windows the index no longer holds.
-func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints) *TimelineIndex {
-	return &TimelineIndex{store: store, cps: cps, slots: map[string]*slotLine{}}
+// windows the index no longer holds. log (default slog's) is told when the
+// index cannot follow the log.
+func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *slog.Logger) *TimelineIndex {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}}
 }
 
 // Run keeps the index current until ctx ends: it folds the log now, then
@@ -76,11 +82,18 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 		}
 	})
 	defer unsubscribe()
+	failing := false
 	for {
-		if err := x.catchUp(ctx); err != nil && ctx.Err() == nil {
-			// Requests retry (and report) on their own; Run just waits
-			// for the next event.
-			_ = err
+		err := x.catchUp(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			// Once per streak: requests fold their window from the log
+			// meanwhile, and the next event retries.
+			x.log.Warn("timeline index cannot follow the log; timelines are folded from the log per request", "err", err)
+			failing = true
+		case err == nil && failing:
+			x.log.Info("timeline index follows the log again")
+			failing = false
 		}
 		select {
 		case <-ctx.Done():

@@ -337,7 +337,7 @@ func canonical(tl rest.Timeline) string {
 func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
 	f := resttest.Scripted(t)
 	ctx := context.Background()
-	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints())
+	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
 	end := f.H.Clock.Now().UTC()
 	var marks []time.Time
 	for at := handlerstest.Start.Add(-time.Minute); !at.After(end); at = at.Add(7 * time.Minute) {

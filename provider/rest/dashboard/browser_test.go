@@ -192,7 +192,7 @@ func TestTimelineFirstDrawAtAThousandSlotsAndAWeek(t *testing.T) {
 		budget = v
 	}
 	t.Logf("timeline at %d slots, %d events: best first draw %s (budget %s), payload %d bytes gzipped", slots, n, best, budget, sizes["gzip"])
-	if best > budget {
+	if best > budget && !raceEnabled {
 		t.Fatalf("the timeline's first draw took %s, over %s", best, budget)
 	}
 }

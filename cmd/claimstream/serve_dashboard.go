@@ -19,5 +19,9 @@ func (p *plane) withDashboard(ro rest.Options, token string) (http.Handler, erro
 	ro.Session = sessions.Authenticates
 	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
 	ro.Timeline = p.timelines
-	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), dashboard.Options{Token: token, Sessions: sessions, Logger: p.log})
+	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log}
+	if p.tel != nil {
+		do.OnLogin, do.OnCSRFRefused = p.tel.Metrics.DashboardLogin, p.tel.Metrics.DashboardCSRFRefused
+	}
+	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), do)
 }

@@ -74,6 +74,8 @@ type Metrics struct {
 	tlsReloadFailures metric.Int64Counter
 	// queue: the reactors' work queue (queue.go).
 	queue queueInstruments
+	// dashboard: logins and CSRF refusals (dashboard.go).
+	dashboard dashboardInstruments
 }
 
 // NewMetrics creates the instruments on meter.
@@ -120,6 +122,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(err)
 	add(m.newTLSInstruments(meter))
 	add(m.newQueueInstruments(meter))
+	add(m.newDashboardInstruments(meter))
 	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -40,6 +40,12 @@ type Options struct {
 	// wall time, not a simulator's).
 	Clock  clock.PassiveClock
 	Logger *slog.Logger
+	// OnLogin, when set, is told of every login by its result: "ok",
+	// "wrong_token" or "cross_site" (the metrics).
+	OnLogin func(result string)
+	// OnCSRFRefused, when set, is told of every write refused for its
+	// CSRF token.
+	OnCSRFRefused func()
 }
 
 // ContentSecurityPolicy is sent with every page: only this origin's own
@@ -69,6 +75,12 @@ func New(api http.Handler, o Options) (http.Handler, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.OnLogin == nil {
+		o.OnLogin = func(string) {}
+	}
+	if o.OnCSRFRefused == nil {
+		o.OnCSRFRefused = func() {}
 	}
 	d := &dashboard{opts: o, log: o.Logger, pages: map[string]*template.Template{}, token: sha256.Sum256([]byte(o.Token))}
 	for _, name := range append([]string{"login"}, pageNames...) {
@@ -130,6 +142,7 @@ func (d *dashboard) csrf(api http.Handler) http.Handler {
 		if !safeMethod(r.Method) && r.Header.Get("Authorization") == "" {
 			if sess, ok := d.opts.Sessions.lookup(r); ok && !sameToken(r.Header.Get(CSRFHeader), sess.csrf) {
 				d.log.Warn("dashboard write refused: no CSRF token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+				d.opts.OnCSRFRefused()
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusForbidden)
 				_, _ = fmt.Fprintf(w, `{"error":"the request carries the dashboard's session cookie but not its %s header; reload the page","code":"PermissionDenied"}`+"\n", CSRFHeader)
@@ -209,6 +222,7 @@ func crossSite(r *http.Request) bool {
 func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 	if crossSite(r) {
 		d.log.Warn("dashboard login refused: cross-site", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"))
+		d.opts.OnLogin("cross_site")
 		http.Error(w, "a login from another site is refused", http.StatusForbidden)
 		return
 	}
@@ -221,6 +235,7 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 	got := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
 	if d.opts.Token == "" || subtle.ConstantTimeCompare(got[:], d.token[:]) != 1 {
 		d.log.Warn("dashboard login refused: wrong token", "remote", r.RemoteAddr)
+		d.opts.OnLogin("wrong_token")
 		msg := "That is not the API token. It is in the api-token file of serve's data dir (or --api-token)."
 		if d.opts.Token == "" {
 			msg = "The server has no API token configured; nobody can log in."
@@ -236,6 +251,7 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, cookie(r, id, sess.expires, d.opts.Clock.Now()))
 	d.log.Info("dashboard login", "remote", r.RemoteAddr, "expires", sess.expires.UTC().Format(time.RFC3339))
+	d.opts.OnLogin("ok")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -246,6 +262,8 @@ func (d *dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	sess, ok := d.opts.Sessions.lookup(r)
 	if ok && !sameToken(r.PostForm.Get(CSRFField), sess.csrf) {
+		d.log.Warn("dashboard logout refused: no CSRF token", "remote", r.RemoteAddr)
+		d.opts.OnCSRFRefused()
 		http.Error(w, "the logout form lacks its CSRF token; reload the page", http.StatusForbidden)
 		return
 	}

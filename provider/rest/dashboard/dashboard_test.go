@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,15 @@ type fixture struct {
 	srv      *httptest.Server
 	sessions *dashboard.Sessions
 	clk      *clocktesting.FakeClock
+
+	mu     sync.Mutex
+	counts map[string]int // OnLogin results and "csrf" refusals
+}
+
+func (f *fixture) count(what string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[what]
 }
 
 func start(t testing.TB, tlsServer bool) *fixture {
@@ -52,11 +62,16 @@ func start(t testing.TB, tlsServer bool) *fixture {
 		}
 	})
 	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, Session: sessions.Authenticates, Timeline: idx})
-	d, err := dashboard.New(api, dashboard.Options{Token: token, Sessions: sessions, Clock: clk})
+	f := &fixture{h: h, sessions: sessions, clk: clk, counts: map[string]int{}}
+	note := func(what string) {
+		f.mu.Lock()
+		f.counts[what]++
+		f.mu.Unlock()
+	}
+	d, err := dashboard.New(api, dashboard.Options{Token: token, Sessions: sessions, Clock: clk, OnLogin: note, OnCSRFRefused: func() { note("csrf") }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{h: h, sessions: sessions, clk: clk}
 	if tlsServer {
 		f.srv = httptest.NewTLSServer(d)
 	} else {
@@ -143,12 +158,12 @@ func TestLoginKeepsASessionCookieAndLogoutEndsIt(t *testing.T) {
 	f := start(t, false)
 	c := f.client(t)
 	resp := f.login(t, c, "wrong")
-	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 || f.sessions.Len() != 0 {
-		t.Fatalf("wrong token: %d, cookies %v, sessions %d", resp.StatusCode, resp.Cookies(), f.sessions.Len())
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 || f.sessions.Len() != 0 || f.count("wrong_token") != 1 {
+		t.Fatalf("wrong token: %d, cookies %v, sessions %d, counted %v", resp.StatusCode, resp.Cookies(), f.sessions.Len(), f.counts)
 	}
 	resp = f.login(t, c, token)
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/events" {
-		t.Fatalf("login: %d to %q, want 303 to the page asked for", resp.StatusCode, resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/events" || f.count("ok") != 1 {
+		t.Fatalf("login: %d to %q (counted %v), want 303 to the page asked for", resp.StatusCode, resp.Header.Get("Location"), f.counts)
 	}
 	ck := resp.Cookies()
 	if len(ck) != 1 {
@@ -233,6 +248,9 @@ func TestAWriteInASessionNeedsItsCSRFToken(t *testing.T) {
 	if after, _ := f.h.Store.LastSeq(ctx); after != before {
 		t.Fatalf("refused writes wrote: %d -> %d", before, after)
 	}
+	if n := f.count("csrf"); n != 2 {
+		t.Fatalf("%d CSRF refusals counted, want 2", n)
+	}
 	csrf := f.csrf(t, c)
 	resp, body = do(t, c, "POST", f.srv.URL+"/api/v1/slots/node-1.lan/claim", strings.NewReader(`{"by":"dashboard","reason":"test"}`), map[string]string{dashboard.CSRFHeader: csrf})
 	if resp.StatusCode != http.StatusCreated {
@@ -259,6 +277,9 @@ func TestCrossSiteLoginIsRefused(t *testing.T) {
 		if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
 			t.Fatalf("%v: %d %v", h, resp.StatusCode, resp.Cookies())
 		}
+	}
+	if n := f.count("cross_site"); n != 2 {
+		t.Fatalf("%d cross-site logins counted, want 2", n)
 	}
 }
 

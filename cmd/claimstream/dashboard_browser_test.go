@@ -171,8 +171,18 @@ func TestDashboardInABrowser(t *testing.T) {
 	browsertest.WaitJS(t, browser, 60*time.Second, "node-1.lan ready, node-2.lan failed", `document.querySelector('a.slot[data-slot="node-1.lan"]').dataset.phase === "ready" && document.querySelector('a.slot[data-slot="node-2.lan"]').dataset.phase === "failed"`)
 	browsertest.Screenshot(t, browser, shots, "pool")
 
-	// The slot page tells the story; its live claim links to the claim page.
-	run("slot page", chromedp.Click(chromedp.CSS(`a.slot[data-slot="node-3.lan"]`)))
+	// By keyboard: Tab first reaches the skip link; a focused tile shows a
+	// focus ring, and Enter opens its slot page, which tells the story;
+	// its live claim links to the claim page.
+	run("tab", chromedp.KeyEvent("\t"))
+	if cls := eval(`document.activeElement.className`); cls != "skip" {
+		t.Fatalf("the first Tab focuses %q, want the skip link", cls)
+	}
+	eval(`document.querySelector('a.slot[data-slot="node-3.lan"]').focus(); true`)
+	if ring := eval(`getComputedStyle(document.activeElement).outlineStyle`); ring == "none" {
+		t.Fatal("a focused slot tile shows no focus ring")
+	}
+	run("slot page", chromedp.KeyEvent("\r"))
 	browsertest.WaitJS(t, browser, 30*time.Second, "the slot's story", `document.body.dataset.phase === "ready" && document.querySelectorAll("#story tbody tr").length >= 3 && document.querySelector("#story").innerText.includes("browser-test")`)
 	browsertest.Screenshot(t, browser, shots, "slot")
 	run("claim page", chromedp.Click(chromedp.CSS(`#slot a[href^="/ui/claims/"]`)))

@@ -207,6 +207,16 @@
         parts.push(el("p", { id: "cursor-slot" }, slotLink(focus), ": ", chip(s ? CS.slotPhase(s) : "off"),
           s && s.liveClaim ? [" claim ", claimLink(s.liveClaim)] : s && s.lastClaim ? [" last claim ", claimLink(s.lastClaim.claim), " (" + s.lastClaim.phase + (s.lastClaim.reason ? ", " + s.lastClaim.reason : "") + ")"] : ""));
       }
+      if (row !== undefined) {
+        // A failure marker within a few pixels of the click: its reason.
+        const W = scroll.clientWidth, tl = S.tl;
+        for (let k = S.failStart[row]; k < S.failStart[row + 1]; k += 4) {
+          if (Math.abs(xOf(tl.failures[k + 1], W) - xOf(S.cursor, W)) <= 6) {
+            parts.push(el("p", { class: "error", id: "cursor-failure" }, "Failed at " + fmtTime(new Date(S.since + tl.failures[k + 1]).toISOString()) + ": ",
+              claimLink(tl.claims[tl.failures[k + 2]]), " — " + tl.reasons[tl.failures[k + 3]]));
+          }
+        }
+      }
       parts.push(el("p", {}, Object.entries(counts).map(([p, n]) => [chip(p), " " + n + "  "])));
       parts.push(el("div", { class: "table-wrap" }, el("table", {},
         el("caption", { class: "sr-only" }, "Groups at the cursor"),

@@ -196,6 +196,22 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("the pool at the cursor reads:\n%s", text)
 	}
 	browsertest.Screenshot(t, browser, shots, "timeline")
+	// A click on node-2.lan's failure marker names the reason.
+	where := eval(`(async () => {
+		const [since, until] = document.body.dataset.window.split("/");
+		const tl = await (await fetch("/api/v1/timeline?since=" + encodeURIComponent(since) + "&until=" + encodeURIComponent(until))).json();
+		const row = tl.slots.indexOf("node-2.lan");
+		let at = -1;
+		for (let k = 0; k < tl.failures.length; k += 4) if (tl.failures[k] === row) at = tl.failures[k + 1];
+		const c = document.getElementById("tl-canvas").getBoundingClientRect();
+		const dur = Date.parse(tl.until) - Date.parse(tl.since);
+		return [c.left + 150 + at / dur * (c.width - 150), c.top + 22 + row * 16 + 8, at];
+	})()`).([]any)
+	if where[2].(float64) < 0 {
+		t.Fatal("no failure of node-2.lan on the timeline")
+	}
+	run("click the failure", chromedp.MouseClickXY(where[0].(float64), where[1].(float64)))
+	browsertest.WaitJS(t, browser, 30*time.Second, "the failure's reason at the cursor", `document.querySelector("#cursor-failure") !== null && document.querySelector("#cursor-failure").innerText.includes("StartupJobFailed")`)
 
 	// A write from the page: claim node-2.lan (its first wake failed) with its button (the request
 	// carries the session's CSRF token).

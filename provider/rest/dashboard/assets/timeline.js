@@ -87,6 +87,7 @@
       document.body.dataset.firstDrawMs = performance.now().toFixed(0);
     }
     document.body.dataset.drawnSeq = tl.seq;
+    document.body.dataset.window = tl.since + "/" + tl.until;
     // ?slot= (the slot page's link): bring its row into view and put the
     // cursor at the window's end on it.
     const row = w.slot ? tl.slots.indexOf(w.slot) : -1;

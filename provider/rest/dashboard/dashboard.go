@@ -95,7 +95,7 @@ func New(api http.Handler, o Options) (http.Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /ui/static/", secure(http.StripPrefix("/ui/static/", http.FileServerFS(static))))
+	mux.Handle("GET /ui/static/", secure(staticFiles(static)))
 	mux.Handle("GET /ui/login", secure(http.HandlerFunc(d.loginPage)))
 	mux.Handle("POST /ui/login", secure(http.HandlerFunc(d.login)))
 	mux.Handle("POST /ui/logout", secure(http.HandlerFunc(d.logout)))
@@ -112,6 +112,18 @@ func New(api http.Handler, o Options) (http.Handler, error) {
 	return mux, nil
 }
 
+// staticFiles serves the embedded assets, but no directory listing.
+func staticFiles(files fs.FS) http.Handler {
+	fileServer := http.StripPrefix("/ui/static/", http.FileServerFS(files))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		fileServer.ServeHTTP(w, r)
+	})
+}
+
 // secure sets the headers every dashboard answer carries.
 func secure(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +138,12 @@ func secure(next http.Handler) http.Handler {
 		if r.TLS != nil {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
 		}
-		if !strings.HasPrefix(r.URL.Path, "/ui/static/") {
+		if strings.HasPrefix(r.URL.Path, "/ui/static/") {
+			// Embedded files have no modification time to revalidate
+			// with: fetched again each time, so an upgrade never runs
+			// a stale script.
+			h.Set("Cache-Control", "no-cache")
+		} else {
 			h.Set("Cache-Control", "no-store")
 		}
 		next.ServeHTTP(w, r)

@@ -298,8 +298,20 @@ func TestSecurityHeadersOnEveryPage(t *testing.T) {
 		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
 			t.Errorf("%s: CSP %q allows inline script or eval", p, csp)
 		}
+		if strings.HasPrefix(p, "/ui/static/") && (resp.StatusCode != http.StatusOK || resp.Header.Get("Cache-Control") != "no-cache") {
+			t.Errorf("%s: %d, Cache-Control %q", p, resp.StatusCode, resp.Header.Get("Cache-Control"))
+		}
 		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Referrer-Policy") != "no-referrer" {
 			t.Errorf("%s: headers %v", p, resp.Header)
+		}
+	}
+}
+
+func TestStaticFilesListNoDirectory(t *testing.T) {
+	f := start(t, false)
+	for _, p := range []string{"/ui/static/", "/ui/static/../templates/layout.html", "/ui/static/nope.js"} {
+		if resp, body := do(t, f.client(t), "GET", f.srv.URL+p, nil, nil); resp.StatusCode/100 == 2 {
+			t.Errorf("%s: %d %.80q", p, resp.StatusCode, body)
 		}
 	}
 }

@@ -375,3 +375,36 @@ func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
 		t.Fatalf("the new claim is not on the index's timeline:\n%s", canonical(got))
 	}
 }
+
+// TestTimelineOlderThanTheIndexIsFoldedFromTheLog: the index drops what
+// ended more than MaxTimelineWindow before the newest event; a window
+// from then is still answered, folded from the log, the same as before.
+func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
+	f := resttest.Scripted(t)
+	ctx := context.Background()
+	since, until := handlerstest.Start, handlerstest.Start.Add(130*time.Minute)
+	want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Forty days later, a new claim: the index prunes the scripted history.
+	f.H.Clock.SetTime(handlerstest.Start.Add(40 * 24 * time.Hour))
+	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "dave"})
+	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
+	if _, err := idx.Timeline(ctx, since, until, until); err == nil {
+		t.Fatal("the index answered a window it pruned")
+	}
+	got, resp := getTimeline(t, f, "since="+since.Format(time.RFC3339)+"&until="+until.Format(time.RFC3339))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if g, w := canonical(got), canonical(want); g != w {
+		t.Fatalf("an old window through the API:\n%s\nwant\n%s", g, w)
+	}
+	// The recent past is still cut from the index.
+	now := f.H.Clock.Now().UTC()
+	recent, err := idx.Timeline(ctx, now.Add(-time.Hour), now, now)
+	if err != nil || !strings.Contains(canonical(recent), "bar node-1.lan") {
+		t.Fatalf("recent window from the index: %v\n%s", err, canonical(recent))
+	}
+}

@@ -142,6 +142,9 @@ type plane struct {
 	service *handlers.Service
 	clock   clock.Clock
 	logs    logHealth
+
+	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
+	timelines *rest.TimelineIndex
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -209,6 +212,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 
 	if api != nil {
 		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
+		intake.Go("timeline index", func(ctx context.Context) error { return p.timelines.Run(ctx, p.views) })
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {
@@ -392,7 +396,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}
-	return rest.New(p.views, p.service, p.store, p.clock, ro), nil
+	return p.withDashboard(ro, token)
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -82,6 +82,8 @@ type Metrics struct {
 	kubeWriteFailures metric.Int64Counter
 	// sinkNames: the sinks whose counters start at zero (atzero.go).
 	sinkNames atomic.Pointer[[]string]
+	// dashboard: logins and CSRF refusals (dashboard.go).
+	dashboard dashboardInstruments
 }
 
 // NewMetrics creates the instruments on meter.
@@ -131,6 +133,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(m.newCostInstruments(meter))
 	add(m.newViewInstruments(meter))
 	add(m.newKubeInstruments(meter))
+	add(m.newDashboardInstruments(meter))
 	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -36,6 +36,9 @@ func FuzzHandler(f *testing.F) {
 		{"GET", "/api/v1/audit/claims/x", "slot=node-1.lan", ""},
 		{"GET", "/api/v1/cost", "month=2026-03&by=slot", ""},
 		{"GET", "/api/v1/cost", "since=99999999d&until=2026-03-04T10:00:00Z", ""},
+		{"GET", "/api/v1/timeline", "since=2026-03-04T09:00:00Z&until=2026-03-04T11:00:00Z", ""},
+		{"GET", "/api/v1/timeline", "since=2026-03-04T11:00:00Z&until=2026-03-04T09:00:00Z", ""},
+		{"GET", "/api/v1/events/stream", "last=3&slot=node-1.lan", ""},
 	} {
 		f.Add(s.method, s.path, s.query, s.body, true)
 	}

@@ -20,6 +20,8 @@ var queryParams = map[string][]string{
 	"GET /api/v1/claims":              {"group", "slot", "phase"},
 	"GET /api/v1/events":              {"slot", "claim", "group", "type", "since", "until", "from", "last", "follow"},
 	"GET /api/v1/events/export":       {"slot", "claim", "group", "type", "since", "until", "from", "last", "follow"},
+	"GET /api/v1/events/stream":       {"slot", "claim", "group", "type", "from", "last"},
+	"GET /api/v1/timeline":            {"since", "until"},
 	"GET /api/v1/audit/claims/{name}": {"slot"},
 	"GET /api/v1/replay":              {"at", "seq"},
 	"GET /api/v1/cost":                {"since", "until", "month", "by"},

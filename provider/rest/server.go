@@ -49,6 +49,13 @@ type Options struct {
 	LogHealth *events.LogHealth
 	// OnBackup, when set, is told of every backup served (backup.go).
 	OnBackup func(at time.Time, size int64, err error)
+	// Session, when set, accepts an /api request the bearer token does
+	// not: a dashboard session (its cookie, and its CSRF token on a write).
+	Session func(*http.Request) bool
+	// Timeline, when set, is the index GET /api/v1/timeline cuts windows
+	// from (serve keeps it current with its Run); else one is built at
+	// the first request.
+	Timeline *TimelineIndex
 }
 
 // server holds what the handlers need.
@@ -59,6 +66,8 @@ type server struct {
 	clk   clock.PassiveClock
 	opts  Options
 	log   *slog.Logger
+
+	timelines *TimelineIndex
 }
 
 // route is one entry of the mux; Routes lists them for the OpenAPI check.
@@ -83,6 +92,8 @@ var routes = []route{
 	{"DELETE", "/api/v1/claims/{name}", true, (*server).deleteClaim},
 	{"GET", "/api/v1/events", true, (*server).listEvents},
 	{"GET", "/api/v1/events/export", true, (*server).exportEvents},
+	{"GET", "/api/v1/events/stream", true, (*server).sseEvents},
+	{"GET", "/api/v1/timeline", true, (*server).timeline},
 	{"GET", "/api/v1/audit/slots/{name}", true, (*server).auditSlot},
 	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
 	{"GET", "/api/v1/replay", true, (*server).replay},
@@ -106,7 +117,10 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger}
+	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline}
+	if s.timelines == nil {
+		s.timelines = NewTimelineIndex(store, views.Checkpoints(), opts.Logger)
+	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		h := r.h
@@ -148,7 +162,7 @@ func (s *server) stampNow(next http.Handler) http.Handler {
 func (s *server) authenticate(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.opts.NoAuth {
+		if !s.opts.NoAuth && (s.opts.Session == nil || !s.opts.Session(r)) {
 			got, ok := bearerToken(r.Header.Get("Authorization"))
 			digest := sha256.Sum256([]byte(got))
 			if s.opts.Token == "" || !ok || subtle.ConstantTimeCompare(digest[:], want[:]) != 1 {

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"net/http"
+
+	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/provider/rest"
+	"github.com/claimstream/claimstream/provider/rest/dashboard"
+)
+
+// withDashboard builds the REST API with the web dashboard in front of it
+// (/ui/, docs/dashboard.md): same address, same token. The dashboard's
+// sessions are accepted by the API; its timeline index is kept current by
+// serve ("timeline index").
+func (p *plane) withDashboard(ro rest.Options, token string) (http.Handler, error) {
+	// Sessions last wall-clock time, whatever clock the plane runs on.
+	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
+	ro.Session = sessions.Authenticates
+	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
+	ro.Timeline = p.timelines
+	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log}
+	if p.tel != nil {
+		do.OnLogin, do.OnCSRFRefused = p.tel.Metrics.DashboardLogin, p.tel.Metrics.DashboardCSRFRefused
+	}
+	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), do)
+}

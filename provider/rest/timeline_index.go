@@ -1,0 +1,326 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// TimelineIndex keeps each slot's phase intervals of the log in memory, so
+// a timeline request cuts a window out of them instead of folding the
+// window's events (a week of a thousand slots is 100,000 events: seconds
+// of folding, against milliseconds of cutting). It folds the log into its
+// own views once, then each new event as Run sees it appended; a request
+// first folds whatever Run has not yet. Intervals that ended more than
+// MaxTimelineWindow before the newest event are dropped; a window that
+// reaches before what the index holds is folded from the log
+// (BuildTimeline).
+type TimelineIndex struct {
+	store *events.Store
+	cps   *projections.Checkpoints
+	log   *slog.Logger
+
+	mu sync.Mutex
+	st *projections.State
+	// ok: the index is built; broken says why it cannot be (a log whose
+	// start expired: requests fold from the log instead).
+	ok     bool
+	broken error
+	// heldFrom is the earliest instant the index answers for (zero: the
+	// log's start).
+	heldFrom time.Time
+	newest   time.Time
+	slots    map[string]*slotLine
+	// eventsAt is the time (Unix ms) of each folded event, for the counts.
+	eventsAt []int64
+}
+
+type slotLine struct {
+	declared time.Time
+	retired  time.Time // zero while in the pool
+	bars     []indexBar
+	open     indexBar // phase "" when none
+	fails    []indexFail
+}
+
+type indexBar struct {
+	start, end time.Time
+	phase      string
+	claim      string
+}
+
+type indexFail struct {
+	at            time.Time
+	claim, reason string
+}
+
+// NewTimelineIndex indexes store's log; cps (may be nil) serve the
+// windows the index no longer holds. log (default slog's) is told when the
+// index cannot follow the log.
+func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *slog.Logger) *TimelineIndex {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}}
+}
+
+// Run keeps the index current until ctx ends: it folds the log now, then
+// each batch of new events as views announces them.
+func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) error {
+	wake := make(chan struct{}, 1)
+	unsubscribe := views.Subscribe(func(events.Event) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer unsubscribe()
+	failing := false
+	for {
+		err := x.catchUp(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			// Once per streak: requests fold their window from the log
+			// meanwhile, and the next event retries.
+			x.log.Warn("timeline index cannot follow the log; timelines are folded from the log per request", "err", err)
+			failing = true
+		case err == nil && failing:
+			x.log.Info("timeline index follows the log again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		}
+	}
+}
+
+// catchUp folds the events the index has not seen yet.
+func (x *TimelineIndex) catchUp(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.broken != nil {
+		return x.broken
+	}
+	if !x.ok {
+		// The views before the log's first event: empty, or a checkpoint
+		// when the log's start expired (then the index starts there).
+		b, err := x.store.Bounds(ctx)
+		if err != nil {
+			return err
+		}
+		if b.Truncated() {
+			st, cp, err := x.cps.OldestCovering(ctx, b)
+			if err != nil || st == nil {
+				x.broken = fmt.Errorf("the log's start expired and no checkpoint holds it: %v", err)
+				return x.broken
+			}
+			x.st, x.heldFrom = st, cp.Time
+		} else {
+			x.st = projections.NewState()
+		}
+		for name := range x.st.Slots {
+			x.observe(name, x.heldFrom)
+		}
+		x.ok = true
+	}
+	last, err := x.store.LastSeq(ctx)
+	if err != nil || last <= x.st.Seq {
+		return err
+	}
+	err = x.store.Read(ctx, x.st.Seq+1, last, func(e events.Event) error {
+		x.fold(e)
+		return nil
+	})
+	if gaps := events.GapsOf(err); gaps != nil {
+		// Folded around the gap, as the views are; the timeline shows
+		// what the log holds.
+		err = nil
+	}
+	x.prune()
+	return err
+}
+
+func (x *TimelineIndex) fold(e events.Event) {
+	_ = projections.Evolve(x.st, e)
+	x.st.Seq = max(x.st.Seq, e.Seq)
+	if e.Time.After(x.newest) {
+		x.newest = e.Time
+	}
+	x.eventsAt = append(x.eventsAt, e.Time.UnixMilli())
+	slot := ""
+	if e.Aggregate.Kind == events.KindSlot {
+		slot = e.Aggregate.Name
+	} else if e.Data != nil {
+		slot = e.Data.Reference().Slot
+	}
+	if slot == "" {
+		return
+	}
+	x.observe(slot, e.Time)
+	if e.Type == events.TypeClaimFailed {
+		if l := x.slots[slot]; l != nil {
+			ref := e.Data.Reference()
+			reason := "failed"
+			if c := x.st.Claims[ref.Claim]; c != nil && c.Reason != "" {
+				reason = c.Reason
+			}
+			l.fails = append(l.fails, indexFail{at: e.Time, claim: ref.Claim, reason: reason})
+		}
+	}
+}
+
+// observe records slot's phase at t, as timelineBuilder.observe does.
+func (x *TimelineIndex) observe(slot string, t time.Time) {
+	l := x.slots[slot]
+	sl := x.st.Slots[slot]
+	if sl == nil || sl.Retired {
+		if l != nil && l.retired.IsZero() {
+			l.close(t)
+			l.retired = t
+		}
+		return
+	}
+	if l == nil {
+		l = &slotLine{declared: t}
+		x.slots[slot] = l
+	} else if !l.retired.IsZero() {
+		l.retired = time.Time{} // declared again
+	}
+	phase, claim := timelinePhase(x.st, slot)
+	if l.open.phase == phase && l.open.claim == claim {
+		return
+	}
+	l.close(t)
+	l.open = indexBar{start: t, phase: phase, claim: claim}
+}
+
+func (l *slotLine) close(t time.Time) {
+	if o := l.open; o.phase != "" && o.phase != string(projections.SlotOff) && t.After(o.start) {
+		o.end = t
+		l.bars = append(l.bars, o)
+	}
+	l.open = indexBar{}
+}
+
+// prune drops what ended more than MaxTimelineWindow before the newest
+// event: no window can reach it (older windows fold from the log).
+func (x *TimelineIndex) prune() {
+	cut := x.newest.Add(-MaxTimelineWindow - DefaultTimelineWindow)
+	if !cut.After(x.heldFrom) {
+		return
+	}
+	for name, l := range x.slots {
+		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end.After(cut) })
+		l.bars = append(l.bars[:0:0], l.bars[i:]...)
+		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })
+		l.fails = append(l.fails[:0:0], l.fails[j:]...)
+		if !l.retired.IsZero() && l.retired.Before(cut) {
+			delete(x.slots, name)
+		}
+	}
+	k := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > cut.UnixMilli() })
+	x.eventsAt = append(x.eventsAt[:0:0], x.eventsAt[k:]...)
+	x.heldFrom = cut
+}
+
+// errNotHeld: the window reaches before what the index holds.
+var errNotHeld = errors.New("window not held")
+
+// Timeline cuts the window [since, until) out of the index, open
+// intervals ending at end (or until, if sooner).
+func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Time) (Timeline, error) {
+	if err := x.catchUp(ctx); err != nil {
+		return Timeline{}, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if since.Before(x.heldFrom) {
+		return Timeline{}, errNotHeld
+	}
+	if end.After(until) {
+		end = until
+	}
+	b := newTimelineBuilder(since, until)
+	names := make([]string, 0, len(x.slots))
+	for name, l := range x.slots {
+		// A row for every slot in the pool at some point of the window.
+		if l.declared.After(until) || (!l.retired.IsZero() && !l.retired.After(since)) {
+			continue
+		}
+		names = append(names, name)
+	}
+	group := func(name string) string {
+		if sl := x.st.Slots[name]; sl != nil {
+			return sl.Group
+		}
+		return ""
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if gi, gj := group(names[i]), group(names[j]); gi != gj {
+			return gi < gj
+		}
+		return names[i] < names[j]
+	})
+	out := &b.out
+	out.Slots = names
+	out.SlotGroups = make([]int, len(names))
+	out.Bars, out.Failures = []int64{}, []int64{}
+	groupIdx := map[string]int{}
+	emit := func(row int, br indexBar, stop time.Time) {
+		s, e := br.start, stop
+		if s.Before(since) {
+			s = since
+		}
+		if e.After(until) {
+			e = until
+		}
+		if !e.After(s) {
+			return
+		}
+		c := -1
+		if br.claim != "" {
+			c = intern(b.claimIdx, &out.Claims, br.claim)
+		}
+		out.Bars = append(out.Bars, int64(row), b.ms(s), b.ms(e), int64(b.phaseIdx[br.phase]), int64(c))
+	}
+	for row, name := range names {
+		l := x.slots[name]
+		out.SlotGroups[row] = intern(groupIdx, &out.Groups, group(name))
+		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end.After(since) })
+		for ; i < len(l.bars) && l.bars[i].start.Before(until); i++ {
+			emit(row, l.bars[i], l.bars[i].end)
+		}
+		if o := l.open; o.phase != "" && o.phase != string(projections.SlotOff) && o.start.Before(until) {
+			emit(row, o, end)
+		}
+		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(since) })
+		for ; j < len(l.fails) && !l.fails[j].at.After(until); j++ {
+			f := l.fails[j]
+			out.Failures = append(out.Failures, int64(row), b.ms(f.at), int64(intern(b.claimIdx, &out.Claims, f.claim)), int64(intern(b.reasonIdx, &out.Reasons, f.reason)))
+		}
+	}
+	lo := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > since.UnixMilli() })
+	hi := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > until.UnixMilli() })
+	out.Events = hi - lo
+	out.Seq = x.st.Seq
+	if out.Groups == nil {
+		out.Groups = []string{}
+	}
+	if out.Claims == nil {
+		out.Claims = []string{}
+	}
+	if out.Reasons == nil {
+		out.Reasons = []string{}
+	}
+	out.Since, out.Until = since.UTC().Format(time.RFC3339Nano), until.UTC().Format(time.RFC3339Nano)
+	return *out, nil
+}

@@ -15,9 +15,10 @@ import (
 	"github.com/claimstream/claimstream/deploy/e2e/chartrender"
 )
 
-// cert-manager's kinds as minimal CRDs (schema: preserve unknown fields),
-// so that the cert-manager rendering is accepted by the real API server.
-// Their objects are checked for kind, apiVersion and metadata only.
+// cert-manager's and prometheus-operator's kinds as minimal CRDs (schema:
+// preserve unknown fields), so that the cert-manager and monitoring
+// renderings are accepted by the real API server. Their objects are checked
+// for kind, apiVersion and metadata only (chartrender checks their content).
 const certManagerCRDs = `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -44,6 +45,32 @@ spec:
       served: true
       storage: true
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: prometheusrules.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: PrometheusRule, plural: prometheusrules, singular: prometheusrule, listKind: PrometheusRuleList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 `
 
 var chartCases = []struct {
@@ -55,12 +82,12 @@ var chartCases = []struct {
 	{
 		name:   "defaults",
 		values: ``,
-		want:   map[string]int{"StatefulSet": 1, "Service": 4, "ConfigMap": 1, "Secret": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2},
+		want:   map[string]int{"StatefulSet": 1, "Service": 4, "ConfigMap": 1, "Secret": 3, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3, "PodDisruptionBudget": 0, "NetworkPolicy": 0},
 	},
 	{
 		name: "autoscaler-and-everything",
 		values: `
-replicas: 2
+replicas: 3
 rbac: {builtinScaler: true}
 jobNamespace: power-jobs
 logLevel: debug
@@ -80,7 +107,7 @@ clusterAutoscaler:
   maxNodeProvisionTime: 20m
   extraArgs: [--scan-interval=5s, --scale-down-unneeded-time=5m]
 `,
-		want: map[string]int{"StatefulSet": 1, "Service": 4, "Deployment": 1, "ConfigMap": 2, "Secret": 2, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3},
+		want: map[string]int{"StatefulSet": 1, "Service": 4, "Deployment": 1, "ConfigMap": 2, "Secret": 4, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 4, "RoleBinding": 4, "PodDisruptionBudget": 1},
 	},
 	{
 		name: "existing-secrets-no-leader-election",
@@ -93,7 +120,7 @@ metrics: {enabled: false}
 serviceAccount: {create: false, name: claimstream-sa}
 clusterAutoscaler: {enabled: true}
 `,
-		want: map[string]int{"StatefulSet": 1, "Service": 2, "Deployment": 1, "ConfigMap": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2},
+		want: map[string]int{"StatefulSet": 1, "Service": 2, "Deployment": 1, "ConfigMap": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3},
 	},
 	{
 		name: "cert-manager",
@@ -109,6 +136,31 @@ clusterAutoscaler: {enabled: true}
 tls: {mode: cert-manager, certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}
 `,
 		want: map[string]int{"Certificate": 2, "Issuer": 0, "StatefulSet": 1},
+	},
+	{
+		name: "three-replicas-cert-manager",
+		values: `
+replicas: 3
+tls: {mode: cert-manager}
+podAntiAffinity: required
+`,
+		want: map[string]int{"Certificate": 4, "Issuer": 2, "StatefulSet": 1, "PodDisruptionBudget": 1, "Secret": 2},
+	},
+	{
+		name: "three-replicas-monitoring-networkpolicy",
+		values: `
+replicas: 3
+rest: {tls: true}
+clusterAutoscaler: {enabled: true}
+metrics:
+  serviceMonitor: {enabled: true, labels: {release: prom}}
+  prometheusRule: {enabled: true}
+  dashboard: {enabled: true}
+networkPolicy:
+  enabled: true
+  api: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ops}}}
+`,
+		want: map[string]int{"StatefulSet": 1, "Service": 5, "Secret": 5, "ConfigMap": 3, "ServiceMonitor": 2, "PrometheusRule": 1, "NetworkPolicy": 1, "PodDisruptionBudget": 1, "Deployment": 1},
 	},
 }
 
@@ -128,9 +180,13 @@ func TestChartServerSideDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitT(t, 30*time.Second, "cert-manager stub CRDs served", func() (bool, string) {
-		_, err := adminCfgDiscovery().ServerResourcesForGroupVersion("cert-manager.io/v1")
-		return err == nil, fmt.Sprint(err)
+	waitT(t, 30*time.Second, "cert-manager and prometheus-operator stub CRDs served", func() (bool, string) {
+		for _, gv := range []string{"cert-manager.io/v1", "monitoring.coreos.com/v1"} {
+			if _, err := adminCfgDiscovery().ServerResourcesForGroupVersion(gv); err != nil {
+				return false, fmt.Sprint(err)
+			}
+		}
+		return true, ""
 	})
 	for i, c := range chartCases {
 		t.Run(c.name, func(t *testing.T) {

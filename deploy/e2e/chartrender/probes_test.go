@@ -46,7 +46,10 @@ func TestProbesMeanReady(t *testing.T) {
 				t.Errorf("%s: HTTP probes but the API serves TLS", c.doc)
 			}
 		}
-		startup := srv["startupProbe"].(map[string]any)
+		startup, ok := srv["startupProbe"].(map[string]any)
+		if !ok {
+			t.Fatalf("%s: no startupProbe", c.doc)
+		}
 		budget := time.Duration(mustInt(t, startup["periodSeconds"])*mustInt(t, startup["failureThreshold"])) * time.Second
 		if budget < 10*time.Minute {
 			t.Errorf("%s: start-up budget %s is short for replaying a large log", c.doc, budget)
@@ -59,7 +62,12 @@ func TestProbesMeanReady(t *testing.T) {
 func TestProbesWithoutTheAPI(t *testing.T) {
 	srv := server(t, mustRender(t, "rest: {enabled: false}"))
 	for _, probe := range []string{"readinessProbe", "livenessProbe", "startupProbe"} {
-		if got := str(t, srv[probe].(map[string]any), "tcpSocket", "port"); got != "grpc" {
+		p, ok := srv[probe].(map[string]any)
+		if !ok {
+			t.Errorf("no %s", probe)
+			continue
+		}
+		if got := str(t, p, "tcpSocket", "port"); got != "grpc" {
 			t.Errorf("%s: tcpSocket port %s, want grpc", probe, got)
 		}
 	}

@@ -74,7 +74,8 @@ func TestSchemaIsStrictEverywhere(t *testing.T) {
 		}
 	}
 	walk("", schema)
-	for name, def := range schema["definitions"].(map[string]any) {
+	defs, _ := schema["definitions"].(map[string]any)
+	for name, def := range defs {
 		walk("#/definitions/"+name, def.(map[string]any))
 	}
 	if schema["additionalProperties"] != false {

@@ -12,6 +12,7 @@ func TestOTELResourceAttributes(t *testing.T) {
 	for _, c := range []struct{ doc, version string }{
 		{"", "0.1.0"},
 		{"image: {tag: 1.2.3}", "1.2.3"},
+		{"image: {tag: 2.5}", "2.5"}, // --set image.tag=2.5 is a number
 	} {
 		srv := server(t, mustRender(t, c.doc))
 		defined := map[string]string{}

@@ -62,6 +62,9 @@ func TestServiceMonitors(t *testing.T) {
 			t.Fatalf("%s selects Services %v, want [%s]", c.monitor, matched, c.service)
 		}
 		svc := mustFind(t, objs, "Service", c.service)
+		if pub, _, _ := unstructured.NestedBool(svc.Object, "spec", "publishNotReadyAddresses"); c.service == "claimstream-metrics" && !pub {
+			t.Error("the metrics Service leaves out not-ready replicas: a replica whose log cannot be written would not be scraped")
+		}
 		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		if len(eps) != 1 {
 			t.Fatalf("%s: endpoints %v", c.monitor, eps)

@@ -243,13 +243,19 @@ func TestNamespaceRBAC(t *testing.T) {
 		"/pods":                           {"get", "list", "patch"},
 		"events.k8s.io/events":            {"create", "patch", "update"},
 		"/events":                         {"create", "patch"},
-		"/configmaps":                     {"create", "list", "watch"},
-		"/configmaps[claimstream-status]": {"get", "update", "patch"},
+		"/configmaps":                     {"create"},
+		"/configmaps[claimstream-status]": {"get", "list", "watch", "update", "patch"},
 	} {
 		for _, v := range verbs {
 			if !slices.Contains(grants[k], v) {
 				t.Errorf("Role lacks %s on %s (has %v)", v, k, grants)
 			}
+		}
+	}
+	// No other ConfigMap of the namespace is readable.
+	for _, verb := range []string{"get", "list", "watch", "update"} {
+		if slices.Contains(grants["/configmaps"], verb) {
+			t.Errorf("Role grants %s on every ConfigMap", verb)
 		}
 	}
 	rb := mustFind(t, objs, "RoleBinding", "claimstream-namespace")

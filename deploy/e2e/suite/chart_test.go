@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -266,6 +267,48 @@ func checkChartWiring(t *testing.T, objs []*unstructured.Unstructured) {
 	if cloudConfig != "" {
 		if !strings.Contains(cloudConfig, `address: "`+grpcSvc+`:8086"`) || !strings.Contains(cloudConfig, "cert: ") {
 			t.Errorf("cloud-config does not point at %s with a client cert:\n%s", grpcSvc, cloudConfig)
+		}
+	}
+}
+
+// TestChartRBACForLeaderEventsStatus asks the real authorizer what the
+// chart's ServiceAccount (its RBAC applied in setup) may do in the release
+// namespace: the leader labels its own Pod, Kubernetes Events are written,
+// and of the ConfigMaps only claimstream-status is read or written.
+func TestChartRBACForLeaderEventsStatus(t *testing.T) {
+	if serverUser == "e2e-admin" {
+		t.Skip("CLAIMSTREAM_E2E_ADMIN set: the chart's RBAC is not applied")
+	}
+	ctx := ctxFor(t, 30*time.Second)
+	for _, c := range []struct {
+		ra      authorizationv1.ResourceAttributes
+		allowed bool
+	}{
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: namespace, Name: "e2e-claimstream-0"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "get", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: "default"}, false},
+		{authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "patch", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "create", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "update", Namespace: namespace, Name: "claimstream-status"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "watch", Namespace: namespace, Name: "claimstream-status"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "get", Namespace: namespace, Name: "e2e-claimstream-pool"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "list", Namespace: namespace}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "update", Namespace: "default", Name: "claimstream-status"}, false},
+	} {
+		ra := c.ra
+		rv, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               serverUser,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &ra,
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rv.Status.Allowed != c.allowed {
+			t.Errorf("%s %s/%s %q in %q: allowed=%v, want %v", ra.Verb, ra.Group, ra.Resource, ra.Name, ra.Namespace, rv.Status.Allowed, c.allowed)
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package suite
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +12,14 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/claimstream/claimstream/deploy/e2e/chartrender"
@@ -311,4 +320,201 @@ func TestChartRBACForLeaderEventsStatus(t *testing.T) {
 			t.Errorf("%s %s/%s %q in %q: allowed=%v, want %v", ra.Verb, ra.Group, ra.Resource, ra.Name, ra.Namespace, rv.Status.Allowed, c.allowed)
 		}
 	}
+}
+
+// TestChartLiveThreeReplicas installs the chart with three replicas for
+// real (kwok runs the Pods on the worker node; static PVs hold their
+// claims) and checks what the controllers make of it: the three Pods are
+// scheduled and Ready; the gRPC and REST Services have no endpoint until
+// a Pod carries the leader label, then only that Pod, and follow the label
+// when it moves; the headless Service publishes every replica with the
+// routes port; the PodDisruptionBudget allows one disruption.
+func TestChartLiveThreeReplicas(t *testing.T) {
+	ctx := ctxFor(t, 3*time.Minute)
+	const ns, release, class = "chart-live", "live", "claimstream-live"
+	fullname := release + "-claimstream"
+	vals := map[string]any{
+		"replicas":     3,
+		"nodeSelector": map[string]any{workerKey: "true"},
+		"tolerations":  []any{map[string]any{"key": workerKey, "operator": "Exists"}},
+		"persistence":  map[string]any{"storageClassName": class},
+	}
+	objs, err := chartrender.Render(release, ns, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = admin.CoreV1().Namespaces().Delete(bg, ns, metav1.DeleteOptions{})
+		for i := range 3 {
+			_ = admin.CoreV1().PersistentVolumes().Delete(bg, fmt.Sprintf("%s-%d", class, i), metav1.DeleteOptions{})
+		}
+		for _, o := range objs {
+			if !namespaced(o.GetKind()) {
+				o.SetNamespace("")
+				_ = deleteDynamic(bg, o)
+			}
+		}
+	})
+	// One static volume per replica, bound ahead to its claim.
+	for i := range 3 {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i)},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:       class,
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: fmt.Sprintf("/var/lib/claimstream-live-%d", i)}},
+				ClaimRef:               &corev1.ObjectReference{Namespace: ns, Name: fmt.Sprintf("data-%s-%d", fullname, i)},
+			},
+		}
+		if _, err := admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The volume binder does not run in this control plane: the claim
+		// the StatefulSet will use is made here, bound as the binder would.
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: pv.Spec.ClaimRef.Name, Namespace: ns,
+				Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"},
+			},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: &pv.Spec.StorageClassName,
+				AccessModes:      pv.Spec.AccessModes,
+				Resources:        corev1.VolumeResourceRequirements{Requests: pv.Spec.Capacity},
+				VolumeName:       pv.Name,
+			},
+		}
+		created, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status.Phase = corev1.ClaimBound
+		created.Status.AccessModes = pv.Spec.AccessModes
+		created.Status.Capacity = pv.Spec.Capacity
+		if _, err := admin.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objs {
+		if err := applyDynamic(ctx, o, false); err != nil {
+			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	podName := func(i int) string { return fmt.Sprintf("%s-%d", fullname, i) }
+	waitT(t, 2*time.Minute, "three replicas Running and Ready", func() (bool, string) {
+		for i := range 3 {
+			p, err := admin.CoreV1().Pods(ns).Get(ctx, podName(i), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if !podReady(p) {
+				return false, fmt.Sprintf("%s: %s %v", p.Name, p.Status.Phase, p.Status.Conditions)
+			}
+		}
+		return true, ""
+	})
+	// ready endpoints of a Service: pod name -> ports
+	endpoints := func(svc string) (map[string][]int32, error) {
+		l, err := admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string][]int32{}
+		for _, s := range l.Items {
+			var ports []int32
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					ports = append(ports, *p.Port)
+				}
+			}
+			slices.Sort(ports)
+			for _, e := range s.Endpoints {
+				if e.TargetRef != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+					out[e.TargetRef.Name] = ports
+				}
+			}
+		}
+		return out, nil
+	}
+	expect := func(what, svc string, pods ...string) {
+		t.Helper()
+		waitT(t, time.Minute, what, func() (bool, string) {
+			got, err := endpoints(svc)
+			if err != nil {
+				return false, err.Error()
+			}
+			names := slices.Sorted(maps.Keys(got))
+			return slices.Equal(names, pods), fmt.Sprintf("%s endpoints %v, want %v", svc, got, pods)
+		})
+	}
+	all := []string{podName(0), podName(1), podName(2)}
+	expect("the headless Service publishes every replica", fullname+"-headless", all...)
+	if got, _ := endpoints(fullname + "-headless"); !slices.Contains(got[podName(0)], 6222) {
+		t.Errorf("headless Service ports %v lack the routes port 6222", got[podName(0)])
+	}
+	expect("metrics reach every replica", fullname+"-metrics", all...)
+	expect("no leader, no provider endpoint", fullname+"-grpc")
+	expect("no leader, no API endpoint", fullname+"-http")
+
+	label := func(pod, value string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"claimstream.dev/leader":%s}}}`, value)
+		if _, err := admin.CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the leader does: label its own Pod; a new leader takes it over.
+	label(podName(1), `"true"`)
+	expect("the provider Service reaches the leader alone", fullname+"-grpc", podName(1))
+	expect("the API Service reaches the leader alone", fullname+"-http", podName(1))
+	label(podName(1), "null")
+	label(podName(2), `"true"`)
+	expect("the provider Service follows the leader", fullname+"-grpc", podName(2))
+	expect("the API Service follows the leader", fullname+"-http", podName(2))
+	expect("metrics still reach every replica", fullname+"-metrics", all...)
+
+	waitT(t, time.Minute, "the PodDisruptionBudget allows one disruption of three", func() (bool, string) {
+		pdb, err := admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, fullname, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		s := pdb.Status
+		return s.ExpectedPods == 3 && s.CurrentHealthy == 3 && s.DisruptionsAllowed == 1, fmt.Sprintf("%+v", s)
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// deleteDynamic deletes an object created by applyDynamic.
+func deleteDynamic(ctx context.Context, o *unstructured.Unstructured) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(adminCfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	gvk := o.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(adminCfg)
+	if err != nil {
+		return err
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+	if m.Scope.Name() == "namespace" {
+		ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+	}
+	return ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 }

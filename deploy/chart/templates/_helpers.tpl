@@ -84,10 +84,87 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if not (has .Values.tls.mode (list "generate" "existing" "cert-manager")) -}}
 {{- fail (printf "tls.mode must be generate, existing or cert-manager, not %q" .Values.tls.mode) -}}
 {{- end -}}
+{{- if not (has (int .Values.replicas) (list 1 3)) -}}
+{{- fail (printf "replicas must be 1 or 3 (a NATS cluster of 3 keeps the log with one replica down), not %v" .Values.replicas) -}}
+{{- end -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "replicas > 1 needs leaderElection.enabled=true" -}}
 {{- end -}}
 {{- if and .Values.clusterAutoscaler.enabled (eq .Values.tls.mode "existing") (not .Values.tls.clientSecret) -}}
 {{- fail "clusterAutoscaler.enabled with tls.mode=existing needs tls.clientSecret" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The headless Service: the StatefulSet's pod DNS and the NATS routes. */}}
+{{- define "claimstream.headless" -}}
+{{- printf "%s-headless" (include "claimstream.fullname" .) -}}
+{{- end -}}
+
+{{/* "true" when the Services must select only the leader's Pod (more than
+one replica; the leader labels its Pod claimstream.dev/leader=true). */}}
+{{- define "claimstream.selectLeader" -}}
+{{- if gt (int .Values.replicas) 1 -}}true{{- end -}}
+{{- end -}}
+
+{{/* Selector of the Services that must reach only the leader. */}}
+{{- define "claimstream.leaderSelectorLabels" -}}
+{{ include "claimstream.selectorLabels" . }}
+{{- if include "claimstream.selectLeader" . }}
+claimstream.dev/leader: "true"
+{{- end }}
+{{- end -}}
+
+{{/* The REST API's (and the probes') scheme. */}}
+{{- define "claimstream.apiScheme" -}}
+{{- if .Values.rest.tls -}}HTTPS{{- else -}}HTTP{{- end -}}
+{{- end -}}
+
+{{/* The DNS name of replica i's NATS route: <fullname>-<i>.<headless>.<ns>.svc */}}
+{{- define "claimstream.routeHosts" -}}
+{{- $fullname := include "claimstream.fullname" . -}}
+{{- $headless := include "claimstream.headless" . -}}
+{{- $hosts := list -}}
+{{- range $i := until (int .Values.replicas) -}}
+{{- $hosts = append $hosts (printf "%s-%d.%s.%s.svc" $fullname $i $headless $.Release.Namespace) -}}
+{{- end -}}
+{{- join "," $hosts -}}
+{{- end -}}
+
+{{/* --nats-routes: every replica's route URL (its own is skipped by the server). */}}
+{{- define "claimstream.routes" -}}
+{{- $port := int .Values.nats.cluster.port -}}
+{{- $urls := list -}}
+{{- range (splitList "," (include "claimstream.routeHosts" .)) -}}
+{{- $urls = append $urls (printf "nats-route://%s:%d" . $port) -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- end -}}
+
+{{- define "claimstream.clusterPasswordSecret" -}}
+{{- default (printf "%s-nats-cluster" (include "claimstream.fullname" .)) .Values.nats.cluster.existingPasswordSecret -}}
+{{- end -}}
+
+{{- define "claimstream.routeSecret" -}}
+{{- if eq .Values.tls.mode "existing" -}}
+{{- required "tls.routeSecret is required with tls.mode=existing, replicas: 3 and nats.cluster.tls" .Values.tls.routeSecret -}}
+{{- else -}}
+{{- printf "%s-route-tls" (include "claimstream.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The image tag: service.version of the telemetry too. */}}
+{{- define "claimstream.imageTag" -}}
+{{- default .Chart.AppVersion .Values.image.tag -}}
+{{- end -}}
+
+{{/* The chart's cluster-autoscaler Pods' labels. */}}
+{{- define "claimstream.caSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "claimstream.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: cluster-autoscaler
+{{- end -}}
+
+{{/* The Secret holding the REST API's token (key `token`). */}}
+{{- define "claimstream.apiTokenSecret" -}}
+{{- default (printf "%s-api-token" (include "claimstream.fullname" .)) .Values.rest.existingTokenSecret -}}
 {{- end -}}

@@ -28,19 +28,9 @@ func ChartDir() string {
 // Render renders the chart as release name in namespace with values over
 // the chart's defaults and returns the objects in file order.
 func Render(name, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
-	ch, err := loader.Load(ChartDir())
+	files, err := RenderFiles(name, namespace, values)
 	if err != nil {
-		return nil, fmt.Errorf("load chart: %w", err)
-	}
-	caps := *chartutil.DefaultCapabilities
-	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.35.4", Major: "1", Minor: "35"}
-	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}, &caps)
-	if err != nil {
-		return nil, fmt.Errorf("values: %w", err)
-	}
-	files, err := engine.Render(ch, vals)
-	if err != nil {
-		return nil, fmt.Errorf("render: %w", err)
+		return nil, err
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -76,4 +66,25 @@ func decode(doc string) ([]*unstructured.Unstructured, error) {
 		}
 		out = append(out, &unstructured.Unstructured{Object: m})
 	}
+}
+
+// RenderFiles renders the chart as Render does and returns every rendered
+// file by its path in the chart (claimstream/templates/NOTES.txt, ...).
+// Values are checked against values.schema.json first, as helm does.
+func RenderFiles(name, namespace string, values map[string]any) (map[string]string, error) {
+	ch, err := loader.Load(ChartDir())
+	if err != nil {
+		return nil, fmt.Errorf("load chart: %w", err)
+	}
+	caps := *chartutil.DefaultCapabilities
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.35.4", Major: "1", Minor: "35"}
+	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}, &caps)
+	if err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	return files, nil
 }

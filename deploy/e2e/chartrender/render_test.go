@@ -13,7 +13,7 @@ func TestRenderRefusesBadValues(t *testing.T) {
 		want string
 	}{
 		{"unknown tls mode", map[string]any{"tls": map[string]any{"mode": "self"}}, "tls"},
-		{"replicas without leader election", map[string]any{"replicas": 2, "leaderElection": map[string]any{"enabled": false}}, "leaderElection"},
+		{"replicas without leader election", map[string]any{"replicas": 3, "leaderElection": map[string]any{"enabled": false}}, "leaderElection"},
 		{"existing tls without the server secret", map[string]any{"tls": map[string]any{"mode": "existing"}}, "tls.serverSecret"},
 		{"bad log level", map[string]any{"logLevel": "loud"}, "logLevel"},
 		{"retention in weeks", map[string]any{"persistence": map[string]any{"retention": "2w"}}, "retention"},

@@ -1,23 +1,34 @@
 package suite
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/claimstream/claimstream/deploy/e2e/chartrender"
 )
 
-// cert-manager's kinds as minimal CRDs (schema: preserve unknown fields),
-// so that the cert-manager rendering is accepted by the real API server.
-// Their objects are checked for kind, apiVersion and metadata only.
+// cert-manager's and prometheus-operator's kinds as minimal CRDs (schema:
+// preserve unknown fields), so that the cert-manager and monitoring
+// renderings are accepted by the real API server. Their objects are checked
+// for kind, apiVersion and metadata only (chartrender checks their content).
 const certManagerCRDs = `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -44,6 +55,32 @@ spec:
       served: true
       storage: true
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: prometheusrules.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: PrometheusRule, plural: prometheusrules, singular: prometheusrule, listKind: PrometheusRuleList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 `
 
 var chartCases = []struct {
@@ -55,12 +92,12 @@ var chartCases = []struct {
 	{
 		name:   "defaults",
 		values: ``,
-		want:   map[string]int{"StatefulSet": 1, "Service": 4, "ConfigMap": 1, "Secret": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2},
+		want:   map[string]int{"StatefulSet": 1, "Service": 4, "ConfigMap": 1, "Secret": 3, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3, "PodDisruptionBudget": 0, "NetworkPolicy": 0},
 	},
 	{
 		name: "autoscaler-and-everything",
 		values: `
-replicas: 2
+replicas: 3
 rbac: {builtinScaler: true}
 jobNamespace: power-jobs
 logLevel: debug
@@ -80,7 +117,7 @@ clusterAutoscaler:
   maxNodeProvisionTime: 20m
   extraArgs: [--scan-interval=5s, --scale-down-unneeded-time=5m]
 `,
-		want: map[string]int{"StatefulSet": 1, "Service": 4, "Deployment": 1, "ConfigMap": 2, "Secret": 2, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3},
+		want: map[string]int{"StatefulSet": 1, "Service": 4, "Deployment": 1, "ConfigMap": 2, "Secret": 4, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 4, "RoleBinding": 4, "PodDisruptionBudget": 1},
 	},
 	{
 		name: "existing-secrets-no-leader-election",
@@ -93,7 +130,7 @@ metrics: {enabled: false}
 serviceAccount: {create: false, name: claimstream-sa}
 clusterAutoscaler: {enabled: true}
 `,
-		want: map[string]int{"StatefulSet": 1, "Service": 2, "Deployment": 1, "ConfigMap": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2},
+		want: map[string]int{"StatefulSet": 1, "Service": 2, "Deployment": 1, "ConfigMap": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3},
 	},
 	{
 		name: "cert-manager",
@@ -109,6 +146,31 @@ clusterAutoscaler: {enabled: true}
 tls: {mode: cert-manager, certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}
 `,
 		want: map[string]int{"Certificate": 2, "Issuer": 0, "StatefulSet": 1},
+	},
+	{
+		name: "three-replicas-cert-manager",
+		values: `
+replicas: 3
+tls: {mode: cert-manager}
+podAntiAffinity: required
+`,
+		want: map[string]int{"Certificate": 4, "Issuer": 2, "StatefulSet": 1, "PodDisruptionBudget": 1, "Secret": 2},
+	},
+	{
+		name: "three-replicas-monitoring-networkpolicy",
+		values: `
+replicas: 3
+rest: {tls: true}
+clusterAutoscaler: {enabled: true}
+metrics:
+  serviceMonitor: {enabled: true, labels: {release: prom}}
+  prometheusRule: {enabled: true}
+  dashboard: {enabled: true}
+networkPolicy:
+  enabled: true
+  api: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ops}}}
+`,
+		want: map[string]int{"StatefulSet": 1, "Service": 5, "Secret": 5, "ConfigMap": 3, "ServiceMonitor": 2, "PrometheusRule": 1, "NetworkPolicy": 1, "PodDisruptionBudget": 1, "Deployment": 1},
 	},
 }
 
@@ -128,9 +190,13 @@ func TestChartServerSideDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitT(t, 30*time.Second, "cert-manager stub CRDs served", func() (bool, string) {
-		_, err := adminCfgDiscovery().ServerResourcesForGroupVersion("cert-manager.io/v1")
-		return err == nil, fmt.Sprint(err)
+	waitT(t, 30*time.Second, "cert-manager and prometheus-operator stub CRDs served", func() (bool, string) {
+		for _, gv := range []string{"cert-manager.io/v1", "monitoring.coreos.com/v1"} {
+			if _, err := adminCfgDiscovery().ServerResourcesForGroupVersion(gv); err != nil {
+				return false, fmt.Sprint(err)
+			}
+		}
+		return true, ""
 	})
 	for i, c := range chartCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -212,4 +278,243 @@ func checkChartWiring(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Errorf("cloud-config does not point at %s with a client cert:\n%s", grpcSvc, cloudConfig)
 		}
 	}
+}
+
+// TestChartRBACForLeaderEventsStatus asks the real authorizer what the
+// chart's ServiceAccount (its RBAC applied in setup) may do in the release
+// namespace: the leader labels its own Pod, Kubernetes Events are written,
+// and of the ConfigMaps only claimstream-status is read or written.
+func TestChartRBACForLeaderEventsStatus(t *testing.T) {
+	if serverUser == "e2e-admin" {
+		t.Skip("CLAIMSTREAM_E2E_ADMIN set: the chart's RBAC is not applied")
+	}
+	ctx := ctxFor(t, 30*time.Second)
+	for _, c := range []struct {
+		ra      authorizationv1.ResourceAttributes
+		allowed bool
+	}{
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: namespace, Name: "e2e-claimstream-0"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "get", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: "default"}, false},
+		{authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "patch", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "create", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "update", Namespace: namespace, Name: "claimstream-status"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "watch", Namespace: namespace, Name: "claimstream-status"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "get", Namespace: namespace, Name: "e2e-claimstream-pool"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "list", Namespace: namespace}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "update", Namespace: "default", Name: "claimstream-status"}, false},
+	} {
+		ra := c.ra
+		rv, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               serverUser,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &ra,
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rv.Status.Allowed != c.allowed {
+			t.Errorf("%s %s/%s %q in %q: allowed=%v, want %v", ra.Verb, ra.Group, ra.Resource, ra.Name, ra.Namespace, rv.Status.Allowed, c.allowed)
+		}
+	}
+}
+
+// TestChartLiveThreeReplicas installs the chart with three replicas for
+// real (kwok runs the Pods on the worker node; static PVs hold their
+// claims) and checks what the controllers make of it: the three Pods are
+// scheduled and Ready; the gRPC and REST Services have no endpoint until
+// a Pod carries the leader label, then only that Pod, and follow the label
+// when it moves; the headless Service publishes every replica with the
+// routes port; the PodDisruptionBudget allows one disruption.
+func TestChartLiveThreeReplicas(t *testing.T) {
+	ctx := ctxFor(t, 3*time.Minute)
+	const ns, release, class = "chart-live", "live", "claimstream-live"
+	fullname := release + "-claimstream"
+	vals := map[string]any{
+		"replicas":     3,
+		"nodeSelector": map[string]any{workerKey: "true"},
+		"tolerations":  []any{map[string]any{"key": workerKey, "operator": "Exists"}},
+		"persistence":  map[string]any{"storageClassName": class},
+	}
+	objs, err := chartrender.Render(release, ns, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = admin.CoreV1().Namespaces().Delete(bg, ns, metav1.DeleteOptions{})
+		for i := range 3 {
+			_ = admin.CoreV1().PersistentVolumes().Delete(bg, fmt.Sprintf("%s-%d", class, i), metav1.DeleteOptions{})
+		}
+		for _, o := range objs {
+			if !namespaced(o.GetKind()) {
+				o.SetNamespace("")
+				_ = deleteDynamic(bg, o)
+			}
+		}
+	})
+	// One static volume per replica, bound ahead to its claim.
+	for i := range 3 {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", class, i)},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:       class,
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: fmt.Sprintf("/var/lib/claimstream-live-%d", i)}},
+				ClaimRef:               &corev1.ObjectReference{Namespace: ns, Name: fmt.Sprintf("data-%s-%d", fullname, i)},
+			},
+		}
+		if _, err := admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The volume binder does not run in this control plane: the claim
+		// the StatefulSet will use is made here, bound as the binder would.
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: pv.Spec.ClaimRef.Name, Namespace: ns,
+				Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"},
+			},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: &pv.Spec.StorageClassName,
+				AccessModes:      pv.Spec.AccessModes,
+				Resources:        corev1.VolumeResourceRequirements{Requests: pv.Spec.Capacity},
+				VolumeName:       pv.Name,
+			},
+		}
+		created, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status.Phase = corev1.ClaimBound
+		created.Status.AccessModes = pv.Spec.AccessModes
+		created.Status.Capacity = pv.Spec.Capacity
+		if _, err := admin.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objs {
+		if err := applyDynamic(ctx, o, false); err != nil {
+			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	podName := func(i int) string { return fmt.Sprintf("%s-%d", fullname, i) }
+	waitT(t, 2*time.Minute, "three replicas Running and Ready", func() (bool, string) {
+		for i := range 3 {
+			p, err := admin.CoreV1().Pods(ns).Get(ctx, podName(i), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if !podReady(p) {
+				return false, fmt.Sprintf("%s: %s %v", p.Name, p.Status.Phase, p.Status.Conditions)
+			}
+		}
+		return true, ""
+	})
+	// ready endpoints of a Service: pod name -> ports
+	endpoints := func(svc string) (map[string][]int32, error) {
+		l, err := admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string][]int32{}
+		for _, s := range l.Items {
+			var ports []int32
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					ports = append(ports, *p.Port)
+				}
+			}
+			slices.Sort(ports)
+			for _, e := range s.Endpoints {
+				if e.TargetRef != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+					out[e.TargetRef.Name] = ports
+				}
+			}
+		}
+		return out, nil
+	}
+	expect := func(what, svc string, pods ...string) {
+		t.Helper()
+		waitT(t, time.Minute, what, func() (bool, string) {
+			got, err := endpoints(svc)
+			if err != nil {
+				return false, err.Error()
+			}
+			names := slices.Sorted(maps.Keys(got))
+			return slices.Equal(names, pods), fmt.Sprintf("%s endpoints %v, want %v", svc, got, pods)
+		})
+	}
+	all := []string{podName(0), podName(1), podName(2)}
+	expect("the headless Service publishes every replica", fullname+"-headless", all...)
+	if got, _ := endpoints(fullname + "-headless"); !slices.Contains(got[podName(0)], 6222) {
+		t.Errorf("headless Service ports %v lack the routes port 6222", got[podName(0)])
+	}
+	expect("metrics reach every replica", fullname+"-metrics", all...)
+	expect("no leader, no provider endpoint", fullname+"-grpc")
+	expect("no leader, no API endpoint", fullname+"-http")
+
+	label := func(pod, value string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"claimstream.dev/leader":%s}}}`, value)
+		if _, err := admin.CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the leader does: label its own Pod; a new leader takes it over.
+	label(podName(1), `"true"`)
+	expect("the provider Service reaches the leader alone", fullname+"-grpc", podName(1))
+	expect("the API Service reaches the leader alone", fullname+"-http", podName(1))
+	label(podName(1), "null")
+	label(podName(2), `"true"`)
+	expect("the provider Service follows the leader", fullname+"-grpc", podName(2))
+	expect("the API Service follows the leader", fullname+"-http", podName(2))
+	expect("metrics still reach every replica", fullname+"-metrics", all...)
+
+	waitT(t, time.Minute, "the PodDisruptionBudget allows one disruption of three", func() (bool, string) {
+		pdb, err := admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, fullname, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		s := pdb.Status
+		return s.ExpectedPods == 3 && s.CurrentHealthy == 3 && s.DisruptionsAllowed == 1, fmt.Sprintf("%+v", s)
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// deleteDynamic deletes an object created by applyDynamic.
+func deleteDynamic(ctx context.Context, o *unstructured.Unstructured) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(adminCfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	gvk := o.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(adminCfg)
+	if err != nil {
+		return err
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+	if m.Scope.Name() == "namespace" {
+		ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+	}
+	return ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 }

@@ -36,9 +36,11 @@ func row(tw io.Writer, cols ...string) {
 }
 
 // age is a kubectl-style age: 45s, 12m, 3h12m, 4d.
+// A negative duration (a time the server stamped ahead of the clock it
+// is measured against) reads 0s: an age is never negative.
 func age(d time.Duration) string {
 	if d < 0 {
-		return "-" + age(-d)
+		d = 0
 	}
 	switch {
 	case d < time.Minute:
@@ -377,8 +379,10 @@ func describeClaim(w io.Writer, c rest.Claim, now time.Time) error {
 	}
 	k.line("Requested", req)
 	dl := stampp(c.DeadlineAt)
-	if dl != "" {
-		dl += " (" + deadline(c, now) + ")"
+	if left := deadline(c, now); left != "" {
+		dl += " (" + left + ")"
+	} else if dl != "" && c.Phase.IsTerminal() {
+		dl += " (no longer watched: the claim ended)"
 	}
 	k.line("Deadline", dl)
 	k.line("Budget", fmt.Sprintf("%s (maxNodeProvisionTime %s)", c.Budget, c.MaxNodeProvisionTime))
@@ -463,10 +467,18 @@ func eventRow(w io.Writer, e rest.Event, wide bool) {
 
 func printAudit(w io.Writer, a rest.Audit) error {
 	if a.Claim != "" {
-		fmt.Fprintf(w, "Claim %s on slot %s (group %s), %d events\n", a.Claim, a.Slot, a.Group, len(a.Lines))
+		fmt.Fprintf(w, "Claim %s on slot %s (group %s), %s\n", a.Claim, a.Slot, a.Group, count(len(a.Lines), "event"))
 	} else {
-		fmt.Fprintf(w, "Slot %s (group %s), %d events, %d claims: %s\n", a.Slot, a.Group, len(a.Lines), len(a.Claims), strings.Join(a.Claims, ", "))
+		fmt.Fprintf(w, "Slot %s (group %s), %s, %s: %s\n", a.Slot, a.Group, count(len(a.Lines), "event"), count(len(a.Claims), "claim"), strings.Join(a.Claims, ", "))
 	}
 	_, err := io.WriteString(w, audit.Render(a.Lines))
 	return err
+}
+
+// count is "1 claim", "2 claims", "0 claims".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -286,6 +286,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	o.timing.done("event log stream opened", "stream", o.stream)
+	resumeSimClock(ctx, clk, p.store, log)
 	snaps, err := projections.OpenSnapshots(ctx, js, "")
 	if err != nil {
 		return nil, err

@@ -473,7 +473,7 @@ func Decide(o Observation, g Group, now time.Time) Decision {
 			break
 		}
 		d.Action = ActionProvision
-		d.Reason = fmt.Sprintf("demand %d at %d pods a node needs %d nodes%s, %d counted: creating %d claims", d.Demand, g.Options.PodsPerNodeOrDefault(), d.Target, capped, d.Nodes, d.Create)
+		d.Reason = fmt.Sprintf("demand %d at %d pods a node needs %d nodes%s, %d counted: creating %s", d.Demand, g.Options.PodsPerNodeOrDefault(), d.Target, capped, d.Nodes, claimsCount(d.Create))
 		if d.Create < d.Target-d.Nodes {
 			d.Reason += fmt.Sprintf(" (%d free slots)", g.Free)
 		}
@@ -555,4 +555,12 @@ func surplus(d Decision, g Group, loads map[string]Load, last *Last, hold time.D
 	d.Action, d.Release, d.Slots = ActionRelease, kept[:1], kept[:1]
 	d.Reason = fmt.Sprintf("%d nodes for target %d (%d over): %s was idle for the whole hold of %s (emptiest, then newest)", d.Nodes, d.Target, over, kept[0], hold)
 	return d
+}
+
+// claimsCount is "1 claim" or "N claims" (the reason is read in the audit).
+func claimsCount(n int) string {
+	if n == 1 {
+		return "1 claim"
+	}
+	return fmt.Sprintf("%d claims", n)
 }

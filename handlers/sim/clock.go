@@ -26,6 +26,17 @@ func NewScaledClock(speed float64) *ScaledClock {
 	return &ScaledClock{Speed: speed, start: now, real: now}
 }
 
+// ResumeFrom moves a clock that has not started running yet to t when t
+// is later than its Now: a restarted simulation continues from the last
+// time its log recorded instead of the wall clock, which a sped-up run left
+// behind (events "in the future" would show negative ages). Call it before
+// the clock is shared.
+func (c *ScaledClock) ResumeFrom(t time.Time) {
+	if t.After(c.Now()) {
+		c.start, c.real = t, time.Now()
+	}
+}
+
 func (c *ScaledClock) scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.Speed)
 }

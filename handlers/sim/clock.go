@@ -8,7 +8,7 @@ import (
 
 // ScaledClock is real time sped up: Now advances Speed times faster than
 // the wall clock, and timers fire after d/Speed of real time. It lets
-// `serve --simulate` run a 15-minute story in under a minute.
+// `serve` (with no kubeconfig, the simulator) run a 15-minute story in under a minute.
 type ScaledClock struct {
 	Speed float64
 	start time.Time

@@ -59,7 +59,8 @@ type serveOptions struct {
 	metricsAddress string
 	otlpEndpoint   string
 
-	cluster clusterOptions
+	cluster     clusterOptions
+	eventSource string // event_source.go
 
 	timing *startupTimer // set by runServe: one log line per start-up phase
 }
@@ -102,6 +103,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API token (default <data-dir>/api-token, generated on first start)")
 	f.StringVar(&o.apiTLSCert, "api-tls-cert", "", "REST API server certificate (PEM file, re-read when it changes); without it the API is plain HTTP")
 	f.StringVar(&o.apiTLSKey, "api-tls-key", "", "REST API server key (PEM file)")
+	f.StringVar(&o.eventSource, "event-source", "", eventSourceHelp)
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
@@ -304,7 +306,11 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	o.timing.done("views built (snapshot load and catch-up)", "seq", p.views.Seq(), "snapshot", p.views.SnapshotSeq())
-	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
+	src, err := eventSource(o)
+	if err != nil {
+		return nil, err
+	}
+	p.service = handlers.NewService(p.store, p.views, p.clock, src, log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
 		if err := tel.Metrics.ObserveStore(p.store); err != nil {

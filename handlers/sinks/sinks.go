@@ -323,7 +323,9 @@ func (w *worker) handle(ctx context.Context, m jetstream.Msg) {
 // deliver sends e until the receiver accepts it, the attempts run out (a
 // dead-lettering sink), or ctx ends. It returns the attempts made.
 func (w *worker) deliver(ctx context.Context, m jetstream.Msg, e events.Event) (int, error) {
-	ce, err := e.CloudEvent()
+	// The one shape of an event (events.Structured): the export's and the
+	// API's names, with the log sequence.
+	ce, err := e.Structured()
 	if err != nil {
 		return 0, err
 	}

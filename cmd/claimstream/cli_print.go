@@ -98,11 +98,13 @@ func phases(m map[projections.SlotPhase]int) string {
 	return strings.Join(keys, ",")
 }
 
-func groupTable(w io.Writer, gs []rest.Group, wide bool) error {
+func groupTable(w io.Writer, gs []rest.Group, wide, head bool) error {
 	tw := table(w)
-	if wide {
+	switch {
+	case !head:
+	case wide:
 		row(tw, "NAME", "SCALER", "MIN", "MAX", "TARGET", "LIVE", "SLOTS", "FREE", "SLOT-PHASES", "BUDGET")
-	} else {
+	default:
 		row(tw, "NAME", "SCALER", "MIN", "MAX", "TARGET", "LIVE", "SLOTS")
 	}
 	for _, g := range gs {
@@ -144,11 +146,13 @@ func nodeState(s rest.Slot) string {
 	return out
 }
 
-func slotTable(w io.Writer, ss []rest.Slot, wide bool, now time.Time) error {
+func slotTable(w io.Writer, ss []rest.Slot, wide, head bool, now time.Time) error {
 	tw := table(w)
-	if wide {
+	switch {
+	case !head:
+	case wide:
 		row(tw, "NAME", "GROUP", "PHASE", "CLAIM", "NODE", "LAST-CLAIM", "PROVIDER-ID", "NEXT-ATTEMPT", "DECOMMISSIONED", "LAST-SHUTDOWN")
-	} else {
+	default:
 		row(tw, "NAME", "GROUP", "PHASE", "CLAIM", "NODE", "LAST-CLAIM")
 	}
 	for _, s := range ss {
@@ -169,13 +173,15 @@ func slotTable(w io.Writer, ss []rest.Slot, wide bool, now time.Time) error {
 	return tw.Flush()
 }
 
-func claimTable(w io.Writer, cs []rest.Claim, wide bool, now time.Time) error {
+func claimTable(w io.Writer, cs []rest.Claim, wide, withHeader bool, now time.Time) error {
 	tw := table(w)
 	head := []string{"NAME", "SLOT", "GROUP", "PHASE", "ATTEMPT", "REASON", "REQUESTED-BY", "AGE", "DEADLINE"}
 	if wide {
 		head = append(head, "CALL", "STARTUP-JOB", "NODE", "SCALE-DOWN", "SHUTDOWNS")
 	}
-	row(tw, head...)
+	if withHeader {
+		row(tw, head...)
+	}
 	for _, c := range cs {
 		cols := []string{c.Name, c.Slot, c.Group, string(c.Phase.Normal()), fmt.Sprint(c.Attempt), c.Reason, c.RequestedBy, age(now.Sub(c.RequestedAt)), deadline(c, now)}
 		if wide {

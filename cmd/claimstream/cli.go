@@ -149,11 +149,11 @@ func newGetCmd() *cobra.Command {
 	var group, slot, phase string
 	var noHeaders, watch bool
 	cmd := &cobra.Command{
-		Use:     "get groups|slots|claims [NAME...]",
-		Short:   "List groups, slots or claims from the live views",
+		Use:   "get groups|slots|claims [NAME...]",
+		Short: "List groups, slots or claims from the live views",
 		Example: "  claimstream get claims\n  claimstream get slots --group homelab -o wide\n  claimstream get claim node-1-3f2a9c -o yaml\n" +
 			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers",
-		Args:    cobra.MinimumNArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return []string{"groups", "slots", "claims"}, cobra.ShellCompDirectiveNoFileComp

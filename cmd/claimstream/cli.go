@@ -475,7 +475,11 @@ func newEventsCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			wide := format == "wide"
 			header := false
-			return c.Events(cmd.Context(), q, func(e rest.Event) error {
+			events := c.Events
+			if follow {
+				events = (&follower{c: c, stderr: cmd.ErrOrStderr()}).events
+			}
+			return events(cmd.Context(), q, func(e rest.Event) error {
 				switch format {
 				case "json":
 					b, err := marshalCompact(e)

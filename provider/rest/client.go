@@ -273,6 +273,9 @@ type EventQuery struct {
 	From               uint64
 	Last               int
 	Follow             bool
+	// OnOpen, when set, is called once the server has accepted the
+	// request, before the first event (not sent).
+	OnOpen func() `json:"-"`
 }
 
 func (q EventQuery) values() url.Values {
@@ -321,6 +324,9 @@ func (c *Client) lines(ctx context.Context, path string, q EventQuery, fn func([
 		return err
 	}
 	defer resp.Body.Close()
+	if q.OnOpen != nil {
+		q.OnOpen()
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {

@@ -22,6 +22,7 @@ var queryParams = map[string][]string{
 	"GET /api/v1/events/export":       {"slot", "claim", "group", "type", "since", "until", "from", "last", "follow"},
 	"GET /api/v1/audit/claims/{name}": {"slot"},
 	"GET /api/v1/replay":              {"at", "seq"},
+	"GET /api/v1/sinks/dead-letters":  {"sink"},
 }
 
 // queryValues are the values a parameter may take, where they are few.

@@ -49,6 +49,9 @@ type Options struct {
 	LogHealth *events.LogHealth
 	// OnBackup, when set, is told of every backup served (backup.go).
 	OnBackup func(at time.Time, size int64, err error)
+	// DeadLetters, when set, serves the sinks' dead letters
+	// (deadletters.go); nil: serve runs with no sinks.
+	DeadLetters DeadLetters
 }
 
 // server holds what the handlers need.
@@ -87,6 +90,8 @@ var routes = []route{
 	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
 	{"GET", "/api/v1/replay", true, (*server).replay},
 	{"GET", "/api/v1/backup", true, (*server).backup},
+	{"GET", "/api/v1/sinks/dead-letters", true, (*server).listDeadLetters},
+	{"POST", "/api/v1/sinks/dead-letters/redeliver", true, (*server).redeliverDeadLetters},
 }
 
 // Routes lists "METHOD /path" of every route the API serves.

@@ -322,4 +322,3 @@ func describe(n *yaml.Node) string {
 	}
 	return kindOf(n)
 }
-

@@ -180,7 +180,7 @@ func newGetCmd() *cobra.Command {
 			if err := printViews(cmd.OutOrStdout(), out, kind, v, len(args) > 1, serverNow(c)); err != nil || !watch {
 				return err
 			}
-			return watchViews(cmd.Context(), cmd.OutOrStdout(), c, out, kind, v, args[1:], group, slot, phase)
+			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, args[1:], group, slot, phase)
 		},
 	}
 	o.bind(cmd, true)

@@ -16,8 +16,9 @@ import (
 // event stream from the listing's sequence and, after each event, prints
 // the rows (or objects) that changed since they were last printed, as
 // kubectl's watch does. A row that leaves the views (a collected claim) is
-// not printed. It returns when ctx ends or the stream fails.
-func watchViews(ctx context.Context, w io.Writer, c *rest.Client, out viewsOutput, kind string, first views, names []string, group, slot, phase string) error {
+// not printed. Like `events --follow` it reconnects when serve goes away;
+// it returns when ctx ends or the server refuses the request.
+func watchViews(ctx context.Context, w, stderr io.Writer, c *rest.Client, out viewsOutput, kind string, first views, names []string, group, slot, phase string) error {
 	seen := map[string]string{}
 	remember := func(v views) []views {
 		var changed []views
@@ -42,7 +43,9 @@ func watchViews(ctx context.Context, w io.Writer, c *rest.Client, out viewsOutpu
 	}
 	rowOut := out
 	rowOut.noHeaders = true
-	err := c.Events(ctx, rest.EventQuery{From: seq + 1, Follow: true}, func(e rest.Event) error {
+	// The follower of `events --follow`: a restart of serve is survived.
+	f := &follower{c: c, stderr: stderr}
+	err := f.events(ctx, rest.EventQuery{From: seq + 1, Follow: true}, func(e rest.Event) error {
 		v, err := fetchAtLeast(ctx, c, kind, e.Seq, group, slot, phase)
 		if err != nil {
 			return err
@@ -56,9 +59,6 @@ func watchViews(ctx context.Context, w io.Writer, c *rest.Client, out viewsOutpu
 	})
 	if ctx.Err() != nil {
 		return nil
-	}
-	if err == nil {
-		return fmt.Errorf("watch: the server ended the event stream; the rows above are the last seen")
 	}
 	return fmt.Errorf("watch: %w", err)
 }

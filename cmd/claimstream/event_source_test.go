@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,9 +41,12 @@ func TestEventSourceNamesTheInstallation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "data")
 	if _, err := startPlane(ctx, serveOptions{dataDir: dir, stream: "CLAIMSTREAM", noFsync: true, eventSource: "bad source"}, quiet, nil, nil); err == nil || !strings.Contains(err.Error(), "--event-source") {
 		t.Fatalf("start with a bad --event-source: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a refused --event-source created the data dir: %v", err)
 	}
 	p, err := startPlane(ctx, serveOptions{dataDir: dir, stream: "CLAIMSTREAM", noFsync: true, eventSource: "/claimstream/prod-eu"}, quiet, clock.RealClock{}, nil)
 	if err != nil {

@@ -59,7 +59,8 @@ type serveOptions struct {
 	metricsAddress string
 	otlpEndpoint   string
 
-	cluster     clusterOptions
+	cluster clusterOptions
+
 	eventSource string // event_source.go
 
 	timing *startupTimer // set by runServe: one log line per start-up phase
@@ -256,6 +257,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 }
 
 func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock.Clock, tel *telemetry.Telemetry) (*plane, error) {
+	src, err := eventSource(o) // refused before anything is written
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
@@ -306,10 +311,6 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	o.timing.done("views built (snapshot load and catch-up)", "seq", p.views.Seq(), "snapshot", p.views.SnapshotSeq())
-	src, err := eventSource(o)
-	if err != nil {
-		return nil, err
-	}
 	p.service = handlers.NewService(p.store, p.views, p.clock, src, log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)

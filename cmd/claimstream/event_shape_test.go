@@ -104,6 +104,30 @@ func TestOneEventShapeEverywhere(t *testing.T) {
 	resp.Body.Close()
 	paths["GET /api/v1/events"] = fieldsOf(t, "GET /api/v1/events", string(b))
 
+	// A command's answer carries the events it wrote in the same shape.
+	req, _ = http.NewRequestWithContext(ctx, "POST", f.Server.URL+"/api/v1/slots/node-3.lan/recommission", strings.NewReader(`{"by":"carol"}`))
+	req.Header.Set("Authorization", "Bearer "+resttest.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&answer)
+	resp.Body.Close()
+	if err != nil || len(answer.Events) != 1 {
+		t.Fatalf("recommission answer: %d events, %v", len(answer.Events), err)
+	}
+	commandFields := fieldsOf(t, "command answer", string(answer.Events[0]))
+	exported := fieldsOf(t, "events export --slot node-3.lan", runCLI(t, f, "events", "export", "--slot", "node-3.lan"))
+	for id, fields := range commandFields {
+		if !slices.Equal(exported[id], fields) {
+			t.Errorf("a command's answer names event %s's fields %v; events export names them %v", id, fields, exported[id])
+		}
+	}
+
 	structured, binary := &webhook{got: map[string][]string{}}, &webhook{got: map[string][]string{}}
 	hs, hb := httptest.NewServer(structured), httptest.NewServer(binary)
 	defer hs.Close()

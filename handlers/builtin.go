@@ -98,7 +98,7 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 		if !cl.WantsMachine() {
 			continue
 		}
-		n := scale.Node{Slot: cl.Slot, Since: cl.RequestedAt}
+		n := scale.Node{Slot: cl.Slot, Since: cl.RequestedAt, Manual: cl.Request.Call == events.CallManual}
 		if sl := s.Slots[cl.Slot]; sl != nil {
 			n.Name = sl.NodeName()
 		}

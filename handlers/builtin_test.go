@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/projections"
 )
 
 // TestBuiltinGroupFailureLeavesOtherGroupsTheirPass: two built-in groups
@@ -41,5 +43,42 @@ func TestBuiltinGroupFailureLeavesOtherGroupsTheirPass(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "group a") || !strings.Contains(err.Error(), "apiserver unavailable") {
 		t.Fatalf("pass error %v, want the failure of group a", err)
+	}
+}
+
+// TestBuiltinScalerKeepsAManualClaim: a claim made by hand on a built-in
+// group counts as one of its nodes, but the scaler's teardown after a hold
+// with no work releases only its own claims and says so in the decision
+// the audit tells; the manual claim stays ready until deleted by hand.
+func TestBuiltinScalerKeepsAManualClaim(t *testing.T) {
+	e := newRenv(t)
+	spec := events.GroupSpec{Scaler: events.ScalerBuiltin, Builtin: &events.BuiltinScaler{PodsPerNode: 1, MaxNodes: 2, Hold: events.Duration(time.Minute)}}
+	e.declare("g", spec, false, "m", "s")
+	e.h.MustExec(handlers.ManualClaim{Slot: "m", By: "carol", Reason: "burn-in"})
+	e.passes()
+	c := e.claim("m")
+	e.finishJob(c.StartupJob, true, "")
+	e.register("m", true)
+	e.passes()
+	e.bootToReady("g", "s")
+	e.passes() // no work: the hold starts
+	e.step(2 * time.Minute)
+	e.passes()
+	e.step(2 * time.Minute)
+	e.passes()
+	if c := e.claim("m"); c.Phase != projections.PhaseReady || c.ScaleDown != nil {
+		t.Fatalf("the manual claim is %s (scale-down %+v), want ready and kept", c.Phase, c.ScaleDown)
+	}
+	if c := e.claim("s"); c.ScaleDown == nil {
+		t.Fatal("the scaler's own idle claim was not released")
+	}
+	var reason string
+	e.h.Read(func(s *projections.State) {
+		if d := s.Groups["g"].LastDecision; d != nil {
+			reason = d.Reason
+		}
+	})
+	if !strings.Contains(reason, "made by hand") {
+		t.Fatalf("the last scale decision %q does not say the manual claim is kept", reason)
 	}
 }

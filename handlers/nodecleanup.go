@@ -36,7 +36,8 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if job, ok := r.cluster.Job(v.Slot.LastShutdown.Job); ok && !job.Finished() {
 		return 0, nil
 	}
-	if _, err := r.exec(ctx, r.Name(), RequestNodeDelete{Slot: slot, Node: node.Name, ShutdownJob: v.Slot.LastShutdown.Job}); err != nil {
+	res, err := r.exec(ctx, r.Name(), RequestNodeDelete{Slot: slot, Node: node.Name, ShutdownJob: v.Slot.LastShutdown.Job})
+	if err != nil {
 		return 0, err
 	}
 	if d := r.view(slot).Slot.LastNodeDelete; d == nil || d.By != node.Name || d.At.Before(v.Slot.LastShutdown.At) {
@@ -45,7 +46,14 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if err := r.cluster.DeleteNode(ctx, node.Name); err != nil {
 		return 0, fmt.Errorf("delete node %s: %w", node.Name, err)
 	}
-	r.log.Info("deleted the NotReady node of a powered-off machine", "slot", slot, "node", node.Name, "shutdownJob", v.Slot.LastShutdown.Job)
+	// The Node cache lags behind the delete, so the passes after it see
+	// the Node again and delete it again (NotFound is success): only the
+	// pass that recorded the delete says so.
+	if len(res.Events) > 0 {
+		r.log.Info("deleted the NotReady node of a powered-off machine", "slot", slot, "node", node.Name, "shutdownJob", v.Slot.LastShutdown.Job)
+	} else {
+		r.log.Debug("deleted again a Node the cache still shows", "slot", slot, "node", node.Name)
+	}
 	return 0, nil
 }
 

@@ -64,7 +64,7 @@ func (o *cliOptions) bind(cmd *cobra.Command, output bool) {
 	o.bindTLS(f)
 	f.StringVar(&o.configFile, "cli-config", defaultCLIConfig(), "CLI config file (YAML: server, token, caFile)")
 	if output {
-		f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, json or yaml")
+		f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, json or yaml (get and replay also: name, jsonpath=TEMPLATE)")
 		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	}
 }
@@ -85,7 +85,8 @@ func (o *cliOptions) client() (*rest.Client, error) {
 		}
 	}
 	server := first(o.server, os.Getenv("CLAIMSTREAM_SERVER"), file.Server, DefaultServer)
-	token := first(o.token, os.Getenv("CLAIMSTREAM_TOKEN"), file.Token, localToken(server))
+	local := localToken(server)
+	token := first(o.token, os.Getenv("CLAIMSTREAM_TOKEN"), file.Token, local)
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
 	}
@@ -93,7 +94,7 @@ func (o *cliOptions) client() (*rest.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rest.Client{BaseURL: server, Token: token, HTTP: hc}, nil
+	return &rest.Client{BaseURL: server, Token: token, HTTP: hc, AuthHint: o.tokenHint(file, local)}, nil
 }
 
 func (o *cliOptions) format() (string, error) {
@@ -120,7 +121,7 @@ func newCLICommands() []*cobra.Command {
 	return []*cobra.Command{
 		newGetCmd(), newDescribeCmd(), newEventsCmd(), newAuditCmd(), newReplayCmd(),
 		newClaimCmd(), newDeleteCmd(), newDecommissionCmd(), newRecommissionCmd(),
-		newBackupCmd(), newRestoreCmd(), newCostCmd(),
+		newBackupCmd(), newRestoreCmd(), newCostCmd(), newSinksCmd(),
 	}
 }
 
@@ -146,11 +147,13 @@ func printObject(w io.Writer, format string, v any) error {
 func newGetCmd() *cobra.Command {
 	o := &cliOptions{}
 	var group, slot, phase string
+	var noHeaders, watch bool
 	cmd := &cobra.Command{
-		Use:     "get groups|slots|claims [NAME...]",
-		Short:   "List groups, slots or claims from the live views",
-		Example: "  claimstream get claims\n  claimstream get slots --group homelab -o wide\n  claimstream get claim node-1-3f2a9c -o yaml",
-		Args:    cobra.MinimumNArgs(1),
+		Use:   "get groups|slots|claims [NAME...]",
+		Short: "List groups, slots or claims from the live views",
+		Example: "  claimstream get claims\n  claimstream get slots --group homelab -o wide\n  claimstream get claim node-1-3f2a9c -o yaml\n" +
+			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers",
+		Args: cobra.MinimumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return []string{"groups", "slots", "claims"}, cobra.ShellCompDirectiveNoFileComp
@@ -158,7 +161,7 @@ func newGetCmd() *cobra.Command {
 			return completeNames(cmd.Context(), o, args[0])
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := o.format()
+			out, err := parseViewsOutput(o.output, noHeaders)
 			if err != nil {
 				return err
 			}
@@ -174,10 +177,15 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printViews(cmd.OutOrStdout(), format, kind, v, len(args) > 1, serverNow(c))
+			if err := printViews(cmd.OutOrStdout(), out, kind, v, len(args) > 1, serverNow(c)); err != nil || !watch {
+				return err
+			}
+			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, args[1:], group, slot, phase)
 		},
 	}
 	o.bind(cmd, true)
+	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print the table rows without the header")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, keep printing a row each time one changes (follows the event stream)")
 	cmd.Flags().StringVar(&group, "group", "", "only this group's slots or claims")
 	cmd.Flags().StringVar(&slot, "slot", "", "only this slot's claims")
 	cmd.Flags().StringVar(&phase, "phase", "", "only claims in this phase (pending, booting, ready, failed, completed)")
@@ -253,8 +261,9 @@ func fetch(ctx context.Context, c *rest.Client, kind string, names []string, gro
 	}
 }
 
-func printViews(w io.Writer, format, kind string, v views, named bool, now time.Time) error {
-	if format == "json" || format == "yaml" {
+func printViews(w io.Writer, out viewsOutput, kind string, v views, named bool, now time.Time) error {
+	switch out.format {
+	case "json", "yaml", "jsonpath":
 		var obj any
 		switch kind {
 		case "groups":
@@ -264,16 +273,21 @@ func printViews(w io.Writer, format, kind string, v views, named bool, now time.
 		default:
 			obj = listOrOne(v.Seq, v.Claims, named)
 		}
-		return printObject(w, format, obj)
+		if out.format == "jsonpath" {
+			return printJSONPath(w, out.jsonpath, obj)
+		}
+		return printObject(w, out.format, obj)
+	case "name":
+		return printNames(w, kind, v)
 	}
-	wide := format == "wide"
+	wide, head := out.format == "wide", !out.noHeaders
 	switch kind {
 	case "groups":
-		return groupTable(w, v.Groups, wide)
+		return groupTable(w, v.Groups, wide, head)
 	case "slots":
-		return slotTable(w, v.Slots, wide, now)
+		return slotTable(w, v.Slots, wide, head, now)
 	default:
-		return claimTable(w, v.Claims, wide, now)
+		return claimTable(w, v.Claims, wide, head, now)
 	}
 }
 
@@ -461,7 +475,11 @@ func newEventsCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			wide := format == "wide"
 			header := false
-			return c.Events(cmd.Context(), q, func(e rest.Event) error {
+			events := c.Events
+			if follow {
+				events = (&follower{c: c, stderr: cmd.ErrOrStderr()}).events
+			}
+			return events(cmd.Context(), q, func(e rest.Event) error {
 				switch format {
 				case "json":
 					b, err := marshalCompact(e)
@@ -597,7 +615,7 @@ events expired from the log, with no checkpoint at or before it, is refused.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"groups", "slots", "claims"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := o.format()
+			out, err := parseViewsOutput(o.output, false)
 			if err != nil {
 				return err
 			}
@@ -629,7 +647,7 @@ events expired from the log, with no checkpoint at or before it, is refused.`,
 			}
 			when, _ := time.Parse(time.RFC3339Nano, r.At)
 			fmt.Fprintf(cmd.ErrOrStderr(), "# views at %s (seq %d), rebuilt from the log\n", r.At, r.Seq)
-			return printViews(cmd.OutOrStdout(), format, kind, views{Seq: r.Seq, Groups: r.Groups, Slots: r.Slots, Claims: r.Claims}, false, when)
+			return printViews(cmd.OutOrStdout(), out, kind, views{Seq: r.Seq, Groups: r.Groups, Slots: r.Slots, Claims: r.Claims}, false, when)
 		},
 	}
 	o.bind(cmd, true)

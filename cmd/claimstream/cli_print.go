@@ -36,9 +36,11 @@ func row(tw io.Writer, cols ...string) {
 }
 
 // age is a kubectl-style age: 45s, 12m, 3h12m, 4d.
+// A negative duration (a time the server stamped ahead of the clock it
+// is measured against) reads 0s: an age is never negative.
 func age(d time.Duration) string {
 	if d < 0 {
-		return "-" + age(-d)
+		d = 0
 	}
 	switch {
 	case d < time.Minute:
@@ -96,11 +98,13 @@ func phases(m map[projections.SlotPhase]int) string {
 	return strings.Join(keys, ",")
 }
 
-func groupTable(w io.Writer, gs []rest.Group, wide bool) error {
+func groupTable(w io.Writer, gs []rest.Group, wide, head bool) error {
 	tw := table(w)
-	if wide {
+	switch {
+	case !head:
+	case wide:
 		row(tw, "NAME", "SCALER", "MIN", "MAX", "TARGET", "LIVE", "SLOTS", "FREE", "SLOT-PHASES", "BUDGET")
-	} else {
+	default:
 		row(tw, "NAME", "SCALER", "MIN", "MAX", "TARGET", "LIVE", "SLOTS")
 	}
 	for _, g := range gs {
@@ -142,11 +146,13 @@ func nodeState(s rest.Slot) string {
 	return out
 }
 
-func slotTable(w io.Writer, ss []rest.Slot, wide bool, now time.Time) error {
+func slotTable(w io.Writer, ss []rest.Slot, wide, head bool, now time.Time) error {
 	tw := table(w)
-	if wide {
+	switch {
+	case !head:
+	case wide:
 		row(tw, "NAME", "GROUP", "PHASE", "CLAIM", "NODE", "LAST-CLAIM", "PROVIDER-ID", "NEXT-ATTEMPT", "DECOMMISSIONED", "LAST-SHUTDOWN")
-	} else {
+	default:
 		row(tw, "NAME", "GROUP", "PHASE", "CLAIM", "NODE", "LAST-CLAIM")
 	}
 	for _, s := range ss {
@@ -167,13 +173,15 @@ func slotTable(w io.Writer, ss []rest.Slot, wide bool, now time.Time) error {
 	return tw.Flush()
 }
 
-func claimTable(w io.Writer, cs []rest.Claim, wide bool, now time.Time) error {
+func claimTable(w io.Writer, cs []rest.Claim, wide, withHeader bool, now time.Time) error {
 	tw := table(w)
 	head := []string{"NAME", "SLOT", "GROUP", "PHASE", "ATTEMPT", "REASON", "REQUESTED-BY", "AGE", "DEADLINE"}
 	if wide {
 		head = append(head, "CALL", "STARTUP-JOB", "NODE", "SCALE-DOWN", "SHUTDOWNS")
 	}
-	row(tw, head...)
+	if withHeader {
+		row(tw, head...)
+	}
 	for _, c := range cs {
 		cols := []string{c.Name, c.Slot, c.Group, string(c.Phase.Normal()), fmt.Sprint(c.Attempt), c.Reason, c.RequestedBy, age(now.Sub(c.RequestedAt)), deadline(c, now)}
 		if wide {
@@ -377,8 +385,10 @@ func describeClaim(w io.Writer, c rest.Claim, now time.Time) error {
 	}
 	k.line("Requested", req)
 	dl := stampp(c.DeadlineAt)
-	if dl != "" {
-		dl += " (" + deadline(c, now) + ")"
+	if left := deadline(c, now); left != "" {
+		dl += " (" + left + ")"
+	} else if dl != "" && c.Phase.IsTerminal() {
+		dl += " (no longer watched: the claim ended)"
 	}
 	k.line("Deadline", dl)
 	k.line("Budget", fmt.Sprintf("%s (maxNodeProvisionTime %s)", c.Budget, c.MaxNodeProvisionTime))
@@ -463,10 +473,18 @@ func eventRow(w io.Writer, e rest.Event, wide bool) {
 
 func printAudit(w io.Writer, a rest.Audit) error {
 	if a.Claim != "" {
-		fmt.Fprintf(w, "Claim %s on slot %s (group %s), %d events\n", a.Claim, a.Slot, a.Group, len(a.Lines))
+		fmt.Fprintf(w, "Claim %s on slot %s (group %s), %s\n", a.Claim, a.Slot, a.Group, count(len(a.Lines), "event"))
 	} else {
-		fmt.Fprintf(w, "Slot %s (group %s), %d events, %d claims: %s\n", a.Slot, a.Group, len(a.Lines), len(a.Claims), strings.Join(a.Claims, ", "))
+		fmt.Fprintf(w, "Slot %s (group %s), %s, %s: %s\n", a.Slot, a.Group, count(len(a.Lines), "event"), count(len(a.Claims), "claim"), strings.Join(a.Claims, ", "))
 	}
 	_, err := io.WriteString(w, audit.Render(a.Lines))
 	return err
+}
+
+// count is "1 claim", "2 claims", "0 claims".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -95,10 +95,21 @@ func TestCLIGolden(t *testing.T) {
 		{"get-claims-group", []string{"get", "claims", "--group", "homelab", "--phase", "ready"}},
 		{"get-claim-yaml", []string{"get", "claim", f.Claims["second"], "-o", "yaml"}},
 		{"get-unknown", []string{"get", "claim", "nope-000000"}},
+		{"get-slots-name", []string{"get", "slots", "-o", "name"}},
+		{"get-claim-name", []string{"get", "claim", f.Claims["second"], "-o", "name"}},
+		{"get-claims-jsonpath", []string{"get", "claims", "-o", "jsonpath={range .items[*]}{.name}{\"\\t\"}{.phase}{\"\\n\"}{end}"}},
+		{"get-claim-jsonpath-relaxed", []string{"get", "claim", f.Claims["second"], "-o", "jsonpath=.slot"}},
+		{"get-claims-jsonpath-bad", []string{"get", "claims", "-o", "jsonpath={.items[*"}},
+		{"get-claims-no-headers", []string{"get", "claims", "--no-headers"}},
+		{"get-slots-wide-no-headers", []string{"get", "slots", "-o", "wide", "--no-headers"}},
+		{"get-bad-output", []string{"get", "claims", "-o", "xml"}},
+		{"replay-claims-name", []string{"replay", "claims", "--seq", "8", "-o", "name"}},
 		{"describe-slot", []string{"describe", "slot", "node-1.lan"}},
 		{"describe-claim", []string{"describe", "claim", f.Claims["second"]}},
 		{"describe-claim-pending", []string{"describe", "claim", f.Claims["manual"]}},
 		{"describe-group", []string{"describe", "group", "homelab"}},
+		{"describe-claim-failed", []string{"describe", "claim", f.Claims["broken"]}},
+		{"audit-slot-one-claim", []string{"audit", "slot", "node-3.lan"}},
 		{"events", []string{"events"}},
 		{"events-slot-wide", []string{"events", "--slot", "gpu-1", "-o", "wide"}},
 		{"events-type-json", []string{"events", "--type", "ClaimFailed", "-o", "json"}},
@@ -237,5 +248,18 @@ func TestCLIAgesFollowTheServerClock(t *testing.T) {
 	}
 	if out.String() != want {
 		t.Fatalf("with a wrong local clock:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestAgeIsNeverNegative: a time ahead of the clock it is measured
+// against reads 0s, not a negative age.
+func TestAgeIsNeverNegative(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, -3 * time.Hour} {
+		if got := age(d); got != "0s" {
+			t.Errorf("age(%s) = %q, want 0s", d, got)
+		}
+	}
+	if got := age(90 * time.Second); got != "1m30s" {
+		t.Errorf("age(90s) = %q", got)
 	}
 }

@@ -62,6 +62,8 @@ type serveOptions struct {
 
 	cluster clusterOptions
 
+	eventSource string // event_source.go
+
 	timing *startupTimer // set by runServe: one log line per start-up phase
 }
 
@@ -103,6 +105,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API token (default <data-dir>/api-token, generated on first start)")
 	f.StringVar(&o.apiTLSCert, "api-tls-cert", "", "REST API server certificate (PEM file, re-read when it changes); without it the API is plain HTTP")
 	f.StringVar(&o.apiTLSKey, "api-tls-key", "", "REST API server key (PEM file)")
+	f.StringVar(&o.eventSource, "event-source", "", eventSourceHelp)
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
@@ -261,6 +264,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 }
 
 func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock.Clock, tel *telemetry.Telemetry) (*plane, error) {
+	src, err := eventSource(o) // refused before anything is written
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
@@ -293,6 +300,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	o.timing.done("event log stream opened", "stream", o.stream)
+	resumeSimClock(ctx, clk, p.store, log)
 	snaps, err := projections.OpenSnapshots(ctx, js, "")
 	if err != nil {
 		return nil, err
@@ -310,7 +318,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	o.timing.done("views built (snapshot load and catch-up)", "seq", p.views.Seq(), "snapshot", p.views.SnapshotSeq())
-	p.service = handlers.NewService(p.store, p.views, p.clock, "/claimstream/serve", log)
+	p.service = handlers.NewService(p.store, p.views, p.clock, src, log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
 		tel.Metrics.SetClock(p.clock)
@@ -392,7 +400,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health}
+	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters()}
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}

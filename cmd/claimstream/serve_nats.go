@@ -89,7 +89,9 @@ func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *
 	case n.tlsCert == "" && !events.IsLoopback(host):
 		return ec, fmt.Errorf("--nats-listen %s is not a loopback address: the NATS client port needs TLS there (--nats-tls-cert and --nats-tls-key), or bind it to 127.0.0.1", n.listen)
 	}
-	for flag, path := range map[string]string{"--nats-tls-cert": n.tlsCert, "--nats-tls-key": n.tlsKey, "--nats-tls-client-ca": n.tlsClientCA} {
+	// In flag order (not a map's): the first missing file is the one named.
+	for _, f := range []struct{ flag, path string }{{"--nats-tls-cert", n.tlsCert}, {"--nats-tls-key", n.tlsKey}, {"--nats-tls-client-ca", n.tlsClientCA}} {
+		flag, path := f.flag, f.path
 		if path == "" {
 			continue
 		}

@@ -378,6 +378,10 @@ type Node struct {
 	Ready bool
 	// Since orders "newest": when the claim became ready (else requested).
 	Since time.Time
+	// Manual: the claim was made by hand (claimstream claim). It counts as
+	// a node of the group, but the scaler never releases it: it lives until
+	// the operator deletes it.
+	Manual bool
 }
 
 // node is the name the node's pods are bound to.
@@ -450,9 +454,11 @@ func Decide(o Observation, g Group, now time.Time) Decision {
 	switch {
 	case !intent && d.Nodes == 0:
 		d.Action, d.Reason = ActionNone, "no work and no node"
+	case !intent && releasable(g) == 0:
+		d.Action, d.Reason = ActionNone, fmt.Sprintf("no work; %s made by hand kept until deleted by hand", claimsCount(d.Nodes))
 	case !intent && last.Action != ActionHold:
 		d.Action = ActionHold
-		d.Reason = fmt.Sprintf("no work: holding %s before releasing %d nodes", hold, d.Nodes)
+		d.Reason = fmt.Sprintf("no work: holding %s before releasing %d nodes", hold, releasable(g))
 		d.Requeue = hold
 	case !intent:
 		end := last.At.Add(hold)
@@ -462,10 +468,15 @@ func Decide(o Observation, g Group, now time.Time) Decision {
 		}
 		d.Action = ActionTeardown
 		for _, n := range g.Nodes {
-			d.Release = append(d.Release, n.Slot)
+			if !n.Manual {
+				d.Release = append(d.Release, n.Slot)
+			}
 		}
 		d.Slots = d.Release
 		d.Reason = fmt.Sprintf("no work for the whole hold of %s: releasing every node", hold)
+		if kept := d.Nodes - len(d.Release); kept > 0 {
+			d.Reason += fmt.Sprintf(" but the %s made by hand (kept until deleted by hand)", claimsCount(kept))
+		}
 	case d.Nodes < d.Target:
 		d.Create = min(d.Target-d.Nodes, g.Free)
 		if d.Create == 0 {
@@ -473,7 +484,7 @@ func Decide(o Observation, g Group, now time.Time) Decision {
 			break
 		}
 		d.Action = ActionProvision
-		d.Reason = fmt.Sprintf("demand %d at %d pods a node needs %d nodes%s, %d counted: creating %d claims", d.Demand, g.Options.PodsPerNodeOrDefault(), d.Target, capped, d.Nodes, d.Create)
+		d.Reason = fmt.Sprintf("demand %d at %d pods a node needs %d nodes%s, %d counted: creating %s", d.Demand, g.Options.PodsPerNodeOrDefault(), d.Target, capped, d.Nodes, claimsCount(d.Create))
 		if d.Create < d.Target-d.Nodes {
 			d.Reason += fmt.Sprintf(" (%d free slots)", g.Free)
 		}
@@ -492,7 +503,7 @@ func Decide(o Observation, g Group, now time.Time) Decision {
 func idle(g Group, loads map[string]Load) []string {
 	var out []Node
 	for _, n := range g.Nodes {
-		if n.Ready && loads[n.node()].Tenant == 0 {
+		if n.Ready && !n.Manual && loads[n.node()].Tenant == 0 {
 			out = append(out, n)
 		}
 	}
@@ -555,4 +566,23 @@ func surplus(d Decision, g Group, loads map[string]Load, last *Last, hold time.D
 	d.Action, d.Release, d.Slots = ActionRelease, kept[:1], kept[:1]
 	d.Reason = fmt.Sprintf("%d nodes for target %d (%d over): %s was idle for the whole hold of %s (emptiest, then newest)", d.Nodes, d.Target, over, kept[0], hold)
 	return d
+}
+
+// claimsCount is "1 claim" or "N claims" (the reason is read in the audit).
+func claimsCount(n int) string {
+	if n == 1 {
+		return "1 claim"
+	}
+	return fmt.Sprintf("%d claims", n)
+}
+
+// releasable counts the nodes the scaler may release (not made by hand).
+func releasable(g Group) int {
+	n := 0
+	for _, x := range g.Nodes {
+		if !x.Manual {
+			n++
+		}
+	}
+	return n
 }

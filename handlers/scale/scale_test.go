@@ -3,6 +3,7 @@ package scale
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,7 +185,7 @@ func TestDecideProvisionHoldTeardown(t *testing.T) {
 	// Fewer free slots than missing nodes: what there is.
 	g2 := group(Node{Slot: "a"})
 	g2.Free = 1
-	if d := Decide(o, g2, now); d.Action != ActionProvision || d.Create != 1 {
+	if d := Decide(o, g2, now); d.Action != ActionProvision || d.Create != 1 || !strings.Contains(d.Reason, "creating 1 claim (") {
 		t.Fatalf("capped by free slots: %+v", d)
 	}
 	// A target above the slots in service is capped.

@@ -8,7 +8,7 @@ import (
 
 // ScaledClock is real time sped up: Now advances Speed times faster than
 // the wall clock, and timers fire after d/Speed of real time. It lets
-// `serve --simulate` run a 15-minute story in under a minute.
+// `serve` (with no kubeconfig, the simulator) run a 15-minute story in under a minute.
 type ScaledClock struct {
 	Speed float64
 	start time.Time
@@ -24,6 +24,17 @@ func NewScaledClock(speed float64) *ScaledClock {
 	}
 	now := time.Now()
 	return &ScaledClock{Speed: speed, start: now, real: now}
+}
+
+// ResumeFrom moves a clock that has not started running yet to t when t
+// is later than its Now: a restarted simulation continues from the last
+// time its log recorded instead of the wall clock, which a sped-up run left
+// behind (events "in the future" would show negative ages). Call it before
+// the clock is shared.
+func (c *ScaledClock) ResumeFrom(t time.Time) {
+	if t.After(c.Now()) {
+		c.start, c.real = t, time.Now()
+	}
 }
 
 func (c *ScaledClock) scale(d time.Duration) time.Duration {

@@ -15,7 +15,7 @@ import (
 // Scenario drives demand in the simulator over time.
 type Scenario struct {
 	// Speed is how many simulated seconds pass per real second under
-	// `serve --simulate` (ScaledClock); tests run it on a fake clock.
+	// `serve` with no kubeconfig (ScaledClock); tests run it on a fake clock.
 	Speed float64 `json:"speed,omitempty"`
 	// Duration is how long the story runs (default: the last step + 15m).
 	Duration Duration `json:"duration,omitempty"`

@@ -2,10 +2,13 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
-	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -17,9 +20,21 @@ func TestExampleScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, w := newWorld(t, sc.TimingOf())
-	declare(t, h, "homelab", events.GroupSpec{MaxSize: 3, MaxNodeProvisionTime: events.Duration(15 * time.Minute)}, "node-1.lan", "node-2.lan", "node-3.lan")
-	declare(t, h, "burst", events.GroupSpec{ReadinessTaints: []events.Taint{}, ClaimTTL: events.Duration(30 * time.Minute)}, "burst-1", "burst-2")
+	h := handlerstest.New(t)
+	refusals := &refusalLog{}
+	w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 1, Timing: sc.TimingOf(), Log: slog.New(refusals)})
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	// The example pool itself, as serve applies it.
+	cfg, err := pool.Load("../../deploy/examples/pool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&pool.Applier{Service: h.Service, Views: h.Views, Clock: h.Clock, Log: quiet}).Apply(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Play(context.Background(), sc); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +59,40 @@ func TestExampleScenario(t *testing.T) {
 			}
 		}
 	})
-	if failed != 1 || ready != 3 || completed != 2 {
-		t.Fatalf("failed %d ready %d completed %d; want 1, 3, 2", failed, ready, completed)
+	if r := refusals.all(); len(r) > 0 {
+		t.Errorf("the example scenario has refused steps: %v", r)
 	}
+	if failed != 1 || ready != 2 || completed != 2 {
+		t.Fatalf("failed %d ready %d completed %d; want 1, 2, 2", failed, ready, completed)
+	}
+	if c := claimOf(h, "node-1.lan"); c.Reason != projections.ReasonCancelledByDecreaseTargetSize {
+		t.Fatalf("node-1.lan's last claim ended %s, want cancelled while pending", c.Reason)
+	}
+}
+
+// refusalLog keeps the "scenario step refused" lines of a world's log.
+type refusalLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *refusalLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *refusalLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "scenario step refused" {
+		return nil
+	}
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool { line += fmt.Sprintf(" %s=%v", a.Key, a.Value); return true })
+	l.mu.Lock()
+	l.lines = append(l.lines, line)
+	l.mu.Unlock()
+	return nil
+}
+func (l *refusalLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *refusalLog) WithGroup(string) slog.Handler      { return l }
+
+func (l *refusalLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
 }

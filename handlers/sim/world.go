@@ -175,7 +175,7 @@ func (w *World) RunUntil(ctx context.Context, max time.Duration, cond func(*proj
 
 // Run drives the world on a real (or scaled) clock until ctx ends: the
 // simulator's actions at their times, the reactors on their work queue
-// (Reactors.Run). This is what `serve --simulate` runs.
+// (Reactors.Run). This is what `serve` runs with no kubeconfig.
 func (w *World) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- w.Reactors.Run(ctx) }()

@@ -1,10 +1,8 @@
 package sinks
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/url"
 	"os"
@@ -12,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/claimstream/claimstream/events"
 )
@@ -99,64 +95,41 @@ type Sink struct {
 
 var sinkName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// LoadConfig reads and validates a sinks file.
-func LoadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("sinks file: %w", err)
-	}
-	cfg, err := ParseConfig(b)
-	if err != nil {
-		return Config{}, fmt.Errorf("sinks file %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-// ParseConfig decodes a sinks file strictly (an unknown field is an error
-// naming it), expands environment variables in header values, fills the
-// defaults and validates every sink.
-func ParseConfig(b []byte) (Config, error) {
-	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, err
-	}
-	seen := map[string]int{}
-	for i := range cfg.Sinks {
-		s := &cfg.Sinks[i]
-		if err := s.normalize(true); err != nil {
-			return Config{}, fmt.Errorf("sinks[%d]%s: %w", i, nameSuffix(s.Name), err)
-		}
-		if j, dup := seen[s.Name]; dup {
-			return Config{}, fmt.Errorf("sinks[%d].name: %q is also the name of sinks[%d]", i, s.Name, j)
-		}
-		seen[s.Name] = i
-	}
-	return cfg, nil
-}
-
-func nameSuffix(n string) string {
-	if n == "" {
-		return ""
-	}
-	return " (" + n + ")"
-}
-
-// normalize fills the defaults and validates; errors name the field.
+// normalize fills the defaults and validates; the error names the first
+// field wrong (a Config built in code; a file reports every problem).
 // expand expands the environment in header values (once, at load).
 func (s *Sink) normalize(expand bool) error {
+	if ps := s.validate(expand); len(ps) > 0 {
+		return fmt.Errorf("%s: %s", ps[0].field, ps[0].msg)
+	}
+	return nil
+}
+
+// fieldProblem is one wrong field of a sink: its name as written in the
+// file (url, types[1], backoff.max) and what is wrong.
+type fieldProblem struct{ field, msg string }
+
+// validate fills the defaults and returns every problem of s.
+func (s *Sink) validate(expand bool) []fieldProblem {
+	var ps []fieldProblem
+	add := func(field, format string, args ...any) {
+		ps = append(ps, fieldProblem{field, fmt.Sprintf(format, args...)})
+	}
 	if !sinkName.MatchString(s.Name) {
-		return fmt.Errorf("name: %q must be non-empty and only letters, digits, '-' and '_'", s.Name)
+		if s.Name == "" {
+			add("name", "required: letters, digits, '-' and '_'")
+		} else {
+			add("name", "%q must be only letters, digits, '-' and '_'", s.Name)
+		}
 	}
 	u, err := url.Parse(s.URL)
 	switch {
 	case s.URL == "":
-		return errors.New("url: required")
+		add("url", "required: the webhook's http(s) URL")
 	case err != nil:
-		return fmt.Errorf("url: %w", err)
+		add("url", "%q is not a URL: %v", s.URL, errors.Unwrap(err))
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return fmt.Errorf("url: %q is not an http(s) URL", s.URL)
+		add("url", "%q is not an http(s) URL", s.URL)
 	}
 	for i, t := range s.Types {
 		typ := events.Type(t)
@@ -164,7 +137,8 @@ func (s *Sink) normalize(expand bool) error {
 			typ = ct
 		}
 		if !events.Known(typ) {
-			return fmt.Errorf("types[%d]: unknown event type %q", i, t)
+			add(fmt.Sprintf("types[%d]", i), "unknown event type %q (docs/events.md lists them)", t)
+			continue
 		}
 		s.Types[i] = string(typ)
 	}
@@ -173,44 +147,53 @@ func (s *Sink) normalize(expand bool) error {
 		s.Mode = ModeBinary
 	case ModeBinary, ModeStructured:
 	default:
-		return fmt.Errorf("mode: %q, want binary or structured", s.Mode)
+		add("mode", "%q, want binary or structured", s.Mode)
 	}
 	switch s.Start {
 	case "":
 		s.Start = StartNew
 	case StartNew, StartAll:
 	default:
-		return fmt.Errorf("start: %q, want new or all", s.Start)
+		add("start", "%q, want new or all", s.Start)
 	}
-	for k, v := range s.Headers {
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		if k == "" || strings.ContainsAny(k, " :\r\n") {
-			return fmt.Errorf("headers: bad header name %q", k)
+			add("headers", "bad header name %q", k)
+			continue
 		}
 		if expand {
-			s.Headers[k] = os.ExpandEnv(v)
+			s.Headers[k] = os.ExpandEnv(s.Headers[k])
 		}
 	}
 	switch {
 	case s.MaxAttempts < 0:
-		return fmt.Errorf("maxAttempts: %d is negative", s.MaxAttempts)
+		add("maxAttempts", "%d is negative", s.MaxAttempts)
 	case s.MaxAttempts == 0:
 		s.MaxAttempts = DefaultMaxAttempts
 	}
-	if s.Backoff.Initial < 0 || s.Backoff.Max < 0 {
-		return errors.New("backoff: durations must not be negative")
+	backoffOK := true
+	if s.Backoff.Initial < 0 {
+		add("backoff.initial", "%s is negative", s.Backoff.Initial)
+		backoffOK = false
 	}
-	if s.Backoff.Initial == 0 {
-		s.Backoff.Initial = DefaultBackoffInitial
+	if s.Backoff.Max < 0 {
+		add("backoff.max", "%s is negative", s.Backoff.Max)
+		backoffOK = false
 	}
-	if s.Backoff.Max == 0 {
-		s.Backoff.Max = max(DefaultBackoffMax, s.Backoff.Initial)
-	}
-	if s.Backoff.Max < s.Backoff.Initial {
-		return fmt.Errorf("backoff.max: %s is below backoff.initial %s", s.Backoff.Max, s.Backoff.Initial)
+	if backoffOK {
+		if s.Backoff.Initial == 0 {
+			s.Backoff.Initial = DefaultBackoffInitial
+		}
+		if s.Backoff.Max == 0 {
+			s.Backoff.Max = max(DefaultBackoffMax, s.Backoff.Initial)
+		}
+		if s.Backoff.Max < s.Backoff.Initial {
+			add("backoff.max", "%s is below backoff.initial %s", s.Backoff.Max, s.Backoff.Initial)
+		}
 	}
 	switch {
 	case s.Timeout < 0:
-		return fmt.Errorf("timeout: %s is negative", s.Timeout)
+		add("timeout", "%s is negative", s.Timeout)
 	case s.Timeout == 0:
 		s.Timeout = DefaultTimeout
 	}
@@ -218,7 +201,7 @@ func (s *Sink) normalize(expand bool) error {
 		t := true
 		s.DeadLetter = &t
 	}
-	return nil
+	return ps
 }
 
 // clone copies s so that normalizing it leaves the caller's slices alone.

@@ -1,6 +1,7 @@
 package sinks_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -40,18 +41,22 @@ func TestExampleSinksFileLoads(t *testing.T) {
 
 func TestSinksFileErrorsNameTheField(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
-		{"sinks: [{name: a, url: 'http://x', urll: 'http://y'}]", "field urll not found"},
-		{"sink: []", "field sink not found"},
-		{"sinks: [{name: a}]", "sinks[0] (a): url: required"},
-		{"sinks: [{name: 'a b', url: 'http://x'}]", "sinks[0] (a b): name:"},
-		{"sinks: [{name: a, url: 'ftp://x'}]", "url:"},
-		{"sinks: [{name: a, url: 'http://x', types: [ClaimReady, Nope]}]", "types[1]: unknown event type \"Nope\""},
-		{"sinks: [{name: a, url: 'http://x', mode: json}]", "mode:"},
-		{"sinks: [{name: a, url: 'http://x', start: middle}]", "start:"},
-		{"sinks: [{name: a, url: 'http://x', maxAttempts: -1}]", "maxAttempts:"},
-		{"sinks: [{name: a, url: 'http://x', backoff: {initial: 1m, max: 1s}}]", "backoff.max:"},
-		{"sinks: [{name: a, url: 'http://x', backoff: {initial: 5}}]", "time.Duration"},
+		{"sinks: [{name: a, url: 'http://x', urll: 'http://y'}]", "sinks file:1: sinks[0].urll: unknown field (a sink has backoff, deadLetter,"},
+		{"sink: []", "sinks file:1: sink: unknown field (the file has one: sinks)"},
+		{"sinks: [{name: a}]", "sinks file:1: sinks[0].url: required"},
+		{"sinks: [{name: 'a b', url: 'http://x'}]", "sinks[0].name: \"a b\" must be only"},
+		{"sinks: [{name: a, url: 'ftp://x'}]", "sinks[0].url: \"ftp://x\" is not an http(s) URL"},
+		{"sinks: [{name: a, url: 'http://x', types: [ClaimReady, Nope]}]", "sinks[0].types[1]: unknown event type \"Nope\""},
+		{"sinks: [{name: a, url: 'http://x', mode: json}]", "sinks[0].mode: \"json\", want binary or structured"},
+		{"sinks: [{name: a, url: 'http://x', start: middle}]", "sinks[0].start:"},
+		{"sinks: [{name: a, url: 'http://x', maxAttempts: -1}]", "sinks[0].maxAttempts: -1 is negative"},
+		{"sinks: [{name: a, url: 'http://x', maxAttempts: many}]", "sinks[0].maxAttempts: want a whole number, got \"many\""},
+		{"sinks: [{name: a, url: 'http://x', backoff: {initial: 1m, max: 1s}}]", "sinks[0].backoff.max: 1s is below backoff.initial 1m0s"},
+		{"sinks: [{name: a, url: 'http://x', backoff: {initial: 5}}]", "sinks[0].backoff.initial: want a duration such as 1s, got \"5\""},
 		{"sinks: [{name: a, url: 'http://x'}, {name: a, url: 'http://y'}]", "sinks[1].name: \"a\" is also the name of sinks[0]"},
+		{"sinks: {name: a}", "sinks file:1: sinks: want a list of sinks, got a map"},
+		{"sinks: [{name: a, url: [1]}]", "sinks[0].url: want a string, got a list"},
+		{"sinks: [", "sinks file:1: not YAML:"},
 	} {
 		_, err := sinks.ParseConfig([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -62,4 +67,74 @@ func TestSinksFileErrorsNameTheField(t *testing.T) {
 	if err != nil || len(cfg.Sinks) != 0 {
 		t.Fatalf("an empty file: %+v, %v", cfg, err)
 	}
+}
+
+// TestSinksFileReportsEveryProblem: a file with several problems reports
+// each with its line and the field as the file names it, in line order,
+// with no Go type name; nothing is returned.
+func TestSinksFileReportsEveryProblem(t *testing.T) {
+	file := `sinks:
+  - name: alerts
+    url: ftp://x
+    types: [ClaimFailed, Bogus]
+    timeout: soon
+  - name: alerts
+    url: http://ok
+    mode: json
+    backoff:
+      initial: 1m
+      max: 1s
+      jitter: 2s
+    deadLetter: maybe
+`
+	cfg, err := sinks.ParseConfig([]byte(file))
+	want := []string{
+		`sinks file:3: sinks[0].url: "ftp://x" is not an http(s) URL`,
+		`sinks file:4: sinks[0].types[1]: unknown event type "Bogus" (docs/events.md lists them)`,
+		`sinks file:5: sinks[0].timeout: want a duration such as 10s, got "soon"`,
+		`sinks file:6: sinks[1].name: "alerts" is also the name of sinks[0]`,
+		`sinks file:8: sinks[1].mode: "json", want binary or structured`,
+		`sinks file:11: sinks[1].backoff.max: 1s is below backoff.initial 1m0s`,
+		`sinks file:12: sinks[1].backoff.jitter: unknown field (backoff has initial and max)`,
+		`sinks file:13: sinks[1].deadLetter: want true or false, got "maybe"`,
+	}
+	var ce *sinks.ConfigError
+	if !errors.As(err, &ce) || len(cfg.Sinks) != 0 {
+		t.Fatalf("got %+v, %v; want a ConfigError and no sinks", cfg, err)
+	}
+	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	if strings.Contains(err.Error(), "time.Duration") || strings.Contains(err.Error(), "unmarshal") {
+		t.Fatalf("a Go type name in the problems: %s", err)
+	}
+}
+
+// FuzzSinksFile: any input is either a valid config whose every sink
+// passes validation again, or a ConfigError naming at least one problem
+// with a line; it never panics.
+func FuzzSinksFile(f *testing.F) {
+	f.Add([]byte("sinks:\n  - {name: a, url: 'http://x', types: [ClaimFailed], backoff: {initial: 1s, max: 2s}}\n"))
+	f.Add([]byte("sinks: [{name: a, url: [1], timeout: x, maxAttempts: 1.5, headers: {a: b}}]"))
+	f.Add([]byte("sinks: &a [*a]"))
+	f.Add([]byte("- 1\n- 2"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg, err := sinks.ParseConfig(b)
+		if err != nil {
+			var ce *sinks.ConfigError
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("%q: error %v is not a ConfigError with problems", b, err)
+			}
+			if len(cfg.Sinks) != 0 {
+				t.Fatalf("%q: sinks returned with an error", b)
+			}
+			return
+		}
+		for _, s := range cfg.Sinks {
+			if s.Name == "" || s.URL == "" || s.MaxAttempts <= 0 || s.Timeout <= 0 {
+				t.Fatalf("%q: a valid sink without its defaults: %+v", b, s)
+			}
+		}
+	})
 }

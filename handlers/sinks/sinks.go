@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,7 +46,8 @@ type Metrics interface {
 }
 
 // DeadLetter is the record of an event a sink gave up on, one JSON message
-// on the dead-letter stream.
+// on the dead-letter stream. Subject is the event's CloudEvents subject
+// (records written before it was were the log's NATS subject).
 type DeadLetter struct {
 	Sink      string    `json:"sink"`
 	EventID   string    `json:"eventId"`
@@ -217,6 +219,20 @@ func (d *Dispatcher) newWorker(ctx context.Context, s Sink) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	w, err := d.newSender(s)
+	if err != nil {
+		return nil, err
+	}
+	w.cons = cons
+	return w, nil
+}
+
+// newSender is a worker without a consumer: what sends one event to the
+// sink (its URL, mode, headers, timeout). Delivery and redelivery share it.
+func (d *Dispatcher) newSender(s Sink) (*worker, error) {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
 	hc := http.Client{}
 	if d.HTTPClient != nil {
 		hc = *d.HTTPClient
@@ -234,7 +250,7 @@ func (d *Dispatcher) newWorker(ctx context.Context, s Sink) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: cloudevents client: %w", s.Name, err)
 	}
-	return &worker{d: d, sink: s, cons: cons, ce: c, log: d.Logger.With("sink", s.Name)}, nil
+	return &worker{d: d, sink: s, ce: c, log: d.Logger.With("sink", s.Name)}, nil
 }
 
 // run is the delivery loop of one sink.
@@ -323,7 +339,9 @@ func (w *worker) handle(ctx context.Context, m jetstream.Msg) {
 // deliver sends e until the receiver accepts it, the attempts run out (a
 // dead-lettering sink), or ctx ends. It returns the attempts made.
 func (w *worker) deliver(ctx context.Context, m jetstream.Msg, e events.Event) (int, error) {
-	ce, err := e.CloudEvent()
+	// The one shape of an event (events.Structured): the export's and the
+	// API's names, with the log sequence.
+	ce, err := e.Structured()
 	if err != nil {
 		return 0, err
 	}
@@ -418,9 +436,15 @@ func (w *worker) ack(ctx context.Context, m jetstream.Msg, e events.Event) {
 }
 
 func (w *worker) deadLetter(ctx context.Context, e events.Event, attempts int, cause error) error {
+	// Subject is the CloudEvents subject (the claim, else the slot, else
+	// the group), as everywhere an event is shown; the error is one line.
+	subject := e.Subject
+	if ce, err := e.CloudEvent(); err == nil {
+		subject = ce.Subject()
+	}
 	rec := DeadLetter{
-		Sink: w.sink.Name, EventID: e.ID, Seq: e.Seq, Type: string(e.Type), Subject: e.Subject,
-		Attempts: attempts, LastError: cause.Error(), Time: w.d.Clock.Now().UTC(),
+		Sink: w.sink.Name, EventID: e.ID, Seq: e.Seq, Type: string(e.Type), Subject: subject,
+		Attempts: attempts, LastError: strings.Join(strings.Fields(cause.Error()), " "), Time: w.d.Clock.Now().UTC(),
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {

@@ -23,6 +23,9 @@ type Client struct {
 	BaseURL string
 	Token   string
 	HTTP    *http.Client
+	// AuthHint, when set, is added to a 401 answer's error: where the
+	// caller looked for the token and how to pass one.
+	AuthHint string
 
 	mu        sync.Mutex
 	serverNow time.Time
@@ -51,13 +54,19 @@ type APIError struct {
 	Status int
 	Code   string
 	Msg    string
+	// Hint follows the message (Client.AuthHint on a 401).
+	Hint string
 }
 
 func (e *APIError) Error() string {
+	msg := fmt.Sprintf("%s: %s", e.Code, e.Msg)
 	if e.Code == "" {
-		return fmt.Sprintf("%s (HTTP %d)", e.Msg, e.Status)
+		msg = fmt.Sprintf("%s (HTTP %d)", e.Msg, e.Status)
 	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Msg)
+	if e.Hint != "" {
+		msg += "\n" + e.Hint
+	}
+	return msg
 }
 
 // UnreachableError is a server that could not be reached at all.
@@ -140,7 +149,11 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 				eb.Error = resp.Status
 			}
 		}
-		return nil, &APIError{Status: resp.StatusCode, Code: eb.Code, Msg: eb.Error}
+		ae := &APIError{Status: resp.StatusCode, Code: eb.Code, Msg: eb.Error}
+		if resp.StatusCode == http.StatusUnauthorized {
+			ae.Hint = c.AuthHint
+		}
+		return nil, ae
 	}
 	return resp, nil
 }
@@ -260,6 +273,9 @@ type EventQuery struct {
 	From               uint64
 	Last               int
 	Follow             bool
+	// OnOpen, when set, is called once the server has accepted the
+	// request, before the first event (not sent).
+	OnOpen func() `json:"-"`
 }
 
 func (q EventQuery) values() url.Values {
@@ -308,6 +324,9 @@ func (c *Client) lines(ctx context.Context, path string, q EventQuery, fn func([
 		return err
 	}
 	defer resp.Body.Close()
+	if q.OnOpen != nil {
+		q.OnOpen()
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -211,18 +210,17 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, encode func(even
 }
 
 func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
-	s.stream(w, r, func(e events.Event) ([]byte, error) { return json.Marshal(EventOf(e)) })
+	s.stream(w, r, events.MarshalStructured)
 }
 
 // exportEvents writes CloudEvents in structured mode, one JSON object per
-// line, with the stream sequence as the "sequence" extension.
+// line, with the stream sequence as the "sequence" extension: the listing's
+// shape, without the entries that cannot be read.
 func (s *server) exportEvents(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, func(e events.Event) ([]byte, error) {
-		ce, err := e.CloudEvent()
-		if err != nil {
-			return nil, err
+		if e.Data == nil {
+			return nil, errors.New("unreadable entry")
 		}
-		ce.SetExtension("sequence", strconv.FormatUint(e.Seq, 10))
-		return json.Marshal(ce)
+		return events.MarshalStructured(e)
 	})
 }

@@ -25,6 +25,7 @@ var queryParams = map[string][]string{
 	"GET /api/v1/audit/claims/{name}": {"slot"},
 	"GET /api/v1/replay":              {"at", "seq"},
 	"GET /api/v1/cost":                {"since", "until", "month", "by"},
+	"GET /api/v1/sinks/dead-letters":  {"sink"},
 }
 
 // queryValues are the values a parameter may take, where they are few.

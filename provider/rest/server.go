@@ -56,6 +56,9 @@ type Options struct {
 	// from (serve keeps it current with its Run); else one is built at
 	// the first request.
 	Timeline *TimelineIndex
+	// DeadLetters, when set, serves the sinks' dead letters
+	// (deadletters.go); nil: serve runs with no sinks.
+	DeadLetters DeadLetters
 }
 
 // server holds what the handlers need.
@@ -99,6 +102,8 @@ var routes = []route{
 	{"GET", "/api/v1/replay", true, (*server).replay},
 	{"GET", "/api/v1/backup", true, (*server).backup},
 	{"GET", "/api/v1/cost", true, (*server).cost},
+	{"GET", "/api/v1/sinks/dead-letters", true, (*server).listDeadLetters},
+	{"POST", "/api/v1/sinks/dead-letters/redeliver", true, (*server).redeliverDeadLetters},
 }
 
 // Routes lists "METHOD /path" of every route the API serves.

@@ -67,23 +67,62 @@ type Replay struct {
 	Claims []Claim `json:"claims"`
 }
 
-// Event is one entry of the log as the API shows it.
+// Event is one entry of the log as the API shows it: the structured
+// CloudEvent events.MarshalStructured writes (the same names as the export
+// and the webhook sinks), decoded. The fields after Error are derived on
+// decoding for the CLI and are not on the wire.
 type Event struct {
-	Seq       uint64          `json:"seq"`
-	ID        string          `json:"id,omitempty"`
-	Source    string          `json:"source,omitempty"`
-	Time      time.Time       `json:"time"`
-	Type      events.Type     `json:"type"`
-	Subject   string          `json:"subject"`
-	Aggregate string          `json:"aggregate,omitempty"`
-	Group     string          `json:"group,omitempty"`
-	Slot      string          `json:"slot,omitempty"`
-	Claim     string          `json:"claim,omitempty"`
-	Attempt   int             `json:"attempt,omitempty"`
-	Cause     string          `json:"cause,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id,omitempty"`
+	Source          string          `json:"source,omitempty"`
+	CEType          string          `json:"type,omitempty"`
+	Subject         string          `json:"subject,omitempty"`
+	Time            time.Time       `json:"time"`
+	DataContentType string          `json:"datacontenttype,omitempty"`
+	DataSchema      string          `json:"dataschema,omitempty"`
+	Sequence        string          `json:"sequence"`
+	Group           string          `json:"group,omitempty"`
+	Slot            string          `json:"slot,omitempty"`
+	Claim           string          `json:"claim,omitempty"`
+	TraceParent     string          `json:"traceparent,omitempty"`
+	Data            json.RawMessage `json:"data,omitempty"`
 	// Error says why the entry could not be read (its Data is then empty).
 	Error string `json:"error,omitempty"`
+
+	// Seq is Sequence as a number, Type the catalog type of CEType,
+	// Attempt and Cause the data's.
+	Seq     uint64      `json:"-"`
+	Type    events.Type `json:"-"`
+	Attempt int         `json:"-"`
+	Cause   string      `json:"-"`
+}
+
+// UnmarshalJSON decodes the structured event and derives Seq, Type,
+// Attempt and Cause.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	type wire Event
+	var w wire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*e = Event(w)
+	if e.Sequence != "" {
+		n, err := events.ParseSequence(e.Sequence)
+		if err != nil {
+			return err
+		}
+		e.Seq = n
+	}
+	if t, ok := events.TypeOfCEType(e.CEType); ok {
+		e.Type = t
+		if len(e.Data) > 0 {
+			if d, err := events.DecodeData(t, e.Data); err == nil {
+				r := d.Reference()
+				e.Attempt, e.Cause = r.Attempt, r.Cause
+			}
+		}
+	}
+	return nil
 }
 
 // Audit is the story of a slot or of one claim.
@@ -205,21 +244,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// EventOf is the API object of a log entry.
+// EventOf is the API object of a log entry: events.MarshalStructured
+// decoded, so the API never names a field another way.
 func EventOf(e events.Event) Event {
-	out := Event{Seq: e.Seq, ID: e.ID, Source: e.Source, Time: e.Time.UTC(), Type: e.Type, Subject: e.Subject}
-	if e.Aggregate.Name != "" {
-		out.Aggregate = e.Aggregate.String()
+	var out Event
+	b, err := events.MarshalStructured(e)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
 	}
-	if e.Err != nil {
-		out.Error = e.Err.Error()
-	}
-	if e.Data != nil {
-		r := e.Data.Reference()
-		out.Group, out.Slot, out.Claim, out.Attempt, out.Cause = r.Group, r.Slot, r.Claim, r.Attempt, r.Cause
-		if b, err := json.Marshal(e.Data); err == nil {
-			out.Data = b
-		}
+	if err != nil {
+		out = Event{SpecVersion: events.SpecVersion, ID: e.ID, Time: e.Time, Sequence: seqString(e.Seq), Seq: e.Seq, Type: e.Type, Error: err.Error()}
 	}
 	return out
 }

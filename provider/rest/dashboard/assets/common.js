@@ -82,6 +82,17 @@ const CS = (() => {
     if (l) l.textContent = text;
   }
 
+  // plainEvent adds the short names the pages use to a log entry as the
+  // API sends it (a structured CloudEvent): seq from the sequence, the
+  // catalog type from "dev.claimstream.<Type>.v1", and the data's cause.
+  function plainEvent(e) {
+    e.seq = Number(e.sequence);
+    const t = /^dev\.claimstream\.(.+)\.v\d+$/.exec(e.type || "");
+    if (t) e.type = t[1];
+    e.cause = (e.data && e.data.cause) || "";
+    return e;
+  }
+
   // follow opens the log's live stream (server-sent events) with query,
   // calling onEvent for each event. The browser reconnects by itself after
   // a cut and resumes from the last id (Last-Event-ID = log sequence); a
@@ -92,7 +103,7 @@ const CS = (() => {
     es.onopen = () => setLive(last ? "live · seq " + last : "live");
     es.onmessage = (m) => {
       let e;
-      try { e = JSON.parse(m.data); } catch (_) { return; }
+      try { e = plainEvent(JSON.parse(m.data)); } catch (_) { return; }
       last = e.seq;
       setLive("live · seq " + last);
       onEvent(e);

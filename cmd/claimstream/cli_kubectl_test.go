@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/provider/rest"
+	"github.com/claimstream/claimstream/provider/rest/resttest"
+)
+
+// TestCLIUnauthorizedSaysWhereTheTokenIsLookedFor: a refused token names
+// where it came from, the lookup order (flag, env, config file, the local
+// data dir's token file) and how to pass one.
+func TestCLIUnauthorizedSaysWhereTheTokenIsLookedFor(t *testing.T) {
+	f := resttest.Scripted(t)
+	t.Setenv("CLAIMSTREAM_TOKEN", "")
+	t.Setenv("XDG_STATE_HOME", "/state")
+	dir := t.TempDir()
+	cfg := dir + "/cli.yaml"
+	writeFile(t, cfg, "token: stale-token\n")
+	var out strings.Builder
+	for _, args := range [][]string{
+		{"get", "claims", "--server", f.Server.URL, "--token", "wrong", "--cli-config", ""},
+		{"get", "claims", "--server", f.Server.URL, "--cli-config", cfg},
+	} {
+		root := newRoot()
+		var b bytes.Buffer
+		root.SetOut(&b)
+		root.SetErr(&b)
+		root.SetArgs(args)
+		err := root.Execute()
+		out.WriteString("$ claimstream " + strings.ReplaceAll(strings.Join(args, " "), dir, "<dir>") + "\n")
+		if err == nil {
+			t.Fatalf("%v: a wrong token was accepted", args)
+		}
+		out.WriteString("error: " + strings.ReplaceAll(err.Error(), dir, "<dir>") + "\n")
+	}
+	checkGolden(t, "unauthorized", out.String())
+}
+
+// syncBuffer is a bytes.Buffer a watching command writes while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestCLIGetWatch: get -w prints the list, then one row each time an item
+// changes, following the event stream: a manual claim appears as a new
+// row, its deletion as the same claim's row again, in its new phase.
+func TestCLIGetWatch(t *testing.T) {
+	f := resttest.Scripted(t)
+	now := f.H.Clock.Now()
+	cliNow = func() time.Time { return now }
+	defer func() { cliNow = time.Now }()
+	for _, c := range []struct {
+		name string
+		list []string
+	}{
+		{"get-claims-watch", []string{"get", "claims", "--slot", "node-3.lan"}},
+		{"get-claims-watch-name", []string{"get", "claims", "--slot", "node-3.lan", "-o", "name"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out syncBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			root := newRoot()
+			root.SetOut(&out)
+			root.SetErr(&out)
+			root.SetArgs(append(append([]string{}, c.list...), "-w", "--server", f.Server.URL, "--token", resttest.Token, "--cli-config", ""))
+			done := make(chan error, 1)
+			go func() { done <- root.ExecuteContext(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("watch ended with %v", err)
+				}
+			}()
+			lines := func(n int) func() error {
+				return func() error {
+					if got := strings.Count(out.String(), "\n"); got < n {
+						return errors.New("not yet: " + out.String())
+					}
+					return nil
+				}
+			}
+			first := strings.Count(runCLI(t, f, c.list...), "\n")
+			eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, lines(first))
+			bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer bcancel()
+			if _, err := f.Client.Recommission(bctx, "node-3.lan", rest.CommandRequest{By: "carol"}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := f.Client.ManualClaim(bctx, "node-3.lan", rest.CommandRequest{By: "carol", Reason: "burn-in"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, lines(first+1))
+			if _, err := f.Client.DeleteClaim(bctx, r.Claims[0], rest.CommandRequest{By: "carol"}); err != nil {
+				t.Fatal(err)
+			}
+			eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, lines(first+2))
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("watch ended with %v", err)
+			}
+			done <- nil
+			checkGolden(t, c.name, out.String())
+		})
+	}
+}

@@ -37,6 +37,7 @@ type Step struct {
 	DeleteNodes        *NodesChange      `json:"deleteNodes,omitempty"`
 	Vanish             string            `json:"vanish,omitempty"`
 	PowerOn            string            `json:"powerOn,omitempty"`
+	Pods               *PodsStart        `json:"pods,omitempty"`
 	Knobs              map[string]KnobsY `json:"knobs,omitempty"`
 }
 
@@ -44,6 +45,16 @@ type Step struct {
 type SizeChange struct {
 	Group string `json:"group"`
 	Delta int    `json:"delta"`
+}
+
+// PodsStart starts Count tenant pods (work for the built-in scaler's
+// groups) named <Name>-<i> in Namespace, each running RunsFor once the
+// simulated scheduler binds it (0: forever).
+type PodsStart struct {
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Count     int      `json:"count"`
+	RunsFor   Duration `json:"runsFor,omitempty"`
 }
 
 // NodesChange is a DeleteNodes call.
@@ -89,6 +100,13 @@ func LoadScenario(path string) (*Scenario, error) {
 	var sc Scenario
 	if err := yaml.UnmarshalStrict(b, &sc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, st := range sc.Steps {
+		if p := st.Pods; p != nil {
+			if p.Count < 1 || p.Count > 10000 || p.Name == "" || p.Namespace == "" || p.RunsFor < 0 {
+				return nil, fmt.Errorf("%s: steps[%d].pods: want a namespace, a name, a count from 1 to 10000 and a runsFor of 0 or more", path, i)
+			}
+		}
 	}
 	sort.SliceStable(sc.Steps, func(i, j int) bool { return sc.Steps[i].At < sc.Steps[j].At })
 	if sc.Duration == 0 {
@@ -137,6 +155,14 @@ func (w *World) Apply(ctx context.Context, st Step) error {
 	}
 	if st.PowerOn != "" {
 		w.Sim.PowerOn(st.PowerOn)
+	}
+	if p := st.Pods; p != nil {
+		for i := range p.Count {
+			if err := w.Sim.RunPod(ctx, PodSpec{Namespace: p.Namespace, Name: fmt.Sprintf("%s-%d", p.Name, i), RunsFor: time.Duration(p.RunsFor)}); err != nil {
+				return fmt.Errorf("scenario pods %s/%s-%d: %w", p.Namespace, p.Name, i, err)
+			}
+		}
+		log.Info("scenario step", "step", "pods", "namespace", p.Namespace, "count", p.Count)
 	}
 	if c := st.IncreaseSize; c != nil {
 		if err := run(handlers.IncreaseSize{Group: c.Group, Delta: c.Delta, RequestedBy: "scenario"}); err != nil {

@@ -277,16 +277,19 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 			emb.Shutdown()
 		}
 	}()
+	if err := joinCluster(ctx, emb, log); err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(emb.Conn)
 	if err != nil {
 		return nil, err
 	}
-	p.store, err = events.OpenStore(ctx, js, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Logger: log, Health: p.logs.health})
+	p.store, err = openStoreRetrying(ctx, js, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health}, emb.Clustered(), log)
 	if err != nil {
 		return nil, err
 	}
 	o.timing.done("event log stream opened", "stream", o.stream)
-	snaps, err := projections.OpenSnapshots(ctx, js, "")
+	snaps, err := projections.OpenSnapshotsReplicated(ctx, js, "", p.store.Replicas())
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -148,7 +149,7 @@ func (c ClusterConfig) validate() error {
 
 // configure puts the routes, their secret and TLS into the server's
 // options. validate has passed.
-func (c ClusterConfig) configure(opts *server.Options) error {
+func (c ClusterConfig) configure(opts *server.Options, serverName string) error {
 	host, port, _ := c.routeListen()
 	name := c.Name
 	if name == "" {
@@ -165,6 +166,13 @@ func (c ClusterConfig) configure(opts *server.Options) error {
 	opts.Routes = nil
 	for _, r := range c.Routes {
 		u, _ := ParseRoute(r)
+		if c.isSelf(u, serverName) {
+			// nats-server would drop the route to itself once connected,
+			// but counts it first: a fresh cluster of three whose lists
+			// name themselves then needs all three for its first meta
+			// leader, where two must do.
+			continue
+		}
 		// nats-server presents the credentials of the route URL.
 		u.User = url.UserPassword(RouteUser, c.Password)
 		opts.Routes = append(opts.Routes, u)
@@ -179,20 +187,56 @@ func (c ClusterConfig) configure(opts *server.Options) error {
 		if err != nil {
 			return fmt.Errorf("route TLS: %w", err)
 		}
+		// A route is both server and client: strict verification both
+		// ways, as nats-server's own config parser sets it.
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+		tc.RootCAs = tc.ClientCAs
 		opts.Cluster.TLSConfig = tc
 		opts.Cluster.TLSTimeout = 2
 	}
 	return nil
 }
 
+// isSelf reports whether route u leads back to this server: the route
+// listen address itself, a name whose first label is this server's name
+// on the route port (a StatefulSet's pod-0.service:6222), or an address
+// of this host on the route port.
+func (c ClusterConfig) isSelf(u *url.URL, serverName string) bool {
+	lhost, lport, err := c.routeListen()
+	if err != nil {
+		return false
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || port != strconv.Itoa(lport) {
+		return false
+	}
+	if host == lhost || strings.EqualFold(strings.SplitN(host, ".", 2)[0], serverName) {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || lhost != "0.0.0.0" && lhost != "::" {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
 // size is the number of replicas the cluster is meant to have.
-func (c ClusterConfig) size(self string) int {
+func (c ClusterConfig) size(serverName string) int {
 	if c.Size > 0 {
 		return c.Size
 	}
 	n := 1
 	for _, r := range c.Routes {
-		if u, err := ParseRoute(r); err == nil && u.Host != self {
+		if u, err := ParseRoute(r); err == nil && !c.isSelf(u, serverName) {
 			n++
 		}
 	}
@@ -233,7 +277,7 @@ func (e *Embedded) ClusterStatus() ClusterStatus {
 	if !e.cfg.Cluster.Enabled() {
 		return ClusterStatus{Size: 1, Reachable: 1}
 	}
-	st := ClusterStatus{Clustered: true, Size: e.cfg.Cluster.size(e.routeAddr()), Reachable: 1}
+	st := ClusterStatus{Clustered: true, Size: e.cfg.Cluster.size(e.cfg.ServerName), Reachable: 1}
 	if rz, err := ns.Routez(nil); err == nil {
 		peers := map[string]bool{}
 		for _, r := range rz.Routes {
@@ -253,23 +297,6 @@ func (e *Embedded) ClusterStatus() ClusterStatus {
 	}
 	st.Current = ns.JetStreamIsCurrent()
 	return st
-}
-
-// routeAddr is the host:port of this server's route listener.
-func (e *Embedded) routeAddr() string {
-	if e.cfg.Cluster.Listen == "" {
-		return ""
-	}
-	host, port, err := e.cfg.Cluster.routeListen()
-	if err != nil {
-		return ""
-	}
-	if port == 0 || port == -1 {
-		if ci := e.Server.ClusterAddr(); ci != nil {
-			return ci.String()
-		}
-	}
-	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // ClusterURL is the route URL other replicas reach this server on (""

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +83,31 @@ func FuzzParseRoute(f *testing.F) {
 			t.Fatalf("ParseRoute(%q) = %v, again %v, %v", s, u, again, err)
 		}
 	})
+}
+
+// Two of three fresh replicas elect a meta leader, though every replica is
+// given the same route list, its own route included (a StatefulSet's
+// replicas all get the same list).
+func TestTwoOfThreeFreshReplicasFormTheCluster(t *testing.T) {
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	var started []*events.Embedded
+	for i := 0; i < 2; i++ {
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: t.TempDir(), NoSync: true, ServerName: fmt.Sprintf("replica-%d", i),
+			Cluster: events.ClusterConfig{Listen: addrs[i], Routes: addrs, Password: eventstest.ClusterPassword, Size: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(emb.Shutdown)
+		started = append(started, emb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, emb := range started {
+		if err := emb.WaitForMetaLeader(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if st := emb.ClusterStatus(); !st.Quorum() || st.Reachable != 2 || st.Size != 3 {
+			t.Fatalf("status %+v, want a quorum of 2 of 3", st)
+		}
+	}
 }

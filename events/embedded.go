@@ -124,7 +124,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	cfg.Access.clustered = cfg.Cluster.Enabled()
 	cfg.Access.configure(opts, proc)
 	if cfg.Cluster.Enabled() {
-		if err := cfg.Cluster.configure(opts); err != nil {
+		if err := cfg.Cluster.configure(opts, cfg.ServerName); err != nil {
 			return nil, fmt.Errorf("embedded nats: cluster: %w", err)
 		}
 	}

@@ -44,7 +44,18 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 const (
 	codeWrongLastSequence         = 10071
 	codeWrongLastSequenceConstant = 10164
+	// A batch carries a Nats-Msg-Id the stream has seen: the server checks
+	// ids of a batch before its expectations, so a retried batch whose
+	// first try landed meets this, not a conflict.
+	codeBatchDuplicateMsgID = 10201
 )
+
+// isDuplicateBatch reports whether err is the server's refusal of a batch
+// that carries an id it has stored.
+func isDuplicateBatch(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateMsgID
+}
 
 // StoreConfig configures the event stream.
 type StoreConfig struct {
@@ -296,7 +307,7 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 // own event as the aggregate's last one. If every write's newest event
 // carries the id of the event we meant to put last, the append had landed.
 func (s *Store) landedBefore(ctx context.Context, err error, writes []Write, out []Event) (AppendResult, error) {
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, ErrConflict) && !isDuplicateBatch(err) {
 		return AppendResult{}, err
 	}
 	st, serr := s.js.Stream(ctx, s.cfg.Stream)

@@ -480,10 +480,17 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 // must know of sequences the log skips compares each event's Seq with the
 // one before (the projections runner does).
 func (s *Store) Tail(ctx context.Context, from uint64, fn func(Event) error) error {
+	return s.TailWith(ctx, from, nil, fn)
+}
+
+// TailWith is Tail that calls started, when set, once the server has
+// accepted the reader's consumer: from then on events flow, or the error
+// that stops them is returned.
+func (s *Store) TailWith(ctx context.Context, from uint64, started func(), fn func(Event) error) error {
 	if from == 0 {
 		from = 1
 	}
-	return s.consume(ctx, from, func(e Event, _ uint64) error { return fn(e) }, nil)
+	return s.consumeFrom(ctx, from, started, func(e Event, _ uint64) error { return fn(e) }, nil)
 }
 
 // readIdleCheck is how long a bounded reader waits for the next message
@@ -498,6 +505,10 @@ const readIdleCheck = 200 * time.Millisecond
 // the last message (or since the start) whenever no message has come for
 // readIdleCheck while fn was not running; its error ends the consumption.
 func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
+	return s.consumeFrom(ctx, from, nil, fn, idle)
+}
+
+func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
 	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.subjects.All()},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -538,6 +549,9 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pendi
 		cc.Drain()
 		<-cc.Closed()
 	}()
+	if started != nil {
+		started()
+	}
 	var tick <-chan time.Time
 	if idle != nil {
 		t := clk.NewTicker(readIdleCheck)

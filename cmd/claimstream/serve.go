@@ -270,7 +270,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &plane{log: log, emb: emb, clock: clk, tel: tel, logs: newLogHealth(emb, log, tel)}
+	p := &plane{log: log, emb: emb, clock: clk, tel: tel, logs: newLogHealth(emb, log, tel, o.stream)}
 	ok := false
 	defer func() {
 		if !ok {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 )
@@ -108,6 +110,34 @@ func TestTwoOfThreeFreshReplicasFormTheCluster(t *testing.T) {
 		}
 		if st := emb.ClusterStatus(); !st.Quorum() || st.Reachable != 2 || st.Size != 3 {
 			t.Fatalf("status %+v, want a quorum of 2 of 3", st)
+		}
+	}
+}
+
+// Replicas starting together create the same buckets at once: through
+// ClusterAdmin every one of them gets its answer, none waits out a timeout.
+func TestConcurrentCreatesOnAClusterAllAnswer(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	errs := make(chan error, 3)
+	for i := range c.Servers {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			js := events.ClusterAdmin(c.JetStream(i), nil)
+			if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "snaps", Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+				errs <- fmt.Errorf("replica %d: object store: %w", i, err)
+				return
+			}
+			if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "kv", Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+				errs <- fmt.Errorf("replica %d: kv: %w", i, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range c.Servers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

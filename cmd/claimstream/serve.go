@@ -247,6 +247,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		log.Error("shutting down after a failure", "err", run.err())
 	}
 	stopServe(run, intake, work, views)
+	p.logViewsAtStop()
 	if err := run.err(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -284,6 +285,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
+	js = clusterJetStream(js, emb, log)
 	p.store, err = openStoreRetrying(ctx, js, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health}, emb.Clustered(), log)
 	if err != nil {
 		return nil, err

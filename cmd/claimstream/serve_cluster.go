@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
 )
 
 // natsClusterOptions are the flags that join this replica's embedded NATS
@@ -188,4 +189,31 @@ func openStoreRetrying(ctx context.Context, js jetstream.JetStream, cfg events.S
 		}
 		wait = min(wait*2, 5*time.Second)
 	}
+}
+
+// logViewsAtStop says where the views stopped and their digest
+// (projections.ViewsDigest): replicas stopped at the same sequence must show
+// the same digest, as a restored log must match its backup's.
+func (p *plane) logViewsAtStop() {
+	var seq uint64
+	var digest string
+	var err error
+	p.views.Read(func(st *projections.State) {
+		seq = st.Seq
+		digest, err = projections.ViewsDigest(st)
+	})
+	if err != nil {
+		p.log.Warn("views at stop: no digest", "seq", seq, "err", err)
+		return
+	}
+	p.log.Info("views at stop", "seq", seq, "digest", digest)
+}
+
+// clusterJetStream: on a cluster, the replicas' simultaneous creates of the
+// same streams and buckets are retried until answered (events.ClusterAdmin).
+func clusterJetStream(js jetstream.JetStream, emb *events.Embedded, log *slog.Logger) jetstream.JetStream {
+	if !emb.Clustered() {
+		return js
+	}
+	return events.ClusterAdmin(js, log)
 }

@@ -58,11 +58,28 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // StartClusterWith is StartCluster with options.
 func StartClusterWith(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	t.Helper()
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	return startCluster(t, dirs, opts)
+}
+
+// StartClusterOn starts a cluster of one server per store dir (a dir a
+// single server left, say).
+func StartClusterOn(t testing.TB, dirs []string) *Cluster {
+	t.Helper()
+	return startCluster(t, dirs, ClusterOptions{})
+}
+
+func startCluster(t testing.TB, dirs []string, opts ClusterOptions) *Cluster {
+	t.Helper()
+	n := len(dirs)
 	c := &Cluster{t: t, opts: opts}
 	for i := 0; i < n; i++ {
 		addr := freeLoopbackPort(t)
 		c.routes = append(c.routes, "nats-route://"+addr)
-		c.Servers = append(c.Servers, &ClusterServer{Name: fmt.Sprintf("replica-%d", i), Dir: t.TempDir(), Route: addr})
+		c.Servers = append(c.Servers, &ClusterServer{Name: fmt.Sprintf("replica-%d", i), Dir: dirs[i], Route: addr})
 	}
 	t.Cleanup(c.Shutdown)
 	// Started together: StartEmbedded returns once its own listeners are

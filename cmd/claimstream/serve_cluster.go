@@ -48,7 +48,7 @@ func defaultReplicaName() string {
 }
 
 func (n *natsClusterOptions) addClusterFlags(f *pflag.FlagSet) {
-	f.StringVar(&n.replicaName, "replica-name", defaultReplicaName(), "stable name of this replica: its NATS server name and leader identity (default $POD_NAME, else the host name)")
+	f.StringVar(&n.replicaName, "replica-name", "", "stable name of this replica: its NATS server name and leader identity (default $POD_NAME, else the host name)")
 	f.IntVar(&n.replicas, "replicas", 1, "number of replicas sharing the log: 1, or 3 with --nats-cluster-listen and --nats-routes (every stream and bucket is kept on that many)")
 	f.StringVar(&n.clusterListen, "nats-cluster-listen", "", "host:port where the other replicas' NATS routes connect (empty: a single server)")
 	f.StringSliceVar(&n.routes, "nats-routes", nil, "comma-separated route URLs of the replicas (nats-route://host:port or host:port; may include this one)")
@@ -58,8 +58,14 @@ func (n *natsClusterOptions) addClusterFlags(f *pflag.FlagSet) {
 	f.StringVar(&n.clusterTLSCA, "nats-cluster-tls-ca", "", "CA the other replicas' route certificates must chain to (PEM file)")
 }
 
-// ReplicaName is this replica's stable name (--replica-name).
-func (n *natsClusterOptions) ReplicaName() string { return n.replicaName }
+// ReplicaName is this replica's stable name: --replica-name, else
+// $POD_NAME, else the host name.
+func (n *natsClusterOptions) ReplicaName() string {
+	if n.replicaName == "" {
+		return defaultReplicaName()
+	}
+	return n.replicaName
+}
 
 // Replicas is the replica count of the log (--replicas): the one place
 // that says it; streams and buckets follow it.
@@ -74,9 +80,7 @@ func (n *natsClusterOptions) Replicas() int {
 // server's cluster config. Bad input is refused before anything starts.
 func (n *natsClusterOptions) clusterConfig() (events.ClusterConfig, error) {
 	var cc events.ClusterConfig
-	if n.replicaName == "" {
-		n.replicaName = defaultReplicaName() // options made without flags
-	}
+	n.replicaName = n.ReplicaName()
 	if strings.ContainsAny(n.replicaName, " \t\r\n.*>") {
 		return cc, fmt.Errorf("--replica-name %q: a replica name is one word without dots or spaces (a StatefulSet pod name)", n.replicaName)
 	}

@@ -61,9 +61,12 @@ func TestServeRefusesBadClusterFlags(t *testing.T) {
 func TestReplicaNameDefaultsToPodName(t *testing.T) {
 	t.Setenv("POD_NAME", "claimstream-2")
 	o := serveOptions{}
-	newServeFlags := newServe().Flags()
-	if f := newServeFlags.Lookup("replica-name"); f == nil || f.DefValue != "claimstream-2" {
-		t.Fatalf("--replica-name default %v, want the pod name", f)
+	if got := o.nats.ReplicaName(); got != "claimstream-2" {
+		t.Fatalf("replica name %q, want the pod name", got)
+	}
+	o.nats.replicaName = "r-1"
+	if got := o.nats.ReplicaName(); got != "r-1" {
+		t.Fatalf("replica name %q, want the flag's", got)
 	}
 	if o.nats.Replicas() != 1 {
 		t.Fatalf("replicas of options without flags = %d, want 1", o.nats.Replicas())

@@ -141,3 +141,31 @@ func TestConcurrentCreatesOnAClusterAllAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A replica back from a stop reads the whole log, without a gap, once its
+// copy is current: the read of the views at start waits for that.
+func TestRestartedReplicaReadsTheWholeLogOnceCurrent(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	st := c.Store(0, events.StoreConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c.Stop(2)
+	for i := 0; i < 300; i++ {
+		slot := fmt.Sprintf("s%d", i)
+		if _, err := st.Append(ctx, events.SlotAggregate(slot), 0, created(slot, "c")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Start(2)
+	back := c.Store(2, events.StoreConfig{})
+	if err := back.WaitReplicasCurrent(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := back.Read(ctx, 1, 0, func(events.Event) error { n++; return nil }); err != nil {
+		t.Fatalf("read through the restarted replica: %v", err)
+	}
+	if n != 300 {
+		t.Fatalf("read %d events, want 300", n)
+	}
+}

@@ -177,6 +177,13 @@ func openStoreRetrying(ctx context.Context, js jetstream.JetStream, cfg events.S
 		st, err := events.OpenStore(octx, js, cfg)
 		cancel()
 		if err == nil {
+			// The views read the whole log next: from current copies only.
+			err = st.WaitReplicasCurrent(ctx, func(lagging []string, waited time.Duration) {
+				log.Warn("waiting for the event log's replicas to catch up before building the views", "lagging", lagging, "waited", waited.Round(time.Second))
+			})
+			if err != nil {
+				return nil, err
+			}
 			return st, nil
 		}
 		if ctx.Err() != nil {

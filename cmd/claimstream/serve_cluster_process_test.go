@@ -305,6 +305,30 @@ func TestThreeServeReplicasShareOneLog(t *testing.T) {
 		t.Fatalf("the restarted replica is at %d, the log was at %d", back.Last, two.Last)
 	}
 
+	// Two of three gone: the survivor is not ready and says why.
+	replicas[1].signal(syscall.SIGKILL)
+	replicas[2].signal(syscall.SIGKILL)
+	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		var h struct{ Status, Reason string }
+		code, err := replicas[0].get("/readyz", &h)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable || !strings.Contains(h.Reason, "JetStream quorum lost: 1 of 3 replicas reachable; writes stop until 2 are up") {
+			return fmt.Errorf("readyz %d %+v", code, h)
+		}
+		return nil
+	})
+	if !strings.Contains(replicas[0].logText(), `msg="JetStream quorum lost: 1 of 3 replicas reachable; writes stop until 2 are up"`) {
+		t.Fatalf("the survivor did not log the lost quorum:\n%s", replicas[0].logText())
+	}
+	replicas[1].start()
+	replicas[2].start()
+	sameLog(t, replicas)
+	if !strings.Contains(replicas[0].logText(), `msg="JetStream quorum back`) {
+		t.Fatalf("the survivor did not log the quorum's return:\n%s", replicas[0].logText())
+	}
+
 	// All three stop together: one log, one set of views.
 	before := quiet(t, replicas)
 	stopAll(replicas)

@@ -169,3 +169,39 @@ func TestRestartedReplicaReadsTheWholeLogOnceCurrent(t *testing.T) {
 		t.Fatalf("read %d events, want 300", n)
 	}
 }
+
+// A single server's log does not depend on the server's name: serve names
+// it after the replica (the host name by default), which may change
+// between restarts of one data dir when only one replica runs.
+func TestSingleServerKeepsItsLogUnderANewName(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	start := func(name string) (*events.Embedded, *events.Store) {
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true, ServerName: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(emb.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := events.OpenStore(ctx, js, events.StoreConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return emb, st
+	}
+	emb, st := start("claimstream-0")
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	emb.Shutdown()
+	emb, st = start("some-host")
+	defer emb.Shutdown()
+	if n, err := st.LastSeq(ctx); err != nil || n != 1 {
+		t.Fatalf("LastSeq under a new name = %d, %v; want 1", n, err)
+	}
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 1, booting("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -286,7 +286,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	js = clusterJetStream(js, emb, log)
-	p.store, err = openStoreRetrying(ctx, js, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health}, emb.Clustered(), log)
+	p.store, err = openStoreRetrying(ctx, js, emb, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health}, o.nats.restoreBackup, log)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,10 @@ type natsClusterOptions struct {
 	clusterTLSCert string
 	clusterTLSKey  string
 	clusterTLSCA   string
+
+	// restoreBackup is a backup file restored into the log when the log
+	// does not exist yet (moving a single replica's log to three).
+	restoreBackup string
 }
 
 // defaultReplicaName is $POD_NAME (a StatefulSet pod's stable name), else
@@ -56,6 +60,7 @@ func (n *natsClusterOptions) addClusterFlags(f *pflag.FlagSet) {
 	f.StringVar(&n.clusterTLSCert, "nats-cluster-tls-cert", "", "route TLS certificate (PEM file; required off loopback)")
 	f.StringVar(&n.clusterTLSKey, "nats-cluster-tls-key", "", "route TLS key (PEM file)")
 	f.StringVar(&n.clusterTLSCA, "nats-cluster-tls-ca", "", "CA the other replicas' route certificates must chain to (PEM file)")
+	f.StringVar(&n.restoreBackup, "restore-backup", "", "on the first start of an empty log, restore this backup file into it (give it to every replica); a log that holds the backup already is left alone")
 }
 
 // ReplicaName is this replica's stable name: --replica-name, else
@@ -166,8 +171,11 @@ func joinCluster(ctx context.Context, emb *events.Embedded, log *slog.Logger) er
 // openStoreRetrying opens the store; on a cluster, placing a replicated
 // stream fails until enough peers are known to the meta leader, so it
 // retries (with backoff, bounded by ctx) while the cluster forms.
-func openStoreRetrying(ctx context.Context, js jetstream.JetStream, cfg events.StoreConfig, clustered bool, log *slog.Logger) (*events.Store, error) {
-	if !clustered {
+func openStoreRetrying(ctx context.Context, js jetstream.JetStream, emb *events.Embedded, cfg events.StoreConfig, restoreFile string, log *slog.Logger) (*events.Store, error) {
+	if err := restoreBackupOnce(ctx, js, emb, restoreFile, first(cfg.Stream, "CLAIMSTREAM"), log); err != nil {
+		return nil, err
+	}
+	if !emb.Clustered() {
 		return events.OpenStore(ctx, js, cfg)
 	}
 	wait := 100 * time.Millisecond
@@ -227,4 +235,84 @@ func clusterJetStream(js jetstream.JetStream, emb *events.Embedded, log *slog.Lo
 		return js
 	}
 	return events.ClusterAdmin(js, log)
+}
+
+// restoreBackupOnce restores a backup into the log if the log does not
+// exist yet, through JetStream's restore API (on a cluster the stream comes
+// back with the backup's replica count; opening the store raises it).
+// Every replica may be given the file: the first restore wins, the others
+// find the log holding the backup. A log that exists with other events is
+// refused, and nothing is changed.
+func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.Embedded, file, stream string, log *slog.Logger) error {
+	if file == "" {
+		return nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("--restore-backup: %w", err)
+	}
+	defer f.Close()
+	m, err := events.VerifyBackup(f)
+	if err != nil {
+		return fmt.Errorf("--restore-backup refused, nothing written: %w", err)
+	}
+	if m.Stream != stream {
+		return fmt.Errorf("--restore-backup: the backup holds stream %s, this log is stream %s (--stream)", m.Stream, stream)
+	}
+	// Racing replicas: one restores, the others see the stream in use
+	// (and, until the restore ends, empty). Bounded: a big log takes a
+	// while to upload, not forever.
+	busySince := time.Time{}
+	busy := func() error {
+		if busySince.IsZero() {
+			busySince = time.Now()
+		} else if time.Since(busySince) > 10*time.Minute {
+			return errors.New("--restore-backup: the log exists and stays empty: was a replica started without --restore-backup? Stop all, empty their data dirs and start them again, each with the flag")
+		}
+		return nil
+	}
+	for {
+		// Bounded: right after a cluster starts a request may go unanswered.
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		st, err := js.Stream(sctx, stream)
+		cancel()
+		switch {
+		case err == nil:
+			last := st.CachedInfo().State.LastSeq
+			if last >= m.LastSeq && (last > 0 || m.LastSeq == 0) {
+				log.Info("--restore-backup: the log exists; not restored (again)", "file", file, "seq", last, "backup_last_seq", m.LastSeq)
+				return nil
+			}
+			if last > 0 {
+				return fmt.Errorf("--restore-backup: the log exists with events up to seq %d and the backup ends at seq %d: a backup is restored only into an empty log", last, m.LastSeq)
+			}
+			if err := busy(); err != nil {
+				return err
+			}
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			log.Info("restoring the backup into the log", "file", file, "stream", m.Stream, "events", m.Msgs, "last_seq", m.LastSeq)
+			begin := time.Now()
+			err := events.RestoreBackup(ctx, emb.Conn, f, m)
+			if err == nil {
+				log.Info("restored the backup into the log", "file", file, "events", m.Msgs, "last_seq", m.LastSeq, "took", time.Since(begin).Round(time.Millisecond))
+				return nil
+			}
+			if !strings.Contains(err.Error(), "already in use") && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+				return fmt.Errorf("--restore-backup: %w", err)
+			}
+			// Another replica won the race (or the racing request went
+			// unanswered): look again.
+			if err := busy(); err != nil {
+				return err
+			}
+		default:
+			// The cluster is still forming.
+			log.Debug("--restore-backup: the log cannot be looked at yet", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("--restore-backup: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

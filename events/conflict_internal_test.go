@@ -2,8 +2,10 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,5 +24,20 @@ func TestConflictCoversBothWrongLastSequenceCodes(t *testing.T) {
 	}
 	if err := s.appendError(&jetstream.APIError{Code: 400, ErrorCode: 10201}, w); errors.Is(err, ErrConflict) || !isDuplicateBatch(err) {
 		t.Fatalf("a duplicate batch id is not a conflict: %v", err)
+	}
+}
+
+// Both ways a publish finds nobody to answer it are retried; a conflict
+// or another failure is not.
+func TestNoRespondersIsRetriedNothingElse(t *testing.T) {
+	for _, err := range []error{nats.ErrNoResponders, jetstream.ErrNoStreamResponse, fmt.Errorf("batch message 1 ack failed: %w", nats.ErrNoResponders)} {
+		if !isNoResponders(err) {
+			t.Fatalf("%v is not retried", err)
+		}
+	}
+	for _, err := range []error{nil, &ConflictError{Code: 10071}, errors.New("stream not found")} {
+		if isNoResponders(err) {
+			t.Fatalf("%v is retried", err)
+		}
 	}
 }

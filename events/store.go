@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -199,6 +200,7 @@ func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs 
 // MaxEventsPerAppend events is an *AppendTooLargeError and sends nothing.
 func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
 	res, err := s.appendWrites(ctx, writes...)
+	res, err = s.retryNoResponders(ctx, res, err, writes)
 	if again := s.expiredExpectations(ctx, err, writes); again != nil {
 		if res, rerr := s.appendWrites(ctx, again...); !errors.Is(rerr, ErrConflict) {
 			return res, rerr
@@ -419,8 +421,10 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 			gaps.saw(e.Seq)
 			batch = append(batch, e)
 			// Nothing pending: the server has no sequence left for this
-			// range, so the rest of it is missing, not late.
-			end := e.Seq == to || pending == 0
+			// range, so the rest of it is missing, not late. Unless the
+			// consumer reads a copy that lags (a cluster's follower): then
+			// the stream's leader holds the next one, and it comes.
+			end := e.Seq == to || pending == 0 && !s.storedAtLeader(ctx, e.Seq+1)
 			if len(batch) == 512 || end {
 				if err := send(); err != nil {
 					return err
@@ -435,7 +439,7 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 			// Called when no message came for a while: the range's tail
 			// is missing when the server has delivered everything it had
 			// and all of it reached the callback.
-			if info != nil && info.NumPending == 0 && info.Delivered.Stream < gaps.expected() {
+			if info != nil && info.NumPending == 0 && info.Delivered.Stream < gaps.expected() && !s.storedAtLeader(ctx, gaps.expected()) {
 				gaps.missingTo(to)
 				return done
 			}
@@ -588,6 +592,26 @@ func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn
 			}
 		}
 	}
+}
+
+// storedAtLeader reports whether the stream holds seq, as its leader
+// answers a message get (a direct get may be answered by a lagging copy).
+// Any failure counts as not held: the caller then reports it missing.
+func (s *Store) storedAtLeader(ctx context.Context, seq uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := []byte(`{"seq":` + strconv.FormatUint(seq, 10) + `}`)
+	resp, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.cfg.Stream, req)
+	if err != nil {
+		return false
+	}
+	var r struct {
+		Error   *struct{} `json:"error"`
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	return json.Unmarshal(resp.Data, &r) == nil && r.Error == nil && r.Message != nil && r.Message.Seq == seq
 }
 
 // Get reads the event at seq.

@@ -48,6 +48,10 @@ func (m *LogMonitor) clusterVerdict() (v verdict, ok bool) {
 		return verdict{}, false
 	}
 	st := m.emb.ClusterStatus()
+	if st.Reachable >= st.Needed() && st.MetaLeader == "" {
+		// Enough replicas, no leader yet: an election, not a lost quorum.
+		return verdict{reason: fmt.Sprintf("JetStream is electing a meta leader (%d of %d replicas reachable)", st.Reachable, st.Size), serverFault: true}, true
+	}
 	if !st.Quorum() {
 		if !m.cluster.quorumLost {
 			m.cluster.quorumLost = true

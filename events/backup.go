@@ -313,12 +313,19 @@ func VerifyBackup(f *os.File) (BackupManifest, error) {
 	return m, nil
 }
 
+// restoreAskWait bounds the wait for the answer to a restore request.
+const restoreAskWait = 10 * time.Second
+
 // RestoreBackup creates the stream of a verified backup (VerifyBackup) on
 // the server of nc through JetStream's restore API. The stream must not
 // exist.
 func RestoreBackup(ctx context.Context, nc *nats.Conn, f io.ReaderAt, m BackupManifest) error {
 	req, _ := json.Marshal(map[string]json.RawMessage{"config": m.Config, "state": m.State})
-	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.RESTORE."+m.Stream, req)
+	// The server answers the request at once; on a cluster, one of several
+	// racing restores may never be answered, and its caller tries again.
+	actx, cancel := context.WithTimeout(ctx, restoreAskWait)
+	resp, err := nc.RequestWithContext(actx, "$JS.API.STREAM.RESTORE."+m.Stream, req)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", m.Stream, err)
 	}

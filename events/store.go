@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,7 +45,18 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 const (
 	codeWrongLastSequence         = 10071
 	codeWrongLastSequenceConstant = 10164
+	// A batch carries a Nats-Msg-Id the stream has seen: the server checks
+	// ids of a batch before its expectations, so a retried batch whose
+	// first try landed meets this, not a conflict.
+	codeBatchDuplicateMsgID = 10201
 )
+
+// isDuplicateBatch reports whether err is the server's refusal of a batch
+// that carries an id it has stored.
+func isDuplicateBatch(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateMsgID
+}
 
 // StoreConfig configures the event stream.
 type StoreConfig struct {
@@ -188,6 +200,7 @@ func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs 
 // MaxEventsPerAppend events is an *AppendTooLargeError and sends nothing.
 func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
 	res, err := s.appendWrites(ctx, writes...)
+	res, err = s.retryNoResponders(ctx, res, err, writes)
 	if again := s.expiredExpectations(ctx, err, writes); again != nil {
 		if res, rerr := s.appendWrites(ctx, again...); !errors.Is(rerr, ErrConflict) {
 			return res, rerr
@@ -296,7 +309,7 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 // own event as the aggregate's last one. If every write's newest event
 // carries the id of the event we meant to put last, the append had landed.
 func (s *Store) landedBefore(ctx context.Context, err error, writes []Write, out []Event) (AppendResult, error) {
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, ErrConflict) && !isDuplicateBatch(err) {
 		return AppendResult{}, err
 	}
 	st, serr := s.js.Stream(ctx, s.cfg.Stream)
@@ -408,8 +421,10 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 			gaps.saw(e.Seq)
 			batch = append(batch, e)
 			// Nothing pending: the server has no sequence left for this
-			// range, so the rest of it is missing, not late.
-			end := e.Seq == to || pending == 0
+			// range, so the rest of it is missing, not late. Unless the
+			// consumer reads a copy that lags (a cluster's follower): then
+			// the stream's leader holds the next one, and it comes.
+			end := e.Seq == to || pending == 0 && !s.storedAtLeader(ctx, e.Seq+1)
 			if len(batch) == 512 || end {
 				if err := send(); err != nil {
 					return err
@@ -424,7 +439,7 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 			// Called when no message came for a while: the range's tail
 			// is missing when the server has delivered everything it had
 			// and all of it reached the callback.
-			if info != nil && info.NumPending == 0 && info.Delivered.Stream < gaps.expected() {
+			if info != nil && info.NumPending == 0 && info.Delivered.Stream < gaps.expected() && !s.storedAtLeader(ctx, gaps.expected()) {
 				gaps.missingTo(to)
 				return done
 			}
@@ -469,10 +484,17 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 // must know of sequences the log skips compares each event's Seq with the
 // one before (the projections runner does).
 func (s *Store) Tail(ctx context.Context, from uint64, fn func(Event) error) error {
+	return s.TailWith(ctx, from, nil, fn)
+}
+
+// TailWith is Tail that calls started, when set, once the server has
+// accepted the reader's consumer: from then on events flow, or the error
+// that stops them is returned.
+func (s *Store) TailWith(ctx context.Context, from uint64, started func(), fn func(Event) error) error {
 	if from == 0 {
 		from = 1
 	}
-	return s.consume(ctx, from, func(e Event, _ uint64) error { return fn(e) }, nil)
+	return s.consumeFrom(ctx, from, started, func(e Event, _ uint64) error { return fn(e) }, nil)
 }
 
 // readIdleCheck is how long a bounded reader waits for the next message
@@ -487,6 +509,10 @@ const readIdleCheck = 200 * time.Millisecond
 // the last message (or since the start) whenever no message has come for
 // readIdleCheck while fn was not running; its error ends the consumption.
 func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
+	return s.consumeFrom(ctx, from, nil, fn, idle)
+}
+
+func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
 	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.subjects.All()},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -527,6 +553,9 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pendi
 		cc.Drain()
 		<-cc.Closed()
 	}()
+	if started != nil {
+		started()
+	}
 	var tick <-chan time.Time
 	if idle != nil {
 		t := clk.NewTicker(readIdleCheck)
@@ -563,6 +592,26 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pendi
 			}
 		}
 	}
+}
+
+// storedAtLeader reports whether the stream holds seq, as its leader
+// answers a message get (a direct get may be answered by a lagging copy).
+// Any failure counts as not held: the caller then reports it missing.
+func (s *Store) storedAtLeader(ctx context.Context, seq uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := []byte(`{"seq":` + strconv.FormatUint(seq, 10) + `}`)
+	resp, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.cfg.Stream, req)
+	if err != nil {
+		return false
+	}
+	var r struct {
+		Error   *struct{} `json:"error"`
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	return json.Unmarshal(resp.Data, &r) == nil && r.Error == nil && r.Message != nil && r.Message.Seq == seq
 }
 
 // Get reads the event at seq.

@@ -580,6 +580,7 @@ var catalog = map[Type]struct {
 	TypeUnclaimedShutdownPaused:     {KindSlot, func() Data { return &UnclaimedShutdownPaused{} }},
 	TypeNodeDeleteRequested:         {KindSlot, func() Data { return &NodeDeleteRequested{} }},
 	TypeFailedInstanceDeleted:       {KindSlot, func() Data { return &FailedInstanceDeleted{} }},
+	TypeLeaderElected:               {KindLeadership, func() Data { return &LeaderElected{} }},
 }
 
 // Types lists the catalog in a stable order.
@@ -605,8 +606,11 @@ func KindOf(t Type) (AggregateKind, bool) {
 func AggregateOf(d Data) Aggregate {
 	kind, _ := KindOf(d.EventType())
 	r := d.Reference()
-	if kind == KindGroup {
+	switch kind {
+	case KindGroup:
 		return GroupAggregate(r.Group)
+	case KindLeadership:
+		return Leadership()
 	}
 	return SlotAggregate(r.Slot)
 }

@@ -80,6 +80,11 @@ func bumpAggregate(s *State, e events.Event) {
 			s.Groups[g.Name] = g
 		}
 		g.Seq = e.Seq
+	case events.KindLeadership:
+		if s.Leader == nil {
+			s.Leader = &Leader{}
+		}
+		s.Leader.Seq = e.Seq
 	}
 }
 
@@ -114,6 +119,8 @@ var moves = map[events.Type]func(*State, events.Event) error{
 	events.TypeNodeObserved:    nodeObserved,
 	events.TypeHostJoined:      hostJoined,
 	events.TypeHostJoinRefused: hostJoinRefused,
+
+	events.TypeLeaderElected: leaderElected,
 }
 
 // --- groups ---------------------------------------------------------------

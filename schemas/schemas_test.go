@@ -124,6 +124,7 @@ var fullSamples = []events.Data{
 	events.UnclaimedShutdownPaused{Ref: fullRef, Attempts: 3, PausedUntil: at.Add(30 * time.Minute)},
 	events.NodeDeleteRequested{Ref: fullRef, Node: "worker-1", Why: "NotReady after its shutdown"},
 	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}}},
+	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the
@@ -163,6 +164,7 @@ var minimalSamples = []events.Data{
 	events.UnclaimedShutdownPaused{Ref: minRef, Attempts: 1},
 	events.NodeDeleteRequested{Ref: minRef},
 	events.FailedInstanceDeleted{Ref: minRef, Request: events.Request{Call: events.CallDeleteNodes}},
+	events.LeaderElected{Replica: "claimstream-0", Epoch: 1, Cause: minRef.Cause},
 }
 
 func marshal(t *testing.T, v any) []byte {
@@ -380,7 +382,7 @@ func compareValue(t *testing.T, where string, rt reflect.Type, s map[string]any,
 			want = "string"
 		case reflect.Bool:
 			want = "boolean"
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64:
 			want = "integer"
 		case reflect.Float32, reflect.Float64:
 			want = "number"

@@ -36,7 +36,6 @@ type Leadership struct {
 	deposed func(why string)
 }
 
-
 // NewLeadership returns the leadership of the replica that lease names.
 func NewLeadership(lease Lease, store *events.Store, views *projections.Runner, clk clock.PassiveClock, log *slog.Logger) *Leadership {
 	if log == nil {

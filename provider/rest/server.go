@@ -49,6 +49,9 @@ type Options struct {
 	LogHealth *events.LogHealth
 	// OnBackup, when set, is told of every backup served (backup.go).
 	OnBackup func(at time.Time, size int64, err error)
+	// FreshReads, when set, is asked before every authenticated GET
+	// (freshreads.go): a follower's views must first reach the log's end.
+	FreshReads func(context.Context) error
 }
 
 // server holds what the handlers need.
@@ -111,6 +114,9 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 		h := r.h
 		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
 		hf = checkQuery(r.method+" "+r.path, hf)
+		if r.auth && r.method == http.MethodGet {
+			hf = s.freshReads(hf)
+		}
 		if r.auth {
 			hf = s.authenticate(hf)
 		}

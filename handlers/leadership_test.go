@@ -219,3 +219,30 @@ func TestDeposedLeaderDoesNotAct(t *testing.T) {
 		t.Fatal("the deposed leader did not step down")
 	}
 }
+
+// A follower answers a read only from views that reached the log's last
+// sequence; views that cannot get there within the bound are refused
+// with Unavailable and the number of events they are behind.
+func TestFollowerReadsWaitForTheLogsEnd(t *testing.T) {
+	h := handlerstest.New(t)
+	h.Declare("g", events.GroupSpec{}, handlerstest.Slots("s", 2)...)
+	// A follower whose views stopped folding (built once, never run).
+	stuck := projections.NewRunner(h.Store, projections.RunnerOptions{})
+	if err := stuck.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	follower := handlers.NewLeadership(newTestLease("claimstream-0", false), h.Store, stuck, h.Clock, nil)
+	if err := follower.FreshReads(context.Background()); err != nil {
+		t.Fatalf("views at the log's end refused: %v", err)
+	}
+	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "ca"})
+	err := follower.FreshReads(context.Background())
+	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "views 2 events behind the log") {
+		t.Fatalf("stale follower read: %v", err)
+	}
+	// A follower whose views run catches up within the bound.
+	b := h.Replica("/claimstream/b")
+	if err := handlers.NewLeadership(newTestLease("claimstream-2", false), b.Store, b.Views, h.Clock, nil).FreshReads(context.Background()); err != nil {
+		t.Fatalf("a running follower's read: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"log/slog"
+	"sync"
 )
 
 // Always is the Elector of a single replica that runs without an election
@@ -12,6 +13,7 @@ type Always struct {
 	Log  *slog.Logger
 
 	leading chan struct{}
+	once    sync.Once
 }
 
 // NewAlways returns the elector of a replica that always leads.
@@ -40,7 +42,7 @@ func (a *Always) Leader() Holder { return a.Self }
 
 // Run leads until ctx ends.
 func (a *Always) Run(ctx context.Context, lead func(context.Context)) {
-	close(a.leading)
+	a.once.Do(func() { close(a.leading) })
 	a.Log.Info("leading", "replica", a.Self.Replica, "election", "off")
 	lead(ctx)
 	<-ctx.Done()

@@ -581,6 +581,8 @@ var catalog = map[Type]struct {
 	TypeNodeDeleteRequested:         {KindSlot, func() Data { return &NodeDeleteRequested{} }},
 	TypeFailedInstanceDeleted:       {KindSlot, func() Data { return &FailedInstanceDeleted{} }},
 	TypeLeaderElected:               {KindLeadership, func() Data { return &LeaderElected{} }},
+	TypeSizeIncreased:               {KindGroup, func() Data { return &SizeIncreased{} }},
+	TypeSizeDecreased:               {KindGroup, func() Data { return &SizeDecreased{} }},
 }
 
 // Types lists the catalog in a stable order.

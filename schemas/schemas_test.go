@@ -124,6 +124,8 @@ var fullSamples = []events.Data{
 	events.UnclaimedShutdownPaused{Ref: fullRef, Attempts: 3, PausedUntil: at.Add(30 * time.Minute)},
 	events.NodeDeleteRequested{Ref: fullRef, Node: "worker-1", Why: "NotReady after its shutdown"},
 	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}}},
+	events.SizeIncreased{Ref: fullRef, Delta: 2, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 2, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001", "worker-2-0001"}},
+	events.SizeDecreased{Ref: fullRef, Delta: 1, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: -1, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001"}},
 	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
 }
 
@@ -164,6 +166,8 @@ var minimalSamples = []events.Data{
 	events.UnclaimedShutdownPaused{Ref: minRef, Attempts: 1},
 	events.NodeDeleteRequested{Ref: minRef},
 	events.FailedInstanceDeleted{Ref: minRef, Request: events.Request{Call: events.CallDeleteNodes}},
+	events.SizeIncreased{Ref: minRef, Delta: 1, Request: events.Request{Call: events.CallIncreaseSize}},
+	events.SizeDecreased{Ref: minRef, Delta: 1, Request: events.Request{Call: events.CallDecreaseTargetSize}},
 	events.LeaderElected{Replica: "claimstream-0", Epoch: 1, Cause: minRef.Cause},
 }
 

@@ -110,7 +110,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.cluster.scenario, "scenario", "", "simulator only: a scenario file that drives demand over time")
 	f.Float64Var(&o.cluster.speed, "speed", 0, "simulator only: simulated seconds per real second (default: the scenario's)")
 	f.Int64Var(&o.cluster.seed, "seed", 1, "simulator only: seed of the machines' failures")
-	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "in a cluster, run the reactors only while holding the Lease")
+	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "run the leader-only work only while holding the leader lease (a Lease in a cluster, a JetStream key-value lease otherwise); false: one replica that always leads")
 	f.StringVar(&o.cluster.leaseName, "lease-name", "claimstream", "name of the leader Lease")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")

@@ -35,7 +35,15 @@ type Access struct {
 	// Streams (the webhook sinks' durables): subscribers may neither
 	// redefine them nor pull from or ack on them.
 	ProtectedConsumers []string
+
+	// clustered: the server is one of several. Accounts are cluster-wide
+	// and must be the same on every replica, so the subscribers' account
+	// is defined even where no subscriber is.
+	clustered bool
 }
+
+// needsAccount: the subscribers' account is defined on this server.
+func (a Access) needsAccount() bool { return len(a.Subscribers) > 0 || a.clustered }
 
 // Subscriber is one read-only identity. Password may be a bcrypt hash
 // ("$2a$..."), which nats-server compares as such.
@@ -176,7 +184,7 @@ func (a Access) configure(opts *server.Options, proc *processIdentity) {
 		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}},
 	}}
 	opts.Users, opts.Accounts = nil, nil
-	if len(a.Subscribers) == 0 {
+	if !a.needsAccount() {
 		return
 	}
 	acc := server.NewAccount(SubscribersAccount)
@@ -197,7 +205,7 @@ func (a Access) configure(opts *server.Options, proc *processIdentity) {
 // where the streams have always been) to the subscribers' account. It
 // runs after the server is made and before it starts.
 func (a Access) wire(ns *server.Server) error {
-	if len(a.Subscribers) == 0 {
+	if !a.needsAccount() {
 		return nil
 	}
 	sub, err := ns.LookupAccount(SubscribersAccount)
@@ -225,7 +233,7 @@ func (a Access) wire(ns *server.Server) error {
 // enables it for the global account by itself. The streams on disk are
 // recovered as they are.
 func (a Access) enableJetStream(ns *server.Server) error {
-	if len(a.Subscribers) == 0 {
+	if !a.needsAccount() {
 		return nil
 	}
 	if err := ns.GlobalAccount().EnableJetStream(nil, nil); err != nil {

@@ -38,6 +38,9 @@ type EmbeddedConfig struct {
 	Access Access
 	// TLS of the client port; required when Host is not loopback.
 	TLS ListenTLS
+	// Cluster joins other replicas (see ClusterConfig); off by default.
+	// ServerName must then be the replica's stable name.
+	Cluster ClusterConfig
 }
 
 // ListenTLS names the PEM files of the client port's TLS. With
@@ -65,6 +68,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	started := false
+	defer func() {
+		if !started {
+			_ = lock.Release()
+		}
+	}()
 	if cfg.ServerName == "" {
 		cfg.ServerName = "claimstream-0"
 	}
@@ -78,8 +87,18 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if !cfg.Listen {
 		port = -1
 	}
+	// A server without a client listener never starts its routes: a
+	// clustered one keeps a loopback port nobody can log in to (the
+	// process's own key works in process only).
+	dontListen := !cfg.Listen && !cfg.Cluster.Enabled()
+	if !cfg.Listen {
+		host = "127.0.0.1"
+	}
 	if err := cfg.Access.Validate(); err != nil {
 		return nil, fmt.Errorf("embedded nats: access: %w", err)
+	}
+	if err := cfg.Cluster.validate(); err != nil {
+		return nil, fmt.Errorf("embedded nats: cluster: %w", err)
 	}
 	if cfg.Listen && !IsLoopback(host) && !cfg.TLS.enabled() {
 		return nil, fmt.Errorf("embedded nats: the client port on %s is not on loopback and has no TLS: passwords and events would cross the network in clear", host)
@@ -92,7 +111,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		ServerName:         cfg.ServerName,
 		Host:               host,
 		Port:               port,
-		DontListen:         !cfg.Listen,
+		DontListen:         dontListen,
 		NoSigs:             true,
 		NoLog:              !cfg.Logs,
 		JetStream:          true,
@@ -101,7 +120,14 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		JetStreamMaxStore:  cfg.MaxStore,
 		SyncAlways:         !cfg.NoSync,
 	}
+	// Accounts are cluster-wide: every replica defines the same ones.
+	cfg.Access.clustered = cfg.Cluster.Enabled()
 	cfg.Access.configure(opts, proc)
+	if cfg.Cluster.Enabled() {
+		if err := cfg.Cluster.configure(opts, cfg.ServerName); err != nil {
+			return nil, fmt.Errorf("embedded nats: cluster: %w", err)
+		}
+	}
 	if cfg.TLS.enabled() {
 		if cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "" {
 			return nil, errors.New("embedded nats: TLS needs both a certificate and a key")
@@ -120,7 +146,6 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		lock.Release()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if err := cfg.Access.wire(ns); err != nil {
@@ -132,7 +157,6 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
-		lock.Release()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
 	if err := cfg.Access.enableJetStream(ns); err != nil {
@@ -143,15 +167,15 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		nats.Nkey(proc.pub, proc.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
 	if err != nil {
 		ns.Shutdown()
-		lock.Release()
 		return nil, fmt.Errorf("embedded nats: connect: %w", err)
 	}
+	started = true
 	return &Embedded{Server: ns, Conn: nc, lock: lock, cfg: cfg}, nil
 }
 
 // ClientURL is the address of the client listener ("" when not listening).
 func (e *Embedded) ClientURL() string {
-	if e.Server.Addr() == nil {
+	if !e.cfg.Listen || e.Server.Addr() == nil {
 		return ""
 	}
 	return e.Server.ClientURL()

@@ -231,6 +231,9 @@ type LogMonitorOptions struct {
 	RestartAfter time.Duration
 	Clock        clock.WithTicker
 	Logger       *slog.Logger
+	// Stream, on a cluster, is the log's stream: the log is writable only
+	// while it has a leader.
+	Stream string
 }
 
 // LogMonitor watches the embedded server and its data dir, keeps the
@@ -245,6 +248,7 @@ type LogMonitor struct {
 	opts   LogMonitorOptions
 
 	lastRestart time.Time
+	cluster     clusterWatch
 }
 
 // NewLogMonitor watches emb and sets health.
@@ -304,6 +308,9 @@ func (m *LogMonitor) check() {
 // have disabled itself) or to a store limit it derived from the free space
 // of a full disk when it started.
 func (m *LogMonitor) evaluate() verdict {
+	if v, ok := m.clusterVerdict(); ok {
+		return v
+	}
 	dir := m.emb.cfg.Dir
 	free, ferr := FreeBytes(dir)
 	fault := m.serverFault()
@@ -351,7 +358,7 @@ func (m *LogMonitor) storeUsage() (used, limit int64, ok bool) {
 // serverFault is the embedded server's own verdict: JetStream disabled, a
 // stream not recovered, or a stream's write error ("" when healthy).
 func (m *LogMonitor) serverFault() string {
-	hs := m.emb.Server.Healthz(nil)
+	hs := m.emb.Server.Healthz(m.healthzOptions())
 	if hs == nil || hs.Error == "" && hs.Status == "ok" {
 		return ""
 	}

@@ -44,7 +44,18 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 const (
 	codeWrongLastSequence         = 10071
 	codeWrongLastSequenceConstant = 10164
+	// A batch carries a Nats-Msg-Id the stream has seen: the server checks
+	// ids of a batch before its expectations, so a retried batch whose
+	// first try landed meets this, not a conflict.
+	codeBatchDuplicateMsgID = 10201
 )
+
+// isDuplicateBatch reports whether err is the server's refusal of a batch
+// that carries an id it has stored.
+func isDuplicateBatch(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateMsgID
+}
 
 // StoreConfig configures the event stream.
 type StoreConfig struct {
@@ -296,7 +307,7 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 // own event as the aggregate's last one. If every write's newest event
 // carries the id of the event we meant to put last, the append had landed.
 func (s *Store) landedBefore(ctx context.Context, err error, writes []Write, out []Event) (AppendResult, error) {
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, ErrConflict) && !isDuplicateBatch(err) {
 		return AppendResult{}, err
 	}
 	st, serr := s.js.Stream(ctx, s.cfg.Stream)
@@ -469,10 +480,17 @@ func (s *Store) Read(ctx context.Context, from, to uint64, fn func(Event) error)
 // must know of sequences the log skips compares each event's Seq with the
 // one before (the projections runner does).
 func (s *Store) Tail(ctx context.Context, from uint64, fn func(Event) error) error {
+	return s.TailWith(ctx, from, nil, fn)
+}
+
+// TailWith is Tail that calls started, when set, once the server has
+// accepted the reader's consumer: from then on events flow, or the error
+// that stops them is returned.
+func (s *Store) TailWith(ctx context.Context, from uint64, started func(), fn func(Event) error) error {
 	if from == 0 {
 		from = 1
 	}
-	return s.consume(ctx, from, func(e Event, _ uint64) error { return fn(e) }, nil)
+	return s.consumeFrom(ctx, from, started, func(e Event, _ uint64) error { return fn(e) }, nil)
 }
 
 // readIdleCheck is how long a bounded reader waits for the next message
@@ -487,6 +505,10 @@ const readIdleCheck = 200 * time.Millisecond
 // the last message (or since the start) whenever no message has come for
 // readIdleCheck while fn was not running; its error ends the consumption.
 func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
+	return s.consumeFrom(ctx, from, nil, fn, idle)
+}
+
+func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
 	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.subjects.All()},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -527,6 +549,9 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pendi
 		cc.Drain()
 		<-cc.Closed()
 	}()
+	if started != nil {
+		started()
+	}
 	var tick <-chan time.Time
 	if idle != nil {
 		t := clk.NewTicker(readIdleCheck)

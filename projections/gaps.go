@@ -83,6 +83,9 @@ func (r *Runner) Problem() (problem string, blocking bool) {
 	if cp := r.checkpointProblem(); cp != "" {
 		problem = joinWhy(problem, cp)
 	}
+	if rs := r.ReaderStatus(); rs.Down {
+		problem = joinWhy(problem, rs.Reason)
+	}
 	return problem, blocking
 }
 

@@ -43,6 +43,8 @@ type Runner struct {
 
 	gaps   logGaps
 	cp     runnerCheckpoints
+	reader readerState
+	clock  clock.Clock
 	writer func() bool
 }
 
@@ -87,6 +89,7 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 		opts.Clock = clock.RealClock{}
 	}
 	r.cp = runnerCheckpoints{store: opts.Checkpoints, policy: opts.CheckpointPolicy, clock: opts.Clock}
+	r.clock = opts.Clock
 	r.nextSnap.Store(opts.SnapshotEvery)
 	r.writer = opts.Writer
 	return r
@@ -169,11 +172,14 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// Run folds new events until ctx ends. Start must have returned first.
+// Run folds new events until ctx ends, surviving failures of its reader
+// of the log. Start must have returned first.
 func (r *Runner) Run(ctx context.Context) error {
 	<-r.started
 	r.runCheckpointTicker(ctx)
-	err := r.store.Tail(ctx, r.Seq()+1, func(e events.Event) error {
+	// A failed reader is re-created (runner_recovery.go): Run ends only
+	// with ctx.
+	return r.tailRecovering(ctx, r.clock, func(e events.Event) error {
 		r.mu.Lock()
 		if e.Seq > r.state.Seq+1 {
 			r.noteGaps(events.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
@@ -197,10 +203,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.maybeCheckpoint(ctx)
 		return nil
 	})
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
-	}
-	return err
 }
 
 func (r *Runner) fold(st *State, e events.Event) {
@@ -271,7 +273,8 @@ func (r *Runner) CaughtUp(ctx context.Context) (bool, uint64, error) {
 	if err != nil {
 		return false, 0, err
 	}
-	return r.ReadTo() >= last, last, nil
+	// A reader that is down misses whatever comes next: not current.
+	return r.ReadTo() >= last && !r.ReaderStatus().Down, last, nil
 }
 
 // ReadTo is the sequence the views have read the log to: Seq, or past it

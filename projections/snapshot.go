@@ -30,8 +30,17 @@ type Snapshots struct {
 	obj jetstream.ObjectStore
 }
 
-// OpenSnapshots opens (or creates) the bucket.
+// OpenSnapshots opens (or creates) the bucket on one server.
 func OpenSnapshots(ctx context.Context, js jetstream.JetStream, bucket string) (*Snapshots, error) {
+	return OpenSnapshotsReplicated(ctx, js, bucket, 1)
+}
+
+// OpenSnapshotsReplicated opens (or creates) the bucket kept on replicas
+// servers (the event log's replica count).
+func OpenSnapshotsReplicated(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*Snapshots, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
 	if bucket == "" {
 		bucket = "claimstream-snapshots"
 	}
@@ -39,6 +48,7 @@ func OpenSnapshots(ctx context.Context, js jetstream.JetStream, bucket string) (
 		Bucket:      bucket,
 		Description: "claimstream snapshots of the projected views",
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot bucket %s: %w", bucket, err)

@@ -18,7 +18,7 @@ type logHealth struct {
 	monitor *events.LogMonitor
 }
 
-func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemetry) logHealth {
+func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemetry, stream string) logHealth {
 	// The disk is watched in real time, whatever clock drives the views.
 	clk := clock.RealClock{}
 	h := events.NewLogHealth(clk.Now())
@@ -27,5 +27,16 @@ func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemet
 			log.Warn("no log health metrics", "err", err)
 		}
 	}
-	return logHealth{health: h, monitor: events.NewLogMonitor(emb, h, events.LogMonitorOptions{Clock: clk, Logger: log})}
+	opts := events.LogMonitorOptions{Clock: clk, Logger: log}
+	if emb.Clustered() {
+		// On three replicas the log is writable only with a JetStream
+		// quorum and a leader of its stream (events/cluster_health.go).
+		opts.Stream = first(stream, "CLAIMSTREAM")
+		if tel != nil {
+			if err := tel.Metrics.ObserveCluster(emb.ClusterStatus); err != nil {
+				log.Warn("no cluster metrics", "err", err)
+			}
+		}
+	}
+	return logHealth{health: h, monitor: events.NewLogMonitor(emb, h, opts)}
 }

@@ -247,6 +247,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		log.Error("shutting down after a failure", "err", run.err())
 	}
 	stopServe(run, intake, work, views)
+	p.logViewsAtStop()
 	if err := run.err(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -270,23 +271,27 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &plane{log: log, emb: emb, clock: clk, tel: tel, logs: newLogHealth(emb, log, tel)}
+	p := &plane{log: log, emb: emb, clock: clk, tel: tel, logs: newLogHealth(emb, log, tel, o.stream)}
 	ok := false
 	defer func() {
 		if !ok {
 			emb.Shutdown()
 		}
 	}()
+	if err := joinCluster(ctx, emb, log); err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(emb.Conn)
 	if err != nil {
 		return nil, err
 	}
-	p.store, err = events.OpenStore(ctx, js, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Logger: log, Health: p.logs.health})
+	js = clusterJetStream(js, emb, log)
+	p.store, err = openStoreRetrying(ctx, js, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health}, emb.Clustered(), log)
 	if err != nil {
 		return nil, err
 	}
 	o.timing.done("event log stream opened", "stream", o.stream)
-	snaps, err := projections.OpenSnapshots(ctx, js, "")
+	snaps, err := projections.OpenSnapshotsReplicated(ctx, js, "", p.store.Replicas())
 	if err != nil {
 		return nil, err
 	}

@@ -42,18 +42,6 @@ type leaderState struct {
 	poolApplied chan struct{}
 }
 
-// replicaName is this replica's stable name in the election: $POD_NAME
-// (a StatefulSet's pod keeps its name across restarts), else the host name.
-func replicaName() string {
-	if n := os.Getenv("POD_NAME"); n != "" {
-		return n
-	}
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "claimstream"
-}
-
 // advertised is the address other replicas and operators are told: a
 // wildcard listen address becomes $POD_IP.
 func advertised(addr string) string {
@@ -71,7 +59,11 @@ func advertised(addr string) string {
 // JetStream key-value lease in the simulator, none with
 // --leader-elect=false) and puts the write gate on the command service.
 func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
-	self := leader.Holder{Replica: replicaName(), GRPCAddress: advertised(o.grpcAddress), APIAddress: advertised(o.apiAddress)}
+	name := o.nats.ReplicaName()
+	if name == "" {
+		name = defaultReplicaName() // options made without flags
+	}
+	self := leader.Holder{Replica: name, GRPCAddress: advertised(o.grpcAddress), APIAddress: advertised(o.apiAddress)}
 	l := &p.lead
 	l.poolApplied = make(chan struct{})
 	l.podNamespace, l.podName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")

@@ -28,6 +28,10 @@ type natsOptions struct {
 	// protected are the webhook sinks' consumers, which subscribers may not
 	// touch; set from the sinks file.
 	protected []string
+
+	// The replica's name, the replica count and the routes to the other
+	// replicas (serve_cluster.go).
+	natsClusterOptions
 }
 
 func (n *natsOptions) addFlags(f *pflag.FlagSet) {
@@ -37,6 +41,7 @@ func (n *natsOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&n.tlsCert, "nats-tls-cert", "", "NATS client port certificate (PEM file)")
 	f.StringVar(&n.tlsKey, "nats-tls-key", "", "NATS client port key (PEM file)")
 	f.StringVar(&n.tlsClientCA, "nats-tls-client-ca", "", "CA that NATS clients' certificates must chain to (mTLS)")
+	n.addClusterFlags(f)
 }
 
 // protectSinks keeps subscribers off the sinks' durable consumers.
@@ -52,9 +57,15 @@ func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *
 	if stream == "" {
 		stream = "CLAIMSTREAM" // the store's default
 	}
+	cluster, err := n.clusterConfig()
+	if err != nil {
+		return events.EmbeddedConfig{}, err
+	}
 	ec := events.EmbeddedConfig{
-		Dir:    dataDir,
-		NoSync: noFsync,
+		Dir:        dataDir,
+		NoSync:     noFsync,
+		ServerName: n.replicaName,
+		Cluster:    cluster,
 		Access: events.Access{
 			Streams:            []string{stream, stream + "_DEADLETTER"},
 			ProtectedConsumers: n.protected,

@@ -146,6 +146,8 @@ func (d *Dispatcher) ensureDeadLetterStream(ctx context.Context) error {
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      400 * 24 * time.Hour,
 		Duplicates:  2 * time.Minute,
+		// Kept on as many servers as the log it records.
+		Replicas: d.Store.Replicas(),
 	})
 	if err != nil {
 		return fmt.Errorf("dead-letter stream %s: %w", name, err)

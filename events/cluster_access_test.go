@@ -1,0 +1,239 @@
+package events_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
+)
+
+// The read-only identity holds on every replica: a subscriber connected to
+// a server that does not lead the stream reads and consumes the log, and is
+// refused writes and stream administration.
+func TestSubscriberOnFollowerReadsButCannotWrite(t *testing.T) {
+	c := eventstest.StartClusterWith(t, 3, eventstest.ClusterOptions{
+		Listen: true,
+		Access: events.Access{
+			Subscribers: []events.Subscriber{{User: readerUser, Password: readerPassword}},
+			Streams:     []string{"CLAIMSTREAM", deadLetters},
+		},
+	})
+	st := c.Store(0, events.StoreConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.Servers[c.Follower("CLAIMSTREAM")]
+	nc, js, v := connectReader(t, follower.Embedded)
+
+	cons, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+		Durable: "pager", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		t.Fatalf("create a consumer on a follower: %v", err)
+	}
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 1, booting("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	eventstest.CheckFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+		batch, err := cons.Fetch(2, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return err
+		}
+		for m := range batch.Messages() {
+			got = append(got, m.Subject())
+			if err := m.DoubleAck(ctx); err != nil {
+				return err
+			}
+		}
+		if len(got) < 2 {
+			return errFetched(got)
+		}
+		return nil
+	})
+	if got[0] != "cs.slot.a.ClaimCreated" || got[1] != "cs.slot.a.ClaimBooting" {
+		t.Fatalf("consumed %v", got)
+	}
+	s, err := js.Stream(ctx, "CLAIMSTREAM")
+	if err != nil {
+		t.Fatalf("stream info on a follower: %v", err)
+	}
+	if _, err := s.GetMsg(ctx, 1); err != nil {
+		t.Fatalf("get on a follower: %v", err)
+	}
+
+	try := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if err := f(ctx); err == nil {
+			t.Fatalf("%s: the reader was allowed", what)
+		}
+	}
+	try("publish an event", func(ctx context.Context) error {
+		_, err := js.Publish(ctx, "cs.slot.a.ClaimReady", []byte(`{}`))
+		return err
+	})
+	v.saw(t, "cs.slot.a.ClaimReady")
+	try("delete the stream", func(ctx context.Context) error { return js.DeleteStream(ctx, "CLAIMSTREAM") })
+	v.saw(t, "$JS.API.STREAM.DELETE.CLAIMSTREAM")
+	try("update the stream", func(ctx context.Context) error {
+		_, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "CLAIMSTREAM", Subjects: []string{"cs.>"}, Replicas: 1})
+		return err
+	})
+	v.saw(t, "$JS.API.STREAM.UPDATE.CLAIMSTREAM")
+	try("step the stream leader down", func(ctx context.Context) error {
+		_, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN.CLAIMSTREAM", nil)
+		return err
+	})
+	v.saw(t, "$JS.API.STREAM.LEADER.STEPDOWN.CLAIMSTREAM")
+	if n := len(readAll(t, st)); n != 2 {
+		t.Fatalf("log holds %d events, want 2", n)
+	}
+	// An anonymous client is refused on the follower too.
+	if nc2, err := nats.Connect(follower.ClientURL(), nats.NoReconnect()); err == nil {
+		nc2.Close()
+		t.Fatal("an anonymous client connected to a follower")
+	}
+}
+
+type errFetched []string
+
+func (e errFetched) Error() string { return "fetched only " + string(rune('0'+len(e))) + " messages" }
+
+// Route TLS: replicas with certificates of one CA form a cluster; a server
+// whose route certificate is of another CA is not let in, even with the
+// right secret.
+func TestClusterRoutesOverTLS(t *testing.T) {
+	ca, caKey, caFile := writeTestCA(t)
+	certs := make([][2]string, 3)
+	for i := range certs {
+		certs[i][0], certs[i][1] = writeTestLeaf(t, ca, caKey)
+	}
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	routes := []string{addrs[0], addrs[1], addrs[2]}
+	start := func(i int, cert, key, caFile string) *events.Embedded {
+		t.Helper()
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{
+			Dir: t.TempDir(), NoSync: true, ServerName: "tls-" + string(rune('a'+i)),
+			Cluster: events.ClusterConfig{Listen: addrs[i], Routes: routes, Password: eventstest.ClusterPassword, Size: 3,
+				TLS: events.ClusterTLS{CertFile: cert, KeyFile: key, CAFile: caFile}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(emb.Shutdown)
+		return emb
+	}
+	a := start(0, certs[0][0], certs[0][1], caFile)
+	b := start(1, certs[1][0], certs[1][1], caFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.WaitForMetaLeader(ctx, nil); err != nil {
+		t.Fatalf("two TLS replicas: %v", err)
+	}
+	if err := b.WaitForMetaLeader(ctx, nil); err != nil {
+		t.Fatalf("two TLS replicas: %v", err)
+	}
+	// A stranger: its own CA, so neither side trusts the other.
+	sCA, sKey, sCAFile := writeTestCA(t)
+	sCert, sKeyFile := writeTestLeaf(t, sCA, sKey)
+	stranger := start(2, sCert, sKeyFile, sCAFile)
+	time.Sleep(0) // the check below is bounded polling
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := stranger.ClusterStatus(); st.Reachable > 1 {
+			t.Fatalf("a server with a foreign certificate joined: %+v", st)
+		}
+		if st := a.ClusterStatus(); st.Reachable > 2 {
+			t.Fatalf("a server with a foreign certificate was let in: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeTestCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "test route CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ca.crt")
+	writePEM(t, path, "CERTIFICATE", der)
+	return cert, key, path
+}
+
+func writeTestLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "replica"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
+	return certFile, keyFile
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,143 @@
+package events_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
+)
+
+func TestClusterSharesOneLog(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	st := c.Store(0, events.StoreConfig{})
+	ctx := context.Background()
+	res, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, created("node-1", "c1"))
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	info, err := st.JetStream().Stream(ctx, st.Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := info.CachedInfo().Cluster; ci == nil || len(ci.Replicas) != 2 || info.CachedInfo().Config.Replicas != 3 {
+		t.Fatalf("stream cluster info %+v, want a leader and 2 replicas", ci)
+	}
+	for i := range c.Servers {
+		other := c.Store(i, events.StoreConfig{})
+		eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			e, err := other.Get(ctx, res.Last)
+			if err != nil {
+				return err
+			}
+			return e.Err
+		})
+	}
+}
+
+func TestClusterConfigRefusesUnsafeRoutes(t *testing.T) {
+	cases := []struct {
+		name string
+		c    events.ClusterConfig
+		want string
+	}{
+		{"off loopback without TLS", events.ClusterConfig{Listen: "0.0.0.0:6222", Password: "pw"}, "not on loopback and has no TLS"},
+		{"no secret", events.ClusterConfig{Listen: "127.0.0.1:6222"}, "shared route secret"},
+		{"TLS without a CA", events.ClusterConfig{Listen: "0.0.0.0:6222", Password: "pw", TLS: events.ClusterTLS{CertFile: "c", KeyFile: "k"}}, "the CA"},
+		{"routes without a listener", events.ClusterConfig{Routes: []string{"127.0.0.1:6222"}}, "need a route listen address"},
+		{"credentials in a route", events.ClusterConfig{Listen: "127.0.0.1:6222", Password: "pw", Routes: []string{"nats-route://a:b@127.0.0.1:6223"}}, "carries credentials"},
+	}
+	for _, c := range cases {
+		dir := t.TempDir()
+		_, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true, Cluster: c.c})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: got %v, want %q", c.name, err, c.want)
+		}
+		// Refused before the server started: the data dir is free again.
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
+		if err != nil {
+			t.Fatalf("%s: data dir not released: %v", c.name, err)
+		}
+		emb.Shutdown()
+	}
+}
+
+func FuzzParseRoute(f *testing.F) {
+	for _, s := range []string{"nats-route://127.0.0.1:6222", "host:6222", "nats-route://u:p@h:1", "", "::", "nats-route://[::1]:6222", "http://h:1/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := events.ParseRoute(s)
+		if err != nil {
+			return
+		}
+		if u.User != nil || u.Scheme != "nats-route" || u.Port() == "" || u.Hostname() == "" {
+			t.Fatalf("ParseRoute(%q) = %v", s, u)
+		}
+		// What it returns parses again to itself.
+		again, err := events.ParseRoute(u.String())
+		if err != nil || again.String() != u.String() {
+			t.Fatalf("ParseRoute(%q) = %v, again %v, %v", s, u, again, err)
+		}
+	})
+}
+
+// Two of three fresh replicas elect a meta leader, though every replica is
+// given the same route list, its own route included (a StatefulSet's
+// replicas all get the same list).
+func TestTwoOfThreeFreshReplicasFormTheCluster(t *testing.T) {
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	var started []*events.Embedded
+	for i := 0; i < 2; i++ {
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: t.TempDir(), NoSync: true, ServerName: fmt.Sprintf("replica-%d", i),
+			Cluster: events.ClusterConfig{Listen: addrs[i], Routes: addrs, Password: eventstest.ClusterPassword, Size: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(emb.Shutdown)
+		started = append(started, emb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, emb := range started {
+		if err := emb.WaitForMetaLeader(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if st := emb.ClusterStatus(); !st.Quorum() || st.Reachable != 2 || st.Size != 3 {
+			t.Fatalf("status %+v, want a quorum of 2 of 3", st)
+		}
+	}
+}
+
+// Replicas starting together create the same buckets at once: through
+// ClusterAdmin every one of them gets its answer, none waits out a timeout.
+func TestConcurrentCreatesOnAClusterAllAnswer(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	errs := make(chan error, 3)
+	for i := range c.Servers {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			js := events.ClusterAdmin(c.JetStream(i), nil)
+			if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "snaps", Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+				errs <- fmt.Errorf("replica %d: object store: %w", i, err)
+				return
+			}
+			if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "kv", Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+				errs <- fmt.Errorf("replica %d: kv: %w", i, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range c.Servers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

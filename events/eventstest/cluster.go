@@ -1,0 +1,317 @@
+package eventstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// ClusterPassword is the route secret of the clusters StartCluster makes.
+const ClusterPassword = "test-route-secret"
+
+// ClusterOptions tune StartClusterWith.
+type ClusterOptions struct {
+	// Access is every server's access control (the same on all, as serve
+	// gives it).
+	Access events.Access
+	// Listen opens each server's client port on loopback (for Access's
+	// subscribers).
+	Listen bool
+	// Sync turns fsync on (tests run without it).
+	Sync bool
+}
+
+// Cluster is n embedded servers on loopback joined by routes into one
+// JetStream cluster, as n serve replicas are. Each server keeps its store
+// dir across Stop and Start.
+type Cluster struct {
+	t       testing.TB
+	opts    ClusterOptions
+	routes  []string
+	Servers []*ClusterServer
+}
+
+// ClusterServer is one replica of a Cluster.
+type ClusterServer struct {
+	Name  string
+	Dir   string
+	Route string // host:port of its route listener
+	*events.Embedded
+}
+
+// StartCluster starts n servers in a cluster and waits (bounded) until
+// JetStream has a meta leader that every server knows. Every server is shut
+// down when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return StartClusterWith(t, n, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with options.
+func StartClusterWith(t testing.TB, n int, opts ClusterOptions) *Cluster {
+	t.Helper()
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	return startCluster(t, dirs, opts)
+}
+
+// StartClusterOn starts a cluster of one server per store dir (a dir a
+// single server left, say).
+func StartClusterOn(t testing.TB, dirs []string) *Cluster {
+	t.Helper()
+	return startCluster(t, dirs, ClusterOptions{})
+}
+
+func startCluster(t testing.TB, dirs []string, opts ClusterOptions) *Cluster {
+	t.Helper()
+	n := len(dirs)
+	c := &Cluster{t: t, opts: opts}
+	for i := 0; i < n; i++ {
+		addr := freeLoopbackPort(t)
+		c.routes = append(c.routes, "nats-route://"+addr)
+		c.Servers = append(c.Servers, &ClusterServer{Name: fmt.Sprintf("replica-%d", i), Dir: dirs[i], Route: addr})
+	}
+	t.Cleanup(c.Shutdown)
+	// Started together: StartEmbedded returns once its own listeners are
+	// up; the routes and the meta leader follow.
+	errs := make(chan error, n)
+	for i := range c.Servers {
+		go func() { errs <- c.start(i) }()
+	}
+	for range c.Servers {
+		if err := <-errs; err != nil {
+			t.Fatalf("start cluster: %v", err)
+		}
+	}
+	c.WaitForMetaLeader()
+	return c
+}
+
+func freeLoopbackPort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Config is the embedded config of server i, as serve would build it.
+func (c *Cluster) Config(i int) events.EmbeddedConfig {
+	s := c.Servers[i]
+	return events.EmbeddedConfig{
+		Dir:        s.Dir,
+		ServerName: s.Name,
+		NoSync:     !c.opts.Sync,
+		Access:     c.opts.Access,
+		Listen:     c.opts.Listen,
+		Host:       "127.0.0.1",
+		Port:       -1,
+		Cluster: events.ClusterConfig{
+			Listen:   s.Route,
+			Routes:   c.routes,
+			Password: ClusterPassword,
+			Size:     len(c.Servers),
+		},
+	}
+}
+
+func (c *Cluster) start(i int) error {
+	e, err := events.StartEmbedded(c.Config(i))
+	if err != nil {
+		return fmt.Errorf("server %s: %w", c.Servers[i].Name, err)
+	}
+	c.Servers[i].Embedded = e
+	return nil
+}
+
+// Stop shuts server i down, keeping its store.
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	if s := c.Servers[i]; s.Embedded != nil {
+		s.Shutdown()
+		s.Embedded = nil
+	}
+}
+
+// Start starts a stopped server i again on its store.
+func (c *Cluster) Start(i int) {
+	c.t.Helper()
+	if c.Servers[i].Embedded != nil {
+		return
+	}
+	if err := c.start(i); err != nil {
+		c.t.Fatalf("restart: %v", err)
+	}
+}
+
+// Shutdown stops every running server.
+func (c *Cluster) Shutdown() {
+	for i := range c.Servers {
+		c.Stop(i)
+	}
+}
+
+// Running are the servers that run.
+func (c *Cluster) Running() []*ClusterServer {
+	var out []*ClusterServer
+	for _, s := range c.Servers {
+		if s.Embedded != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// WaitForMetaLeader polls (up to 30s) until every running server sees the
+// same JetStream meta leader and is current, and returns that leader.
+func (c *Cluster) WaitForMetaLeader() *ClusterServer {
+	c.t.Helper()
+	var leader *ClusterServer
+	CheckFor(c.t, 30*time.Second, 25*time.Millisecond, func() error {
+		name := ""
+		for _, s := range c.Running() {
+			st := s.ClusterStatus()
+			if st.MetaLeader == "" || !st.Current {
+				return fmt.Errorf("%s sees no meta leader yet (%d of %d reachable)", s.Name, st.Reachable, st.Size)
+			}
+			if name != "" && st.MetaLeader != name {
+				return fmt.Errorf("servers disagree on the meta leader: %s and %s", name, st.MetaLeader)
+			}
+			name = st.MetaLeader
+		}
+		leader = c.server(name)
+		if leader == nil {
+			return fmt.Errorf("meta leader %s is not running", name)
+		}
+		return nil
+	})
+	return leader
+}
+
+func (c *Cluster) server(name string) *ClusterServer {
+	for _, s := range c.Running() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// JetStream is a JetStream context on server i's in-process connection.
+func (c *Cluster) JetStream(i int) jetstream.JetStream {
+	c.t.Helper()
+	js, err := jetstream.New(c.Servers[i].Conn)
+	if err != nil {
+		c.t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
+
+// Store opens the event store, replicated on every server of the cluster,
+// through server i.
+func (c *Cluster) Store(i int, cfg events.StoreConfig) *events.Store {
+	c.t.Helper()
+	if cfg.Replicas == 0 {
+		cfg.Replicas = len(c.Servers)
+	}
+	var st *events.Store
+	// Right after the meta leader, the peers may not all be known yet, and
+	// an R3 stream cannot be placed: retry, bounded.
+	CheckFor(c.t, 30*time.Second, 50*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		st, err = events.OpenStore(ctx, c.JetStream(i), cfg)
+		return err
+	})
+	return st
+}
+
+// StreamLeader polls until the stream has a leader and returns it.
+func (c *Cluster) StreamLeader(stream string) *ClusterServer {
+	c.t.Helper()
+	var leader *ClusterServer
+	CheckFor(c.t, 30*time.Second, 25*time.Millisecond, func() error {
+		for _, s := range c.Running() {
+			if s.Server.JetStreamIsStreamLeader("$G", stream) {
+				leader = s
+				return nil
+			}
+		}
+		return fmt.Errorf("stream %s has no leader", stream)
+	})
+	return leader
+}
+
+// StepDownStream makes the stream's leader step down and waits until
+// another server leads it; it returns the new leader.
+func (c *Cluster) StepDownStream(stream string) *ClusterServer {
+	c.t.Helper()
+	old := c.StreamLeader(stream)
+	// The JetStream API, as an operator's nats CLI would ask it.
+	resp, err := old.Conn.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, 10*time.Second)
+	if err != nil {
+		c.t.Fatalf("step down stream %s on %s: %v", stream, old.Name, err)
+	}
+	if !strings.Contains(string(resp.Data), `"success":true`) {
+		c.t.Fatalf("step down stream %s: %s", stream, resp.Data)
+	}
+	var leader *ClusterServer
+	CheckFor(c.t, 30*time.Second, 25*time.Millisecond, func() error {
+		for _, s := range c.Running() {
+			if s != old && s.Server.JetStreamIsStreamLeader("$G", stream) {
+				leader = s
+				return nil
+			}
+		}
+		return fmt.Errorf("stream %s has no new leader after %s stepped down", stream, old.Name)
+	})
+	return leader
+}
+
+// Follower is a running server that does not lead the stream.
+func (c *Cluster) Follower(stream string) int {
+	c.t.Helper()
+	leader := c.StreamLeader(stream)
+	for i, s := range c.Servers {
+		if s.Embedded != nil && s != leader {
+			return i
+		}
+	}
+	c.t.Fatalf("stream %s has no running follower", stream)
+	return -1
+}
+
+// Index is the position of s in c.Servers.
+func (c *Cluster) Index(s *ClusterServer) int {
+	for i := range c.Servers {
+		if c.Servers[i] == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// String names the servers and their routes.
+func (c *Cluster) String() string {
+	out := ""
+	for i, s := range c.Servers {
+		out += s.Name + "@" + s.Route
+		if i < len(c.Servers)-1 {
+			out += " "
+		}
+	}
+	return out + " (" + strconv.Itoa(len(c.Servers)) + " servers)"
+}

@@ -1,0 +1,38 @@
+package telemetry_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/handlers/telemetry"
+)
+
+// The scrape shows the replicas reached and the quorum of a real cluster,
+// and their fall when two of three stop.
+func TestScrapeShowsClusterPeersAndQuorum(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	tel := setup(t, telemetry.Options{Prometheus: true})
+	if err := tel.Metrics.ObserveCluster(c.Servers[0].ClusterStatus); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(t, tel)
+	for _, line := range []string{"claimstream_jetstream_cluster_peers_current 3", "claimstream_jetstream_quorum 1"} {
+		if !strings.Contains(body, line+"\n") {
+			t.Fatalf("scrape lacks %q:\n%s", line, body)
+		}
+	}
+	c.Stop(1)
+	c.Stop(2)
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		body := scrape(t, tel)
+		for _, line := range []string{"claimstream_jetstream_cluster_peers_current 1", "claimstream_jetstream_quorum 0"} {
+			if !strings.Contains(body, line+"\n") {
+				return fmt.Errorf("scrape lacks %q", line)
+			}
+		}
+		return nil
+	})
+}

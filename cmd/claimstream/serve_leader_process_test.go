@@ -193,6 +193,15 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 	replicas := threeReplicas(t)
 	sameLog(t, replicas)
 	first := leaderOf(t, replicas)
+	// Every provider answers once the pool is in its views.
+	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		for _, r := range replicas {
+			if _, err := r.targetSize("homelab"); err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+		}
+		return nil
+	})
 
 	// A burst of IncreaseSize through every provider: followers refuse
 	// (Unavailable, naming the leader), the leader acknowledges.

@@ -36,7 +36,7 @@ const replicaAPIToken = "replica-test-token"
 // the test binary started again as the command, in a process group of its
 // own that dies with the test.
 type replicaProc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	args   []string
 	api    string
@@ -173,7 +173,7 @@ func (r *replicaProc) state() (replicaState, error) {
 // sameLog waits until every running replica is ready, its views reflect
 // the whole log, and all show the same log end and the same claims; it
 // returns that state.
-func sameLog(t *testing.T, replicas []*replicaProc) replicaState {
+func sameLog(t testing.TB, replicas []*replicaProc) replicaState {
 	t.Helper()
 	var agreed replicaState
 	eventstest.CheckFor(t, 120*time.Second, 100*time.Millisecond, func() error {
@@ -205,7 +205,7 @@ func sameLog(t *testing.T, replicas []*replicaProc) replicaState {
 
 // quiet waits until the log stops growing for a second (the reactors of
 // every replica have done what the claims asked), and all agree.
-func quiet(t *testing.T, replicas []*replicaProc) replicaState {
+func quiet(t testing.TB, replicas []*replicaProc) replicaState {
 	t.Helper()
 	var st replicaState
 	eventstest.CheckFor(t, 120*time.Second, 200*time.Millisecond, func() error {
@@ -224,7 +224,7 @@ func quiet(t *testing.T, replicas []*replicaProc) replicaState {
 // increaseSize asks every running replica's provider in turn until one
 // (the leader) accepts, as cluster-autoscaler reaches the leader through
 // the Service that selects it.
-func increaseSize(t *testing.T, replicas []*replicaProc) {
+func increaseSize(t testing.TB, replicas []*replicaProc) {
 	t.Helper()
 	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 		var errs []error
@@ -256,7 +256,7 @@ func (r *replicaProc) increase(delta int32) error {
 }
 
 // leaderOf is the running replica that logged its election last.
-func leaderOf(t *testing.T, replicas []*replicaProc) *replicaProc {
+func leaderOf(t testing.TB, replicas []*replicaProc) *replicaProc {
 	t.Helper()
 	var found *replicaProc
 	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {

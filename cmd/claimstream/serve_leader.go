@@ -34,8 +34,8 @@ type leaderState struct {
 	// kube is the cluster's client (nil in the simulator).
 	kube     kubernetes.Interface
 	kubeHost string
-	// pod names this replica's Pod (POD_NAMESPACE/POD_NAME from the
-	// downward API); empty outside a pod: no labelling.
+	// pod names this replica's Pod (POD_NAME from the downward API, in
+	// POD_NAMESPACE or else --namespace); no POD_NAME: no labelling.
 	podNamespace, podName string
 
 	poolOnce    sync.Once
@@ -67,6 +67,9 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 	l := &p.lead
 	l.poolApplied = make(chan struct{})
 	l.podNamespace, l.podName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if l.podNamespace == "" {
+		l.podNamespace = o.cluster.namespace // the release's namespace
+	}
 	if !o.cluster.simulated() {
 		cfg, err := restConfig(o.cluster.kubeconfig)
 		if err != nil {

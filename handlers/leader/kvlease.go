@@ -165,12 +165,7 @@ func (l *KVLease) tryAcquire(ctx context.Context, w *kvWatch) (uint64, bool) {
 		l.cfg.Log.Warn("leader lease unreadable", "bucket", l.cfg.Bucket, "err", err)
 		return 0, false
 	}
-	var rec LeaseRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Replica == "" {
-		// An unreadable record is nobody's lease; it still has to age
-		// like any other before it is overwritten.
-		rec = LeaseRecord{}
-	}
+	rec := decodeLeaseRecord(e.Value())
 	l.observed(rec.Holder)
 	now := l.cfg.Clock.Now()
 	if rec.Replica != l.cfg.Self.Replica {
@@ -244,4 +239,15 @@ func (l *KVLease) release(ctx context.Context, rev uint64) {
 func (l *KVLease) record(now time.Time) []byte {
 	b, _ := json.Marshal(LeaseRecord{Holder: l.cfg.Self, Renewed: now.UTC(), LeaseDuration: l.cfg.Timing.LeaseDuration.String()})
 	return b
+}
+
+// decodeLeaseRecord reads the lease key's value, written by any replica
+// (or by hand). An unreadable record is nobody's lease: the zero record,
+// which still has to age like any other before it is overwritten.
+func decodeLeaseRecord(b []byte) LeaseRecord {
+	var rec LeaseRecord
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Replica == "" {
+		return LeaseRecord{}
+	}
+	return rec
 }

@@ -131,6 +131,18 @@ func (r *replicaProc) targetSize(group string) (int32, error) {
 	return res.GetTargetSize(), nil
 }
 
+func (r *replicaProc) deleteNode(node string) error {
+	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = pb.NewCloudProviderClient(conn).NodeGroupDeleteNodes(ctx, &pb.NodeGroupDeleteNodesRequest{Id: "homelab", Nodes: []*pb.ExternalGrpcNode{{Name: node, ProviderID: "homelab://" + node}}})
+	return err
+}
+
 type liveClaim struct {
 	Name, Slot, Phase string
 }
@@ -223,6 +235,26 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 	}
 	if acked == 0 {
 		t.Fatal("the leader acknowledged no IncreaseSize")
+	}
+	// And DeleteNodes of one claimed node through every provider: only
+	// the leader's call writes; the others name the leader.
+	burst, cerr := first.claims()
+	if cerr != nil || len(burst) == 0 {
+		t.Fatalf("claims: %v %v", burst, cerr)
+	}
+	deleted := 0
+	for _, r := range replicas {
+		err := r.deleteNode(burst[0].Slot)
+		switch {
+		case err == nil:
+			deleted++
+		case r != first && strings.Contains(err.Error(), "not the leader: "+first.name):
+		default:
+			t.Fatalf("DeleteNodes on %s: %v", r.name, err)
+		}
+	}
+	if deleted == 0 {
+		t.Fatal("no DeleteNodes acknowledged")
 	}
 	sameLog(t, replicas)
 

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,9 @@ type Event struct {
 	Time time.Time
 	// TraceParent is the W3C trace context of the call that caused the event.
 	TraceParent string
+	// Epoch is the leadership epoch of the replica that wrote the event
+	// (HeaderEpoch); 0 on events written before epochs existed.
+	Epoch uint64
 	// Data is the payload. It is nil when the log held an entry this reader
 	// cannot use (Err says why); Type and Aggregate are still set if the
 	// subject could be parsed.
@@ -108,7 +112,7 @@ func (e Event) CloudEvent() (cloudevents.Event, error) {
 	ce.SetSource(src)
 	ce.SetType(CEType(t))
 	ce.SetTime(e.Time.UTC())
-	ce.SetSubject(ceSubject(ref))
+	ce.SetSubject(ceSubjectOf(e.Data))
 	ce.SetDataSchema(SchemaURL(t))
 	if ref.Group != "" {
 		ce.SetExtension("group", ref.Group)
@@ -121,6 +125,9 @@ func (e Event) CloudEvent() (cloudevents.Event, error) {
 	}
 	if e.TraceParent != "" {
 		ce.SetExtension("traceparent", e.TraceParent)
+	}
+	if e.Epoch != 0 {
+		ce.SetExtension("leaderepoch", strconv.FormatUint(e.Epoch, 10))
 	}
 	if err := ce.SetData(cloudevents.ApplicationJSON, e.Data); err != nil {
 		return cloudevents.Event{}, fmt.Errorf("set %s data: %w", t, err)
@@ -167,6 +174,9 @@ func (e Event) ToMsg(subject string) (*nats.Msg, error) {
 	if e.TraceParent != "" {
 		m.Header.Set(HeaderTraceParent, e.TraceParent)
 	}
+	if e.Epoch != 0 {
+		m.Header.Set(HeaderEpoch, strconv.FormatUint(e.Epoch, 10))
+	}
 	m.Data = ce.Data()
 	return m, nil
 }
@@ -204,6 +214,12 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 	e.ID = h.Get(HeaderID)
 	e.Source = h.Get(HeaderSource)
 	e.TraceParent = h.Get(HeaderTraceParent)
+	epoch, err := parseEpoch(h.Get(HeaderEpoch))
+	if err != nil {
+		e.Err = fmt.Errorf("seq %d: %w", seq, err)
+		return e
+	}
+	e.Epoch = epoch
 	if cetypes.ParseURIRef(e.Source) == nil {
 		e.Err = fmt.Errorf("seq %d: ce-source %q is not a URI reference", seq, e.Source)
 		return e
@@ -250,7 +266,7 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		e.Err = fmt.Errorf("seq %d: %s data names %s, subject names %s", seq, t, AggregateOf(d), agg)
 		return e
 	}
-	if err := checkEnvelopeRefs(h, d.Reference()); err != nil {
+	if err := checkEnvelopeRefs(h, d); err != nil {
 		e.Err = fmt.Errorf("seq %d: %w", seq, err)
 		return e
 	}
@@ -260,8 +276,9 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 
 // checkEnvelopeRefs checks that ce-subject and the extensions say what the
 // data says, as ToMsg writes them.
-func checkEnvelopeRefs(h nats.Header, r Ref) error {
-	if v, want := h.Get(HeaderSubject), ceSubject(r); v != want {
+func checkEnvelopeRefs(h nats.Header, d Data) error {
+	r := d.Reference()
+	if v, want := h.Get(HeaderSubject), ceSubjectOf(d); v != want {
 		return fmt.Errorf("ce-subject %q, the data names %q", v, want)
 	}
 	for _, x := range []struct{ header, want string }{{HeaderGroup, r.Group}, {HeaderSlot, r.Slot}, {HeaderClaim, r.Claim}} {

@@ -96,6 +96,11 @@ func FuzzFromMsg(f *testing.F) {
 	f.Add(m.Subject, uint64(2), []byte{}, m.Data)
 	f.Add("cs.group.g.GroupDeclared", uint64(3), encodeHeader(m.Header), []byte(`{"group":"g"}`))
 	f.Add(m.Subject, uint64(4), encodeHeader(m.Header), []byte(`{"claim":"c1","slot":"node.lan","group":"g\u00e9","requestedAt":"2026-03-04T09:38:15+02:00"}`))
+	withEpoch := goodMsg(f)
+	withEpoch.Header.Set(events.HeaderEpoch, "4")
+	f.Add(withEpoch.Subject, uint64(6), encodeHeader(withEpoch.Header), withEpoch.Data)
+	le := leaderElectedMsg(f, 4)
+	f.Add(le.Subject, uint64(7), encodeHeader(le.Header), le.Data)
 	bad := goodMsg(f)
 	bad.Header.Set(events.HeaderSource, "%zz")
 	f.Add(bad.Subject, uint64(5), encodeHeader(bad.Header), bad.Data)
@@ -116,7 +121,7 @@ func FuzzFromMsg(f *testing.F) {
 			t.Fatalf("re-encoded event refused: %v", e2.Err)
 		}
 		if e2.ID != e.ID || e2.Source != e.Source || e2.TraceParent != e.TraceParent || !e2.Time.Equal(e.Time) ||
-			e2.Type != e.Type || e2.Aggregate != e.Aggregate || e2.Subject != e.Subject || e2.Seq != e.Seq {
+			e2.Epoch != e.Epoch || e2.Type != e.Type || e2.Aggregate != e.Aggregate || e2.Subject != e.Subject || e2.Seq != e.Seq {
 			t.Fatalf("round trip changed the event:\n%+v\n%+v", e, e2)
 		}
 		m2, err := e2.ToMsg(subject)

@@ -70,7 +70,7 @@ func (s Subjects) Parse(subject string) (Aggregate, Type, error) {
 		return Aggregate{}, "", fmt.Errorf("subject %q: want %s.<kind>.<name>.<Type>", subject, s.Prefix)
 	}
 	kind := AggregateKind(parts[0])
-	if kind != KindSlot && kind != KindGroup {
+	if kind != KindSlot && kind != KindGroup && kind != KindLeadership {
 		return Aggregate{}, "", fmt.Errorf("subject %q: unknown aggregate kind %q", subject, parts[0])
 	}
 	name, err := DecodeToken(parts[1])

@@ -584,6 +584,9 @@ var catalog = map[Type]struct {
 	TypeUnclaimedShutdownPaused:     {KindSlot, func() Data { return &UnclaimedShutdownPaused{} }},
 	TypeNodeDeleteRequested:         {KindSlot, func() Data { return &NodeDeleteRequested{} }},
 	TypeFailedInstanceDeleted:       {KindSlot, func() Data { return &FailedInstanceDeleted{} }},
+	TypeLeaderElected:               {KindLeadership, func() Data { return &LeaderElected{} }},
+	TypeSizeIncreased:               {KindGroup, func() Data { return &SizeIncreased{} }},
+	TypeSizeDecreased:               {KindGroup, func() Data { return &SizeDecreased{} }},
 }
 
 // Types lists the catalog in a stable order.
@@ -609,8 +612,11 @@ func KindOf(t Type) (AggregateKind, bool) {
 func AggregateOf(d Data) Aggregate {
 	kind, _ := KindOf(d.EventType())
 	r := d.Reference()
-	if kind == KindGroup {
+	switch kind {
+	case KindGroup:
 		return GroupAggregate(r.Group)
+	case KindLeadership:
+		return Leadership()
 	}
 	return SlotAggregate(r.Slot)
 }

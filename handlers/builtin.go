@@ -140,7 +140,7 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 		if err != nil {
 			return nil, err
 		}
-		writes = append(writes, ws...)
+		writes = mergeWrites(append(writes, ws...))
 	case len(d.Release) > 0:
 		refs := make([]NodeRef, len(d.Release))
 		for i, slot := range d.Release {
@@ -150,7 +150,7 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 		if err != nil {
 			return nil, err
 		}
-		writes = append(writes, ws...)
+		writes = mergeWrites(append(writes, ws...))
 	}
 	return writes, nil
 }

@@ -61,11 +61,11 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	}
 	req := events.Request{Call: call, Delta: c.Delta, Group: c.Group}
 	cause := fmt.Sprintf("%s(+%d) by %s for group %s", call, c.Delta, orUnknown(c.RequestedBy), c.Group)
-	writes := make([]events.Write, 0, c.Delta)
+	writes := make([]events.Write, 0, c.Delta+1)
 	for _, slot := range free[:c.Delta] {
 		writes = append(writes, newClaim(s, g, s.Slots[slot], now, req, c.RequestedBy, cause))
 	}
-	return writes, nil
+	return append(writes, sizeIncreased(g, now, events.Ref{Cause: cause}, c.RequestedBy, req, writes)), nil
 }
 
 // whyNotFree explains a group's unclaimable slots.
@@ -156,7 +156,7 @@ func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]event
 			RequestedBy: orUnknown(c.RequestedBy), Request: &req,
 		}))
 	}
-	return writes, nil
+	return append(writes, sizeDecreased(g, now, cause, c.RequestedBy, req, writes)), nil
 }
 
 // NodeRef names a node the way cluster-autoscaler does: its name and its
@@ -214,7 +214,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 	}
 	req := events.Request{Call: call, Group: c.Group, Nodes: names}
 	cause := fmt.Sprintf("%s(%s) by %s for group %s", call, strings.Join(names, ","), orUnknown(c.RequestedBy), c.Group)
-	var writes []events.Write
+	var writes, removing []events.Write
 	removed := 0
 	for _, slot := range slots {
 		cl := s.LiveOfSlot(slot)
@@ -236,6 +236,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 				Ref: claimRef(cl, cause), RequestedBy: orUnknown(c.RequestedBy), Request: req, Reason: projections.ReasonScaledDown,
 			}))
 		}
+		removing = append(removing, writes[len(writes)-1])
 		removed++
 	}
 	// The floor is judged only when something is removed: cluster-autoscaler
@@ -243,6 +244,9 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 	// in a group already under minSize.
 	if target := s.TargetSize(c.Group); removed > 0 && target-removed < g.Spec.MinSize {
 		return nil, refuse(CodeFailedPrecondition, "deleting %d nodes would take group %s to %d, under minSize %d", removed, c.Group, target-removed, g.Spec.MinSize)
+	}
+	if removed > 0 {
+		writes = append(writes, sizeDecreased(g, now, cause, c.RequestedBy, req, removing))
 	}
 	return writes, nil
 }
@@ -289,7 +293,9 @@ func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]events.Write
 	if c.Reason != "" {
 		cause += ": " + c.Reason
 	}
-	return []events.Write{newClaim(s, g, sl, now, events.Request{Call: events.CallManual, Group: g.Name}, by, cause)}, nil
+	req := events.Request{Call: events.CallManual, Group: g.Name}
+	claim := newClaim(s, g, sl, now, req, by, cause)
+	return []events.Write{claim, sizeIncreased(g, now, events.Ref{Cause: cause}, by, req, []events.Write{claim})}, nil
 }
 
 // DeleteClaim ends a claim by hand: cancelled if pending, scaled down if

@@ -44,6 +44,9 @@ type ReactorsConfig struct {
 	Workers int
 	// Metrics, when set, observe the work queue.
 	Metrics QueueMetrics
+	// Fence, when set, is asked before every change to the cluster
+	// (Leadership.Prove; see Fenced).
+	Fence func(context.Context) error
 }
 
 // Reactors runs every reactor over every slot.
@@ -67,6 +70,9 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Fence != nil {
+		cfg.Cluster = Fenced(cfg.Cluster, cfg.Fence)
 	}
 	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace}
 	if cfg.Workers <= 0 {

@@ -87,7 +87,7 @@ func TestWritesOverAGapGoOnWhenAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gaps accepted, yet: %v", err)
 	}
-	if len(res.Claims()) != 1 || res.Last != 22 {
+	if len(res.Claims()) != 1 || res.Last != 23 { // the claim and its SizeIncreased
 		t.Fatalf("wrote %v at %d", res.Claims(), res.Last)
 	}
 }

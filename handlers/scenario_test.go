@@ -369,6 +369,9 @@ func (p *pool) newestOf(slot string) string {
 func describe(e events.Event) string {
 	r := e.Data.Reference()
 	s := fmt.Sprintf("%s slot=%s", e.Type, r.Slot)
+	if e.Aggregate.Kind == events.KindGroup {
+		s = fmt.Sprintf("%s group=%s", e.Type, r.Group)
+	}
 	if r.Attempt != 0 {
 		s += fmt.Sprintf(" attempt=%d", r.Attempt)
 	}
@@ -385,6 +388,10 @@ func describe(e events.Event) string {
 		s += fmt.Sprintf(" call=%s nodes=%s", d.Request.Call, strings.Join(d.Request.Nodes, ","))
 	case events.FailedInstanceDeleted:
 		s += fmt.Sprintf(" by=%s call=%s nodes=%s", d.RequestedBy, d.Request.Call, strings.Join(d.Request.Nodes, ","))
+	case events.SizeIncreased:
+		s += fmt.Sprintf(" delta=+%d by=%s call=%s claims=%d", d.Delta, d.RequestedBy, d.Request.Call, len(d.Claims))
+	case events.SizeDecreased:
+		s += fmt.Sprintf(" delta=-%d by=%s call=%s claims=%d", d.Delta, d.RequestedBy, d.Request.Call, len(d.Claims))
 	}
 	return s + " cause=" + strconvQuote(r.Cause)
 }

@@ -47,6 +47,11 @@ type Service struct {
 	// the request that created a claim to its last step.
 	Tracer trace.Tracer
 
+	// Gate, when set, is consulted before every append (the write gate of
+	// handlers.Leadership.Permit): it returns the leadership epoch to stamp
+	// on the events, or the refusal of a replica that does not lead.
+	Gate func() (epoch uint64, err error)
+
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 }
@@ -169,11 +174,18 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 
 // append stamps and appends one decision, in its own span when traced.
 func (s *Service) append(ctx context.Context, writes []events.Write) (events.AppendResult, error) {
+	var epoch uint64
+	if s.Gate != nil {
+		var err error
+		if epoch, err = s.Gate(); err != nil {
+			return events.AppendResult{}, err
+		}
+	}
 	var span trace.Span
 	if s.Tracer != nil {
 		ctx, span = s.Tracer.Start(ctx, "claimstream.append", trace.WithSpanKind(trace.SpanKindProducer))
 	}
-	s.stamp(ctx, writes)
+	s.stamp(ctx, writes, epoch)
 	began := time.Now()
 	out, err := s.store.AppendWrites(ctx, writes...)
 	took := time.Since(began)
@@ -260,7 +272,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 	return s.views.WaitFor(ctx, last)
 }
 
-func (s *Service) stamp(ctx context.Context, writes []events.Write) {
+func (s *Service) stamp(ctx context.Context, writes []events.Write, epoch uint64) {
 	tp := ""
 	switch {
 	case s.TraceParent != nil:
@@ -277,6 +289,7 @@ func (s *Service) stamp(ctx context.Context, writes []events.Write) {
 			if e.TraceParent == "" {
 				e.TraceParent = tp
 			}
+			e.Epoch = epoch
 		}
 	}
 }

@@ -114,7 +114,7 @@ func (r *Runner) runCheckpointTicker(ctx context.Context) {
 
 // maybeCheckpoint takes a checkpoint in the background when one is due.
 func (r *Runner) maybeCheckpoint(ctx context.Context) {
-	if r.cp.store == nil {
+	if r.cp.store == nil || !r.writes() {
 		return
 	}
 	r.cp.mu.Lock()

@@ -80,6 +80,11 @@ func bumpAggregate(s *State, e events.Event) {
 			s.Groups[g.Name] = g
 		}
 		g.Seq = e.Seq
+	case events.KindLeadership:
+		if s.Leader == nil {
+			s.Leader = &Leader{}
+		}
+		s.Leader.Seq = e.Seq
 	}
 }
 
@@ -114,6 +119,14 @@ var moves = map[events.Type]func(*State, events.Event) error{
 	events.TypeNodeObserved:    nodeObserved,
 	events.TypeHostJoined:      hostJoined,
 	events.TypeHostJoinRefused: hostJoinRefused,
+
+	events.TypeLeaderElected: leaderElected,
+
+	// The group-size events sum up claim events of the same batch: their
+	// sequence is the group's expectation (bumpAggregate); the claims are
+	// folded from their own events.
+	events.TypeSizeIncreased: func(*State, events.Event) error { return nil },
+	events.TypeSizeDecreased: func(*State, events.Event) error { return nil },
 }
 
 // --- groups ---------------------------------------------------------------

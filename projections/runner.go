@@ -45,6 +45,7 @@ type Runner struct {
 	cp     runnerCheckpoints
 	reader readerState
 	clock  clock.Clock
+	writer func() bool
 }
 
 // RunnerOptions configure a Runner.
@@ -69,6 +70,9 @@ type RunnerOptions struct {
 	CheckpointPolicy CheckpointPolicy
 	// Clock times the checkpoint schedule (default the real clock).
 	Clock clock.Clock
+	// Writer, when set, says whether this replica writes the snapshots
+	// and the scheduled checkpoints (the leader does; followers fold only).
+	Writer func() bool
 }
 
 // NewRunner returns a runner over store. Call Start, then Run.
@@ -87,8 +91,12 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 	r.cp = runnerCheckpoints{store: opts.Checkpoints, policy: opts.CheckpointPolicy, clock: opts.Clock}
 	r.clock = opts.Clock
 	r.nextSnap.Store(opts.SnapshotEvery)
+	r.writer = opts.Writer
 	return r
 }
+
+// writes reports whether this replica writes snapshots and checkpoints.
+func (r *Runner) writes() bool { return r.writer == nil || r.writer() }
 
 // Start builds the views: the newest usable snapshot, then every event
 // after it up to the log's end at the time of the call.
@@ -189,7 +197,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if w != nil {
 			close(w)
 		}
-		if r.snaps != nil && seq >= r.nextSnap.Load() {
+		if r.snaps != nil && seq >= r.nextSnap.Load() && r.writes() {
 			r.snapshotAsync(ctx)
 		}
 		r.maybeCheckpoint(ctx)

@@ -99,6 +99,8 @@ type State struct {
 	Slots  map[string]*Slot  `json:"slots"`
 	Claims map[string]*Claim `json:"claims"`
 	Stats  Stats             `json:"stats"`
+	// Leader is the replicas' leadership (nil before any LeaderElected).
+	Leader *Leader `json:"leader,omitempty"`
 
 	index index
 }

@@ -128,6 +128,9 @@ var fullSamples = []events.Data{
 	events.MachinePoweredOn{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtNodeCondition},
 	events.MachinePoweredOff{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtObserved, Reason: events.PowerOffInputLaw},
 	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}}},
+	events.SizeIncreased{Ref: fullRef, Delta: 2, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 2, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001", "worker-2-0001"}},
+	events.SizeDecreased{Ref: fullRef, Delta: 1, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: -1, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001"}},
+	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the
@@ -169,6 +172,9 @@ var minimalSamples = []events.Data{
 	events.MachinePoweredOn{Ref: minRef, AtSource: events.AtObserved},
 	events.MachinePoweredOff{Ref: minRef, AtSource: events.AtObserved, Reason: events.PowerOffNotReady},
 	events.FailedInstanceDeleted{Ref: minRef, Request: events.Request{Call: events.CallDeleteNodes}},
+	events.SizeIncreased{Ref: minRef, Delta: 1, Request: events.Request{Call: events.CallIncreaseSize}},
+	events.SizeDecreased{Ref: minRef, Delta: 1, Request: events.Request{Call: events.CallDecreaseTargetSize}},
+	events.LeaderElected{Replica: "claimstream-0", Epoch: 1, Cause: minRef.Cause},
 }
 
 func marshal(t *testing.T, v any) []byte {
@@ -386,7 +392,7 @@ func compareValue(t *testing.T, where string, rt reflect.Type, s map[string]any,
 			want = "string"
 		case reflect.Bool:
 			want = "boolean"
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64:
 			want = "integer"
 		case reflect.Float32, reflect.Float64:
 			want = "number"

@@ -161,6 +161,7 @@ func TestServeBackupDuringAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leadNow(t, ctx, p)
 	if err := p.applyPool(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

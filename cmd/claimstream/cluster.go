@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -67,50 +66,31 @@ func (o clusterOptions) clusterClock() (clock.Clock, *sim.Scenario, error) {
 }
 
 // runCluster runs the reactors against the simulator or a real cluster
-// until ctx ends.
+// until ctx ends: the leader's work (serve_leader.go). Every change they
+// make to the cluster is preceded by the leadership proof.
 func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenario) error {
 	if o.simulated() {
 		return p.runSimulated(ctx, o, sc)
 	}
-	cfg, err := restConfig(o.kubeconfig)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	lead := func(ctx context.Context) error {
-		cl := kube.New(cs, kube.Options{Namespace: o.namespace})
-		cl.Start(ctx)
-		defer cl.Shutdown()
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		synced := cl.WaitForSync(sctx)
-		cancel()
-		if !synced {
-			return errors.New("the Node and Job caches did not sync within 2m: check the RBAC of the service account")
+	cl := kube.New(p.lead.kube, kube.Options{Namespace: o.namespace})
+	cl.Start(ctx)
+	defer cl.Shutdown()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	synced := cl.WaitForSync(sctx)
+	cancel()
+	if !synced {
+		if ctx.Err() != nil {
+			return nil
 		}
-		p.log.Info("reactors running", "cluster", cfg.Host, "namespace", cl.Namespace())
-		r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log, Metrics: p.reactorMetrics()})
-		return p.withSinks(ctx, p.withKubeReports(cl, o, r.Run))
+		return errors.New("the Node and Job caches did not sync within 2m: check the RBAC of the service account")
 	}
-	if !o.leaderElect {
-		return lead(ctx)
-	}
-	var leadErr error
-	err = runAsLeader(ctx, cs, leaderOptions{namespace: o.namespace, name: o.leaseName, lease: 15 * time.Second, renew: 10 * time.Second, retry: 2 * time.Second}, p.log, func(ctx context.Context) {
-		if err := lead(ctx); err != nil && ctx.Err() == nil {
-			leadErr = err
-		}
-	})
-	if leadErr != nil {
-		return leadErr
-	}
-	return err
+	p.log.Info("reactors running", "cluster", p.lead.kubeHost, "namespace", cl.Namespace())
+	r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log, Metrics: p.reactorMetrics(), Fence: p.lead.leadership.Prove})
+	return p.withSinks(ctx, p.withKubeReports(cl, o, r.Run))
 }
 
 func (p *plane) runSimulated(ctx context.Context, o clusterOptions, sc *sim.Scenario) error {
-	cfg := sim.WorldConfig{Views: p.views, Service: p.service, Clock: p.clock, Namespace: o.namespace, Seed: o.seed, Log: p.log, Metrics: p.reactorMetrics()}
+	cfg := sim.WorldConfig{Views: p.views, Service: p.service, Clock: p.clock, Namespace: o.namespace, Seed: o.seed, Log: p.log, Metrics: p.reactorMetrics(), Fence: p.lead.leadership.Prove}
 	if sc != nil {
 		cfg.Timing = sc.TimingOf()
 	}

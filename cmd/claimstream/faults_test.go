@@ -245,6 +245,7 @@ func TestServeRecoversWhenJetStreamShutsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leadNow(t, ctx, p)
 	if err := p.applyPool(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

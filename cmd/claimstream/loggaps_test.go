@@ -31,6 +31,7 @@ func TestServeOnATruncatedLogRefusesWritesUnlessGapsAreAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leadNow(t, ctx, p)
 	if err := p.applyPool(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +67,7 @@ func TestServeOnATruncatedLogRefusesWritesUnlessGapsAreAccepted(t *testing.T) {
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- p.views.Run(runCtx) }()
+		leadNow(t, runCtx, p)
 		err = increase(p)
 		switch {
 		case !accept && (handlers.CodeOf(err) != handlers.CodeFailedPrecondition || !strings.Contains(err.Error(), "missing from the log")):

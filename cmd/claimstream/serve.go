@@ -114,7 +114,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.cluster.scenario, "scenario", "", "simulator only: a scenario file that drives demand over time")
 	f.Float64Var(&o.cluster.speed, "speed", 0, "simulator only: simulated seconds per real second (default: the scenario's)")
 	f.Int64Var(&o.cluster.seed, "seed", 1, "simulator only: seed of the machines' failures")
-	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "in a cluster, run the reactors only while holding the Lease")
+	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "run the leader-only work only while holding the leader lease (a Lease in a cluster, a JetStream key-value lease otherwise); false: one replica that always leads")
 	f.StringVar(&o.cluster.leaseName, "lease-name", "claimstream", "name of the leader Lease")
 	f.DurationVar(&o.cluster.statusInterval, "status-interval", kube.DefaultStatusInterval, "least time between two writes of the claimstream-status ConfigMap")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -145,6 +145,7 @@ type plane struct {
 	service *handlers.Service
 	clock   clock.Clock
 	logs    logHealth
+	lead    leaderState // serve_leader.go
 
 	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
 	timelines *rest.TimelineIndex
@@ -228,11 +229,15 @@ func runServe(ctx context.Context, o serveOptions) error {
 	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
 	o.timing.done("listeners started")
 
-	if err := p.applyPool(ctx, cfg); err != nil {
+	// The leader applies the pool file, then runs the reactors and the
+	// pool watcher, for as long as it leads (serve_leader.go).
+	work.Go("leadership", func(ctx context.Context) error { return p.runLeadership(ctx, o, cfg, scenario) })
+	if err := p.waitForPool(ctx, run.failed()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
-		return err
+		stopServe(run, intake, work, views)
+		return fmt.Errorf("serve: %w", run.err())
 	}
 	o.timing.done("pool file applied")
 	// The provider answers only once the pool file is in the views: before
@@ -243,11 +248,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 		})
 		log.Info("cluster-autoscaler provider listening", "address", o.grpcAddress, "tls", !o.plaintext, "mtls", o.tlsClientCA != "")
 	}
-	work.Go("pool watcher", func(ctx context.Context) error {
-		p.watchPool(ctx, o.config, o.configPoll)
-		return nil
-	})
-	work.Go("cluster", func(ctx context.Context) error { return p.runCluster(ctx, o.cluster, scenario) })
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
 	select {
@@ -318,12 +318,16 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if tel != nil {
 		ropts.OnEvent = tel.Metrics.OnEvent
 	}
+	ropts.Writer = p.leads // snapshots and checkpoints: the leader's
 	p.views = projections.NewRunner(p.store, ropts)
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err
 	}
 	o.timing.done("views built (snapshot load and catch-up)", "seq", p.views.Seq(), "snapshot", p.views.SnapshotSeq())
 	p.service = handlers.NewService(p.store, p.views, p.clock, src, log)
+	if err := p.startLeadership(ctx, o); err != nil {
+		return nil, err
+	}
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
 		tel.Metrics.SetClock(p.clock)
@@ -362,6 +366,7 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 	if p.tel != nil {
 		extra = append(extra, p.tel.GRPCServerOption())
 	}
+	extra = append(extra, grpc.ChainUnaryInterceptor(provider.FreshReads(p.lead.leadership.FreshReads)))
 	return provider.NewGRPCServer(srv, creds, o.plaintext, extra...)
 }
 
@@ -405,7 +410,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters()}
+	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), FreshReads: p.lead.leadership.FreshReads}
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}

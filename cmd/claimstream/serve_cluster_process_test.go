@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,10 +36,11 @@ const replicaAPIToken = "replica-test-token"
 // the test binary started again as the command, in a process group of its
 // own that dies with the test.
 type replicaProc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	args   []string
 	api    string
+	grpc   string
 	cmd    *exec.Cmd
 	exited chan struct{}
 
@@ -170,7 +173,7 @@ func (r *replicaProc) state() (replicaState, error) {
 // sameLog waits until every running replica is ready, its views reflect
 // the whole log, and all show the same log end and the same claims; it
 // returns that state.
-func sameLog(t *testing.T, replicas []*replicaProc) replicaState {
+func sameLog(t testing.TB, replicas []*replicaProc) replicaState {
 	t.Helper()
 	var agreed replicaState
 	eventstest.CheckFor(t, 120*time.Second, 100*time.Millisecond, func() error {
@@ -202,7 +205,7 @@ func sameLog(t *testing.T, replicas []*replicaProc) replicaState {
 
 // quiet waits until the log stops growing for a second (the reactors of
 // every replica have done what the claims asked), and all agree.
-func quiet(t *testing.T, replicas []*replicaProc) replicaState {
+func quiet(t testing.TB, replicas []*replicaProc) replicaState {
 	t.Helper()
 	var st replicaState
 	eventstest.CheckFor(t, 120*time.Second, 200*time.Millisecond, func() error {
@@ -218,21 +221,65 @@ func quiet(t *testing.T, replicas []*replicaProc) replicaState {
 	return st
 }
 
-func increaseSize(t *testing.T, addr string) {
+// increaseSize asks every running replica's provider in turn until one
+// (the leader) accepts, as cluster-autoscaler reaches the leader through
+// the Service that selects it.
+func increaseSize(t testing.TB, replicas []*replicaProc) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := pb.NewCloudProviderClient(conn)
 	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: 1})
-		return err
+		var errs []error
+		for _, r := range replicas {
+			if !r.running() {
+				continue
+			}
+			err := r.increase(1)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+		}
+		return errors.Join(errs...)
 	})
 }
+
+// increase calls the replica's provider once.
+func (r *replicaProc) increase(delta int32) error {
+	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = pb.NewCloudProviderClient(conn).NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: delta})
+	return err
+}
+
+// leaderOf is the running replica that logged its election last.
+func leaderOf(t testing.TB, replicas []*replicaProc) *replicaProc {
+	t.Helper()
+	var found *replicaProc
+	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		best := -1
+		for _, r := range replicas {
+			if !r.running() {
+				continue
+			}
+			for _, m := range leaderElectedLine.FindAllStringSubmatch(r.logText(), -1) {
+				if e, _ := strconv.Atoi(m[1]); e > best {
+					best, found = e, r
+				}
+			}
+		}
+		if found == nil {
+			return errors.New("no running replica logged its election")
+		}
+		return nil
+	})
+	return found
+}
+
+var leaderElectedLine = regexp.MustCompile(`msg="leader elected" replica=\S+ epoch=(\d+)`)
 
 // Three serve processes on loopback form one NATS cluster and share one
 // log: a claim written through one replica's provider is in every
@@ -252,16 +299,10 @@ func TestThreeServeReplicasShareOneLog(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "route-secret")
 	writeFile(t, secret, "three-replicas-secret\n")
 	routes := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	grpcAddr := freeAddr(t)
 	var replicas []*replicaProc
 	for i := range 3 {
-		r := &replicaProc{t: t, name: fmt.Sprintf("claimstream-%d", i), api: freeAddr(t)}
-		provider := ""
-		if i == 0 {
-			// One provider: until the leader election lands every replica
-			// runs its reactors, so one writer of claims is enough.
-			provider = grpcAddr
-		}
+		r := &replicaProc{t: t, name: fmt.Sprintf("claimstream-%d", i), api: freeAddr(t), grpc: freeAddr(t)}
+		provider := r.grpc
 		r.args = []string{"serve",
 			"--config", examplePool, "--config-poll", "1h",
 			"--data-dir", filepath.Join(t.TempDir(), "data"),
@@ -285,21 +326,26 @@ func TestThreeServeReplicasShareOneLog(t *testing.T) {
 	}
 	sameLog(t, replicas)
 
-	increaseSize(t, grpcAddr)
+	increaseSize(t, replicas)
 	one := sameLog(t, replicas)
 	if !strings.Contains(one.Claims, `"group":"homelab"`) {
 		t.Fatalf("no claim of homelab in the views: %s", one.Claims)
 	}
 
 	// A follower dies without a word; the others keep writing.
-	replicas[2].signal(syscall.SIGKILL)
-	increaseSize(t, grpcAddr)
-	two := sameLog(t, replicas[:2])
+	leader := leaderOf(t, replicas)
+	follower, others := replicas[2], []*replicaProc{replicas[0], replicas[1]}
+	if leader == follower {
+		follower, others = replicas[0], []*replicaProc{replicas[1], replicas[2]}
+	}
+	follower.signal(syscall.SIGKILL)
+	increaseSize(t, others)
+	two := sameLog(t, others)
 	if two.Last <= one.Last {
 		t.Fatalf("no write with a replica down: log at %d, was %d", two.Last, one.Last)
 	}
 	// Back on its data dir, it catches up.
-	replicas[2].start()
+	follower.start()
 	back := sameLog(t, replicas)
 	if back.Last < two.Last {
 		t.Fatalf("the restarted replica is at %d, the log was at %d", back.Last, two.Last)

@@ -179,6 +179,7 @@ func TestServeNATSPortWithTLSAndASubscriber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leadNow(t, ctx, p)
 	if err := p.applyPool(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +248,7 @@ func TestServeNATSPortWithTLSAndASubscriber(t *testing.T) {
 		t.Fatalf("the stream is gone: %v", err)
 	}
 	// serve still appends.
+	leadNow(t, ctx, p)
 	if err := p.applyPool(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}

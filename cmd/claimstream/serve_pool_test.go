@@ -41,7 +41,8 @@ func TestServeAppliesAPoolAboveTheBatchLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []uint64{1100, 1100} {
+	leadNow(t, ctx, p) // LeaderElected is seq 1
+	for _, want := range []uint64{1101, 1101} {
 		if err := p.applyPool(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -82,6 +83,7 @@ func TestServeReportsARefusedPoolFile(t *testing.T) {
 	}
 	defer p.emb.Shutdown()
 	go func() { _ = p.views.Run(ctx) }()
+	leadNow(t, ctx, p)
 	apply := func() error {
 		cfg, err := loadPool(file)
 		if err != nil {

@@ -26,6 +26,9 @@ type WorldConfig struct {
 	Log       *slog.Logger
 	// Metrics, when set, observe the reactors' work queue.
 	Metrics handlers.QueueMetrics
+	// Fence, when set, is asked before the reactors change the cluster
+	// (handlers.ReactorsConfig.Fence).
+	Fence func(context.Context) error
 }
 
 // World is a simulated cluster (fake clientset + machines) under the
@@ -65,7 +68,7 @@ func (w *World) Start(ctx context.Context) error {
 		return fmt.Errorf("simulated cluster: caches did not sync")
 	}
 	w.Reactors = handlers.NewReactors(handlers.ReactorsConfig{
-		Views: w.cfg.Views, Service: w.cfg.Service, Cluster: w.Cluster, Clock: w.cfg.Clock, Namespace: w.cfg.Namespace, Log: w.cfg.Log, Metrics: w.cfg.Metrics,
+		Views: w.cfg.Views, Service: w.cfg.Service, Cluster: w.Cluster, Clock: w.cfg.Clock, Namespace: w.cfg.Namespace, Log: w.cfg.Log, Metrics: w.cfg.Metrics, Fence: w.cfg.Fence,
 	})
 	return nil
 }

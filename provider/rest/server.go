@@ -59,6 +59,9 @@ type Options struct {
 	// DeadLetters, when set, serves the sinks' dead letters
 	// (deadletters.go); nil: serve runs with no sinks.
 	DeadLetters DeadLetters
+	// FreshReads, when set, is asked before every authenticated GET
+	// (freshreads.go): a follower's views must first reach the log's end.
+	FreshReads func(context.Context) error
 }
 
 // server holds what the handlers need.
@@ -131,6 +134,9 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 		h := r.h
 		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
 		hf = checkQuery(r.method+" "+r.path, hf)
+		if r.auth && r.method == http.MethodGet {
+			hf = s.freshReads(hf)
+		}
 		if r.auth {
 			hf = s.authenticate(hf)
 		}

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/claimstream/claimstream/events"
 )
@@ -11,9 +12,16 @@ import (
 // reason: nothing was written, and a retry after the fault clears succeeds.
 // cluster-autoscaler and REST clients get it at once (gRPC Unavailable,
 // HTTP 503), not after their deadline.
+//
+// A decision too large for one atomic append (an IncreaseSize of a
+// thousand claims: each claim is an event, plus the group's) is the
+// caller's to split: InvalidArgument, with the limit, and nothing written.
 func unavailableIfUnwritable(err error) error {
 	if errors.Is(err, events.ErrLogUnwritable) {
 		return &Error{Code: CodeUnavailable, Msg: err.Error()}
+	}
+	if errors.Is(err, events.ErrAppendTooLarge) {
+		return &Error{Code: CodeInvalidArgument, Msg: fmt.Sprintf("%v: one call changes at most %d slots at once; ask for fewer", err, events.MaxEventsPerAppend-1)}
 	}
 	return err
 }

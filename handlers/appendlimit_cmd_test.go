@@ -1,0 +1,36 @@
+package handlers_test
+
+import (
+	"testing"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// An IncreaseSize whose claims and group event do not fit one atomic
+// append is refused as the caller's to split (InvalidArgument, naming the
+// limit), and writes nothing; one claim fewer fits and lands.
+func TestIncreaseSizeTooLargeForOneAppendIsRefusedClearly(t *testing.T) {
+	h := handlerstest.New(t)
+	spec := events.GroupSpec{MaxSize: events.MaxEventsPerAppend}
+	h.Declare("g", spec, handlerstest.Slots("s", events.MaxEventsPerAppend-1)...)
+	h.Declare("g", spec, "s-last")
+	var before uint64
+	h.Read(func(s *projections.State) { before = s.Seq })
+
+	_, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: events.MaxEventsPerAppend, RequestedBy: "ca"})
+	if handlers.CodeOf(err) != handlers.CodeInvalidArgument {
+		t.Fatalf("IncreaseSize of %d: got %v (code %v), want InvalidArgument", events.MaxEventsPerAppend, err, handlers.CodeOf(err))
+	}
+	var after uint64
+	h.Read(func(s *projections.State) { after = s.Seq })
+	if after != before {
+		t.Fatalf("a refused IncreaseSize wrote events %d..%d", before+1, after)
+	}
+	res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: events.MaxEventsPerAppend - 1, RequestedBy: "ca"})
+	if n := len(res.Claims()); n != events.MaxEventsPerAppend-1 {
+		t.Fatalf("IncreaseSize of %d created %d claims", events.MaxEventsPerAppend-1, n)
+	}
+}

@@ -128,6 +128,16 @@ func TestFollowerWritesAreRefusedNamingTheLeader(t *testing.T) {
 	if last, _ := h.Store.LastSeq(context.Background()); last != before {
 		t.Fatalf("the refused write appended: %d -> %d", before, last)
 	}
+	// A command the follower's views would refuse or find nothing to do
+	// for gets the same answer: it is not the follower's to decide.
+	for _, cmd := range []handlers.Command{
+		handlers.IncreaseSize{Group: "g", Delta: 99, RequestedBy: "ca"},
+		handlers.DecreaseTargetSize{Group: "g", Delta: -1, RequestedBy: "ca"},
+	} {
+		if _, err := b.Service.Execute(context.Background(), cmd); handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "not the leader") {
+			t.Fatalf("follower %T: %v, want Unavailable naming the leader", cmd, err)
+		}
+	}
 	res, err := h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	if err != nil {
 		t.Fatal(err)

@@ -133,6 +133,13 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 	defer unlock()
 
 	var res Result
+	if s.Gate != nil {
+		// A follower says so before deciding: its answer would otherwise
+		// depend on its views (a refusal, or a no-op that looks done).
+		if _, err := s.Gate(); err != nil {
+			return res, err
+		}
+	}
 	for {
 		var writes []events.Write
 		var err error

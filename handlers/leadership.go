@@ -31,6 +31,10 @@ type Leadership struct {
 	clock clock.PassiveClock
 	log   *slog.Logger
 
+	// Source is the CloudEvents source of LeaderElected (serve's
+	// --event-source, so two installations' events differ).
+	Source string
+
 	mu      sync.Mutex
 	epoch   uint64
 	deposed func(why string)
@@ -41,7 +45,7 @@ func NewLeadership(lease Lease, store *events.Store, views *projections.Runner, 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Leadership{lease: lease, store: store, views: views, clock: clk, log: log}
+	return &Leadership{lease: lease, store: store, views: views, clock: clk, log: log, Source: "/claimstream/leader"}
 }
 
 // ErrDeposed: this replica no longer leads; it must not write or act.
@@ -68,7 +72,7 @@ func (l *Leadership) Elect(ctx context.Context, grpcAddress, apiAddress, cause s
 		var cur projections.Leader
 		l.views.Read(func(st *projections.State) { cur = st.CurrentLeader() })
 		epoch := cur.Epoch + 1
-		ev := events.Event{Source: "/claimstream/leader", Time: l.clock.Now().UTC(), Epoch: epoch, Data: events.LeaderElected{
+		ev := events.Event{Source: l.Source, Time: l.clock.Now().UTC(), Epoch: epoch, Data: events.LeaderElected{
 			Replica: l.lease.Identity(), Epoch: epoch, GRPCAddress: grpcAddress, APIAddress: apiAddress, Cause: cause,
 		}}
 		res, err := l.store.Append(ctx, events.Leadership(), cur.Seq, ev)

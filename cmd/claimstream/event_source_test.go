@@ -57,6 +57,7 @@ func TestEventSourceNamesTheInstallation(t *testing.T) {
 	viewsDone := make(chan error, 1)
 	go func() { viewsDone <- p.views.Run(rctx) }()
 	defer func() { stop(); <-viewsDone }()
+	leadNow(t, ctx, p)
 	cfg, err := pool.Load("../../deploy/examples/pool.yaml")
 	if err != nil {
 		t.Fatal(err)

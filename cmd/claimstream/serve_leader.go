@@ -99,6 +99,9 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 	// The elector's clock is the real, monotonic one, never the
 	// simulator's scaled clock: a lease is real time.
 	l.leadership = handlers.NewLeadership(l.elector, p.store, p.views, p.clock, p.log)
+	if src, err := eventSource(o); err == nil {
+		l.leadership.Source = src
+	}
 	p.service.Gate = l.leadership.Permit
 	if p.tel != nil {
 		if err := p.tel.Metrics.ObserveLeadership(l.leadership.Epoch); err != nil {

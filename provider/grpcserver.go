@@ -46,7 +46,7 @@ func NewGRPCServer(srv *Server, creds credentials.TransportCredentials, plaintex
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(gs, withLogHealth(hs, srv.opts.LogHealth))
+	healthpb.RegisterHealthServer(gs, withLogHealth(hs, srv.opts.LogHealth, srv.views))
 	reflection.Register(gs)
 	return gs, nil
 }

@@ -47,14 +47,14 @@ func TestKubernetesEventsAndStatusConfigMap(t *testing.T) {
 
 	// kubectl get events --field-selector involvedObject.name=<node>
 	// (Node Events live in the default namespace; kubectl -A finds them).
-	ready := waitKubeEvent(t, "", slot, "ClaimReady")
+	ready := waitKubeEvent(t, "", slot, "ClaimReady", claim)
 	if ready.Type != corev1.EventTypeNormal || ready.InvolvedObject.Kind != "Node" || !strings.Contains(ready.Message, claim) || !strings.Contains(ready.Message, "after it was requested") {
 		t.Errorf("ClaimReady: %s %s/%s %q", ready.Type, ready.InvolvedObject.Kind, ready.InvolvedObject.Name, ready.Message)
 	}
 	if ready.ReportingController != "claimstream.dev/claimstream" {
 		t.Errorf("reportingController %q", ready.ReportingController)
 	}
-	booting := waitKubeEvent(t, namespace, job, "ClaimBooting")
+	booting := waitKubeEvent(t, namespace, job, "ClaimBooting", claim)
 	if booting.InvolvedObject.Kind != "Job" || !strings.Contains(booting.Message, "startup Job "+job) {
 		t.Errorf("ClaimBooting: %s/%s %q", booting.InvolvedObject.Kind, booting.InvolvedObject.Name, booting.Message)
 	}
@@ -96,7 +96,7 @@ func TestKubernetesEventsAndStatusConfigMap(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("DeleteNodes: %v", err)
 	}
-	waitKubeEvent(t, "", slot, "ScaleDownRequested")
+	waitKubeEvent(t, "", slot, "ScaleDownRequested", claim)
 	waitChan(t, w.deleted, 90*time.Second, "the powered-off Node "+slot+" deleted")
 	waitT(t, 30*time.Second, "the claim completed", func() (bool, string) {
 		ins := instances(t, "boot")
@@ -106,8 +106,10 @@ func TestKubernetesEventsAndStatusConfigMap(t *testing.T) {
 
 // waitKubeEvent lists the core/v1 Events of ns ("" for all) whose
 // involvedObject is name, as `kubectl get events --field-selector
-// involvedObject.name=<name>` does, until one has reason.
-func waitKubeEvent(t *testing.T, ns, name, reason string) corev1.Event {
+// involvedObject.name=<name>` does, until one has reason and a note that
+// names about (the claim; "" for any: a Node keeps the Events of its
+// earlier claims).
+func waitKubeEvent(t *testing.T, ns, name, reason, about string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
 	waitT(t, 60*time.Second, fmt.Sprintf("a %s Event on %s", reason, name), func() (bool, string) {
@@ -117,7 +119,7 @@ func waitKubeEvent(t *testing.T, ns, name, reason string) corev1.Event {
 		}
 		var seen []string
 		for _, e := range l.Items {
-			if e.Reason == reason {
+			if e.Reason == reason && strings.Contains(e.Message, about) {
 				found = e
 				return true, ""
 			}

@@ -103,6 +103,12 @@ func (k workKey) String() string {
 	return k.kind.String() + "/" + k.name
 }
 
+// enqueuer takes work keys: the running queue of Reactors.Run, or a
+// Stepper's set of due items.
+type enqueuer interface {
+	add(k workKey, at time.Time)
+}
+
 // workQueue is the running queue of Reactors.Run.
 type workQueue struct {
 	q workqueue.TypedRateLimitingInterface[workKey]
@@ -152,7 +158,7 @@ func (w *workQueue) takeSince(k workKey) (time.Time, bool) {
 
 // enqueueAll enqueues every slot of a group (every slot when group is "")
 // and the group's (every group's) group-level work.
-func (r *Reactors) enqueueAll(w *workQueue, group string, at time.Time) {
+func (r *Reactors) enqueueAll(w enqueuer, group string, at time.Time) {
 	var slots, groups []string
 	r.views.Read(func(s *projections.State) {
 		for name, sl := range s.Slots {
@@ -178,7 +184,7 @@ func (r *Reactors) enqueueAll(w *workQueue, group string, at time.Time) {
 // onEvent enqueues what a folded event concerns: its slot and its group's
 // scaler, or every slot of its group when it names none (a group's spec)
 // and the group-level work.
-func (r *Reactors) onEvent(w *workQueue, e events.Event) {
+func (r *Reactors) onEvent(w enqueuer, e events.Event) {
 	ref := e.Data.Reference()
 	switch {
 	case ref.Slot != "":
@@ -194,7 +200,7 @@ func (r *Reactors) onEvent(w *workQueue, e events.Event) {
 // onObject enqueues the slot a Node or Job belongs to; a Node under no
 // slot is for its group's stray-host refusal. Nodes change capacity: the
 // group's scaler looks too.
-func (r *Reactors) onObject(w *workQueue, ch ObjectChange) {
+func (r *Reactors) onObject(w enqueuer, ch ObjectChange) {
 	switch ch.Kind {
 	case KindJob:
 		if ch.Slot != "" {

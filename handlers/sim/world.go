@@ -47,6 +47,9 @@ type World struct {
 
 	cancel  context.CancelFunc
 	stepper *handlers.Stepper
+	// Passes and ItemsRun count the reactors' passes of RunFor and
+	// RunUntil and, in a Stepped world, the work items they ran.
+	Passes, ItemsRun int
 }
 
 // NewWorld builds the world; Start runs its informers.
@@ -144,13 +147,15 @@ func (w *World) Pass(ctx context.Context) (time.Duration, error) {
 // due items (a failed item is retried after its backoff, as on the work
 // queue, and does not stop the pass).
 func (w *World) reconcile(ctx context.Context) (time.Duration, error) {
+	w.Passes++
 	if !w.cfg.Stepped {
 		return w.Reactors.ReconcileAll(ctx)
 	}
 	if w.stepper == nil {
 		w.stepper = w.Reactors.NewStepper(w.cfg.Resync)
 	}
-	_, next, err := w.stepper.Step(ctx)
+	ran, next, err := w.stepper.Step(ctx)
+	w.ItemsRun += ran
 	if err != nil && ctx.Err() == nil {
 		w.cfg.Log.Warn("work items failed, retrying them after a backoff", "err", err)
 	}

@@ -240,6 +240,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	work.Go("cluster", func(ctx context.Context) error { return p.runCluster(ctx, o.cluster, scenario) })
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
+	go releaseStartupMemory(log) // after the listeners: a full collection takes a moment
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

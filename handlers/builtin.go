@@ -58,6 +58,30 @@ func (r *Reactors) builtinScaler(ctx context.Context) (time.Duration, error) {
 	return next, errors.Join(errs...)
 }
 
+// builtinScalerGroup is the built-in scaler's pass over one group (the
+// work queue's item "scaler/<group>"): its own observation, then
+// scaleGroup. A group that is not (or no longer) builtin has nothing to do.
+func (r *Reactors) builtinScalerGroup(ctx context.Context, group string) (time.Duration, error) {
+	builtin := false
+	r.views.Read(func(s *projections.State) {
+		g, ok := s.ActiveGroup(group)
+		builtin = ok && g.Spec.Scaler == events.ScalerBuiltin
+	})
+	if !builtin {
+		return 0, nil
+	}
+	obs, err := r.cluster.Workload(ctx)
+	if err != nil {
+		return time.Second, fmt.Errorf("built-in scaler: group %s: observe: %w", group, err)
+	}
+	d, err := r.scaleGroup(ctx, group, &obs)
+	if err != nil {
+		r.log.Error("built-in scaler: group pass failed", "group", group, "err", err)
+		return 0, fmt.Errorf("built-in scaler: group %s: %w", group, err)
+	}
+	return d, nil
+}
+
 // scaleGroup is one group's pass: decide and append, then cordon the nodes
 // the decision released (their ScaleDownRequested is in the log).
 func (r *Reactors) scaleGroup(ctx context.Context, group string, obs *scale.Observation) (time.Duration, error) {

@@ -40,6 +40,10 @@ type ObjectChange struct {
 	Name       string
 	ProviderID string
 	Slot       string
+	// GroupLabel is a Node's LabelGroup value ("" when it carries none):
+	// the group whose stray-host refusal and scaler a Node under no slot
+	// concerns.
+	GroupLabel string
 }
 
 // ObjectWatcher is a Cluster that says which object changed (handlers/kube
@@ -64,8 +68,8 @@ type workKind uint8
 
 const (
 	workSlot   workKind = iota // every reactor on one slot, in pass order
-	workScaler                 // the built-in scaler over its groups
-	workStrays                 // the refusal of hosts under no slot's name
+	workScaler                 // the built-in scaler over one group
+	workStrays                 // the refusal of one group's hosts under no slot's name
 )
 
 func (k workKind) String() string {
@@ -78,15 +82,32 @@ func (k workKind) String() string {
 	return "slot"
 }
 
+// workKey is a slot (name is the slot's) or a group-level item (name is
+// the group's), so a slow or failing group backs off alone and an event
+// enqueues only its own group's work.
 type workKey struct {
 	kind workKind
-	slot string
+	name string
 }
 
-var (
-	scalerKey = workKey{kind: workScaler}
-	straysKey = workKey{kind: workStrays}
-)
+func slotKey(slot string) workKey    { return workKey{kind: workSlot, name: slot} }
+func scalerKey(group string) workKey { return workKey{kind: workScaler, name: group} }
+func straysKey(group string) workKey { return workKey{kind: workStrays, name: group} }
+
+// String names the item in logs: the slot, or "scaler/<group>",
+// "strays/<group>".
+func (k workKey) String() string {
+	if k.kind == workSlot {
+		return k.name
+	}
+	return k.kind.String() + "/" + k.name
+}
+
+// enqueuer takes work keys: the running queue of Reactors.Run, or a
+// Stepper's set of due items.
+type enqueuer interface {
+	add(k workKey, at time.Time)
+}
 
 // workQueue is the running queue of Reactors.Run.
 type workQueue struct {
@@ -136,33 +157,40 @@ func (w *workQueue) takeSince(k workKey) (time.Time, bool) {
 }
 
 // enqueueAll enqueues every slot of a group (every slot when group is "")
-// and the group-level work.
-func (r *Reactors) enqueueAll(w *workQueue, group string, at time.Time) {
-	var slots []string
+// and the group's (every group's) group-level work.
+func (r *Reactors) enqueueAll(w enqueuer, group string, at time.Time) {
+	var slots, groups []string
 	r.views.Read(func(s *projections.State) {
 		for name, sl := range s.Slots {
 			if sl.Group != "" && (group == "" || sl.Group == group) {
 				slots = append(slots, name)
 			}
 		}
+		for name := range s.Groups {
+			if group == "" || name == group {
+				groups = append(groups, name)
+			}
+		}
 	})
 	for _, s := range slots {
-		w.add(workKey{slot: s}, at)
+		w.add(slotKey(s), at)
 	}
-	w.add(scalerKey, at)
-	w.add(straysKey, at)
+	for _, g := range groups {
+		w.add(scalerKey(g), at)
+		w.add(straysKey(g), at)
+	}
 }
 
-// onEvent enqueues what a folded event concerns: its slot, or every slot
-// of its group when it names none (a group's spec), and the group-level
-// work.
-func (r *Reactors) onEvent(w *workQueue, e events.Event) {
+// onEvent enqueues what a folded event concerns: its slot and its group's
+// scaler, or every slot of its group when it names none (a group's spec)
+// and the group-level work.
+func (r *Reactors) onEvent(w enqueuer, e events.Event) {
 	ref := e.Data.Reference()
 	switch {
 	case ref.Slot != "":
-		w.add(workKey{slot: ref.Slot}, e.Time)
+		w.add(slotKey(ref.Slot), e.Time)
 		if ref.Group != "" {
-			w.add(scalerKey, e.Time)
+			w.add(scalerKey(ref.Group), e.Time)
 		}
 	default:
 		r.enqueueAll(w, ref.Group, e.Time)
@@ -170,27 +198,31 @@ func (r *Reactors) onEvent(w *workQueue, e events.Event) {
 }
 
 // onObject enqueues the slot a Node or Job belongs to; a Node under no
-// slot is for the stray-host refusal. Nodes change capacity: the scaler
-// looks too.
-func (r *Reactors) onObject(w *workQueue, ch ObjectChange) {
+// slot is for its group's stray-host refusal. Nodes change capacity: the
+// group's scaler looks too.
+func (r *Reactors) onObject(w enqueuer, ch ObjectChange) {
 	switch ch.Kind {
 	case KindJob:
 		if ch.Slot != "" {
-			w.add(workKey{slot: ch.Slot}, time.Time{})
+			w.add(slotKey(ch.Slot), time.Time{})
 		}
 	case KindNode:
-		slot := ""
+		slot, group := "", ""
 		r.views.Read(func(s *projections.State) {
 			if sl, ok := s.SlotForNode(ch.Name, ch.ProviderID); ok && sl != nil {
-				slot = sl.Name
+				slot, group = sl.Name, sl.Group
+			} else if g, managed := groupOfLabel(s, ch.GroupLabel); ch.GroupLabel != "" && managed {
+				group = g
 			}
 		})
 		if slot != "" {
-			w.add(workKey{slot: slot}, time.Time{})
-		} else {
-			w.add(straysKey, time.Time{})
+			w.add(slotKey(slot), time.Time{})
+		} else if group != "" {
+			w.add(straysKey(group), time.Time{})
 		}
-		w.add(scalerKey, time.Time{})
+		if group != "" {
+			w.add(scalerKey(group), time.Time{})
+		}
 	}
 }
 
@@ -198,23 +230,19 @@ func (r *Reactors) onObject(w *workQueue, ch ObjectChange) {
 func (r *Reactors) reconcileKey(ctx context.Context, k workKey) (time.Duration, error) {
 	switch k.kind {
 	case workScaler:
-		d, err := r.builtinScaler(ctx)
-		if err != nil {
-			r.log.Error("built-in scaler failed", "err", err)
-		}
-		return d, err
+		return r.builtinScalerGroup(ctx, k.name)
 	case workStrays:
-		return 0, r.strayHosts(ctx)
+		return 0, r.strayHostsOf(ctx, k.name)
 	}
 	declared := false
 	r.views.Read(func(s *projections.State) {
-		sl := s.Slots[k.slot]
+		sl := s.Slots[k.name]
 		declared = sl != nil && sl.Group != ""
 	})
 	if !declared {
 		return 0, nil // a stray-host record, or a slot not (yet) declared
 	}
-	return r.ReconcileSlot(ctx, k.slot)
+	return r.ReconcileSlot(ctx, k.name)
 }
 
 // work takes keys until the queue shuts down.
@@ -245,7 +273,7 @@ func (r *Reactors) workOne(ctx context.Context, w *workQueue, k workKey) {
 	}
 	if err != nil {
 		retry := w.q.NumRequeues(k) + 1
-		r.log.Warn("work item failed, retrying it alone after a backoff", "work", k.kind.String(), "slot", k.slot, "retry", retry, "err", err)
+		r.log.Warn("work item failed, retrying it alone after a backoff", "work", k.String(), "retry", retry, "err", err)
 		if caused {
 			// Its event is still not reacted to.
 			w.mu.Lock()
@@ -312,20 +340,25 @@ func (r *Reactors) runQueue(ctx context.Context) error {
 // resync enqueues every item again, the slots spread over the period so
 // the safety net never puts a whole pool ahead of an event's slot.
 func (r *Reactors) resync(w *workQueue) {
-	var slots []string
+	var slots, groups []string
 	r.views.Read(func(s *projections.State) {
 		for name, sl := range s.Slots {
 			if sl.Group != "" {
 				slots = append(slots, name)
 			}
 		}
+		for name := range s.Groups {
+			groups = append(groups, name)
+		}
 	})
 	step := projections.ReconcilePeriod / time.Duration(max(len(slots), 1))
 	for i, s := range slots {
-		w.q.AddAfter(workKey{slot: s}, time.Duration(i)*step)
+		w.q.AddAfter(slotKey(s), time.Duration(i)*step)
 	}
-	w.add(scalerKey, time.Time{})
-	w.add(straysKey, time.Time{})
+	for _, g := range groups {
+		w.add(scalerKey(g), time.Time{})
+		w.add(straysKey(g), time.Time{})
+	}
 }
 
 // watchAnyChange enqueues everything at each change of a cluster that does

@@ -46,9 +46,34 @@ func refuseNode(ctx context.Context, b base, reactor, slot, group string, n Node
 // slot of any group (by name or providerID, the hosts startup Jobs
 // reported included). A stray already cordoned and tainted has been
 // reported and acted on: it is left alone.
-func (r *Reactors) strayHosts(ctx context.Context) error {
+func (r *Reactors) strayHosts(ctx context.Context) error { return r.strayHostsOf(ctx, "") }
+
+// NodeGroupLister is a Cluster that lists the Nodes carrying one LabelGroup
+// value from an index (handlers/kube does), so one group's stray-host pass
+// reads that group's Nodes, not the whole cluster's.
+type NodeGroupLister interface {
+	NodesLabelled(groupLabel string) []NodeView
+}
+
+// nodesOfGroup are the Nodes whose LabelGroup value may name group (its
+// name or its LabelValue); every Node when group is "".
+func (r *Reactors) nodesOfGroup(group string) []NodeView {
+	l, ok := r.cluster.(NodeGroupLister)
+	if group == "" || !ok {
+		return r.cluster.Nodes()
+	}
+	nodes := l.NodesLabelled(group)
+	if v := LabelValue(group); v != group {
+		nodes = append(nodes, l.NodesLabelled(v)...)
+	}
+	return nodes
+}
+
+// strayHostsOf is strayHosts for the Nodes labelled for one group (the
+// work queue's item "strays/<group>"); every group when group is "".
+func (r *Reactors) strayHostsOf(ctx context.Context, only string) error {
 	var errs []error
-	for _, n := range r.cluster.Nodes() {
+	for _, n := range r.nodesOfGroup(only) {
 		label := n.Labels[LabelGroup]
 		if label == "" || (n.Unschedulable && n.HasTaint(RefusedTaint)) {
 			continue
@@ -58,7 +83,7 @@ func (r *Reactors) strayHosts(ctx context.Context) error {
 			_, known = s.SlotForNode(n.Name, n.ProviderID)
 			group, managed = groupOfLabel(s, label)
 		})
-		if known || !managed {
+		if known || !managed || (only != "" && group != only) {
 			continue
 		}
 		why := fmt.Sprintf("node %s (providerID %s) says group %s, which has no slot of that name or providerID", n.Name, n.ProviderID, group)

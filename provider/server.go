@@ -70,6 +70,8 @@ type Server struct {
 	log   *slog.Logger
 
 	nodeGroups nodeGroupsCache
+	// groupEntries: NodeGroups builds again only the groups events changed.
+	groupEntries groupEntries
 }
 
 var _ pb.CloudProviderServer = (*Server)(nil)
@@ -93,7 +95,9 @@ func New(views *projections.Runner, cmds *handlers.Service, clk clock.PassiveClo
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger}
+	s := &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger}
+	views.Subscribe(s.groupEntries.mark)
+	return s
 }
 
 // --- lookups -----------------------------------------------------------------
@@ -182,13 +186,10 @@ func (s *Server) NodeGroups(_ context.Context, _ *pb.NodeGroupsRequest) (*pb.Nod
 			}
 		}
 		sort.Strings(names)
-		out = &pb.NodeGroupsResponse{NodeGroups: make([]*pb.NodeGroup, 0, len(names))}
-		var until time.Time
-		for _, name := range names {
-			ng, changes := s.nodeGroup(st, st.Groups[name], now)
-			out.NodeGroups = append(out.NodeGroups, ng)
-			until = earliest(until, changes)
-		}
+		groups, until := s.groupEntries.build(st, now, names, func(g *projections.Group) (*pb.NodeGroup, time.Time) {
+			return s.nodeGroup(st, g, now)
+		})
+		out = &pb.NodeGroupsResponse{NodeGroups: groups}
 		s.nodeGroups.put(st, now, until, out)
 	})
 	return out, nil

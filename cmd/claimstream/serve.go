@@ -250,6 +250,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
+	go releaseStartupMemory(log) // after the listeners: a full collection takes a moment
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

@@ -30,8 +30,8 @@ import (
 
 // BenchmarkServeStart measures `claimstream serve` as a process: from exec
 // to the provider answering NodeGroups over loopback gRPC, and its memory
-// (VmRSS and VmHWM of /proc/PID/status) once it logs "claimstream serving"
-// (pool file applied). The data dir holds a pool of 10,000 slots in 100
+// (VmRSS and VmHWM of /proc/PID/status) once it is serving (pool file
+// applied) and has returned its start-up's garbage to the system. The data dir holds a pool of 10,000 slots in 100
 // groups (applied by serve itself), then claim lifecycles up to
 // CLAIMSTREAM_BENCH_EVENTS events (default 100,000), and a snapshot at the
 // log's end, as a plane that ran writes one every 10,000 events. It is
@@ -197,8 +197,8 @@ func appendClaimLifecycles(ctx context.Context, st *events.Store, n int) error {
 // serveRun is one measured start of serve.
 type serveRun struct {
 	answered time.Duration // exec to NodeGroups answering with 100 groups
-	serving  time.Duration // exec to "claimstream serving" (pool applied)
-	rssMiB   float64       // VmRSS once serving
+	serving  time.Duration // exec to serving, its start-up memory returned
+	rssMiB   float64       // VmRSS once serving, its start-up memory returned
 	hwmMiB   float64       // VmHWM (peak RSS) once serving
 	phases   string        // the start-up phase lines
 }
@@ -231,7 +231,7 @@ func startServeProcess(b *testing.B, bin, poolFile, data string) serveRun {
 		for sc.Scan() {
 			line := sc.Text()
 			mu.Lock()
-			if strings.Contains(line, `msg="start-up phase"`) || strings.Contains(line, "views built") || strings.Contains(line, "loaded snapshot") {
+			if strings.Contains(line, `msg="start-up phase"`) || strings.Contains(line, "views built") || strings.Contains(line, "loaded snapshot") || strings.Contains(line, `msg="start-up memory returned`) {
 				phases = append(phases, line)
 			}
 			tail = append(tail, line)
@@ -239,7 +239,9 @@ func startServeProcess(b *testing.B, bin, poolFile, data string) serveRun {
 				tail = tail[1:]
 			}
 			mu.Unlock()
-			if strings.Contains(line, `msg="claimstream serving"`) {
+			// The memory is read once serve has returned its start-up's
+			// garbage to the system, just after it starts serving.
+			if strings.Contains(line, `msg="start-up memory returned to the system"`) {
 				once.Do(func() { close(serving) })
 			}
 		}

@@ -73,6 +73,7 @@ func New(client kubernetes.Interface, opts Options) *Cluster {
 	c.jobFactory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithNamespace(opts.Namespace))
 	c.nodes = c.nodeFactory.Core().V1().Nodes().Informer()
 	c.jobs = c.jobFactory.Batch().V1().Jobs().Informer()
+	_ = indexNodesByGroup(c.nodes) // fails only once started; NodesLabelled falls back
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.notify(); c.objectChanged(o) },
 		UpdateFunc: func(_, o any) { c.notify(); c.objectChanged(o) },

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -36,9 +37,27 @@ type Fake struct {
 	tracker *stampTracker
 }
 
+// fakeWatchBuffer is how many events a fake watch holds before the fake
+// clientset panics ("channel full"): its default of 100 is overrun by a
+// simulated pool under churn (100 claims a second) whenever the informers
+// fall behind for a moment. It is process-wide (watch.DefaultChanSize) and
+// only client-go's fakes read it.
+const fakeWatchBuffer = 1 << 14
+
+var widenFakeWatches sync.Once
+
 // NewFake returns an empty fake cluster.
 func NewFake() *Fake {
-	f := &Fake{Clientset: fake.NewClientset(), nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}}
+	widenFakeWatches.Do(func() {
+		if watch.DefaultChanSize < fakeWatchBuffer {
+			watch.DefaultChanSize = fakeWatchBuffer
+		}
+	})
+	// The simple clientset: NewClientset's field-managed tracker takes about
+	// 10ms a write at a few thousand objects (a 10,000-slot pool did not
+	// run), and nothing here applies server-side patches.
+	f := &Fake{Clientset: fake.NewSimpleClientset(), //nolint:staticcheck // see above
+		nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}}
 	t := &stampTracker{ObjectTracker: f.Tracker(), f: f}
 	f.tracker = t
 	f.ReactionChain = nil

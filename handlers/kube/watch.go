@@ -34,7 +34,7 @@ func (c *Cluster) objectChanged(o any) {
 	var ch handlers.ObjectChange
 	switch v := o.(type) {
 	case *corev1.Node:
-		ch = handlers.ObjectChange{Kind: handlers.KindNode, Name: v.Name, ProviderID: v.Spec.ProviderID}
+		ch = handlers.ObjectChange{Kind: handlers.KindNode, Name: v.Name, ProviderID: v.Spec.ProviderID, GroupLabel: v.Labels[handlers.LabelGroup]}
 	case *batchv1.Job:
 		ch = handlers.ObjectChange{Kind: handlers.KindJob, Name: v.Name, Slot: handlers.SlotOfJob(v.Labels, v.Annotations)}
 	default:

@@ -7,11 +7,11 @@
 package sim
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"math/rand"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -148,9 +148,12 @@ type Sim struct {
 	knobs    map[string]Knobs
 	machines map[string]*machine
 	newJobs  []*batchv1.Job
-	queue    []action
-	seq      int
-	notify   chan struct{}
+	// queue is a min-heap by (at, seq): a pool of 10,000 machines keeps
+	// tens of thousands of actions waiting, and a step takes only the due
+	// ones.
+	queue  actionHeap
+	seq    int
+	notify chan struct{}
 	// Counters, for tests and the benchmark.
 	StartupJobs, ShutdownJobs, Boots, PowerOffs int
 }
@@ -231,7 +234,28 @@ func (s *Sim) NodeOf(slot string) string {
 // schedule runs do at `at` (s.mu held).
 func (s *Sim) schedule(at time.Time, do func(ctx context.Context) error) {
 	s.seq++
-	s.queue = append(s.queue, action{at: at, seq: s.seq, do: do})
+	heap.Push(&s.queue, action{at: at, seq: s.seq, do: do})
+}
+
+// actionHeap orders actions by time, then by the order they were
+// scheduled in.
+type actionHeap []action
+
+func (h actionHeap) Len() int { return len(h) }
+func (h actionHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h actionHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *actionHeap) Push(x any)   { *h = append(*h, x.(action)) }
+func (h *actionHeap) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	old[len(old)-1] = action{}
+	*h = old[:len(old)-1]
+	return a
 }
 
 // NextAt is when the next scheduled action is due.
@@ -244,13 +268,7 @@ func (s *Sim) NextAt() (time.Time, bool) {
 	if len(s.queue) == 0 {
 		return time.Time{}, false
 	}
-	at := s.queue[0].at
-	for _, a := range s.queue[1:] {
-		if a.at.Before(at) {
-			at = a.at
-		}
-	}
-	return at, true
+	return s.queue[0].at, true
 }
 
 // Step takes in the Jobs created since the last step and runs every action
@@ -263,18 +281,10 @@ func (s *Sim) Step(ctx context.Context) (int, error) {
 		s.takeJob(j)
 	}
 	now := s.clock.Now()
-	sort.SliceStable(s.queue, func(i, j int) bool {
-		if !s.queue[i].at.Equal(s.queue[j].at) {
-			return s.queue[i].at.Before(s.queue[j].at)
-		}
-		return s.queue[i].seq < s.queue[j].seq
-	})
-	n := 0
-	for n < len(s.queue) && !s.queue[n].at.After(now) {
-		n++
+	var due []action
+	for len(s.queue) > 0 && !s.queue[0].at.After(now) {
+		due = append(due, heap.Pop(&s.queue).(action))
 	}
-	due := slices.Clone(s.queue[:n])
-	s.queue = slices.Delete(s.queue, 0, n)
 	s.mu.Unlock()
 	for _, a := range due {
 		if err := a.do(ctx); err != nil {

@@ -95,7 +95,11 @@ type Model struct {
 	defaults Knobs
 	handled  map[types.UID]bool
 	events   []Event
-	changed  chan struct{}
+	// bySlot and changed are per slot, so a wait for one slot's event
+	// reads and wakes for that slot alone (a pool of 10,000 machines makes
+	// tens of thousands of events).
+	bySlot  map[string][]Event
+	changed map[string]chan struct{}
 }
 
 type machine struct {
@@ -128,7 +132,7 @@ func New(client kubernetes.Interface, ns string, slots []Slot, defaults Knobs, l
 	if log == nil {
 		log = slog.Default()
 	}
-	m := &Model{client: client, ns: ns, log: log, slots: map[string]*machine{}, defaults: defaults, handled: map[types.UID]bool{}, changed: make(chan struct{})}
+	m := &Model{client: client, ns: ns, log: log, slots: map[string]*machine{}, defaults: defaults, handled: map[types.UID]bool{}, bySlot: map[string][]Event{}, changed: map[string]chan struct{}{}}
 	for _, s := range slots {
 		if s.ProviderID == "" {
 			s.ProviderID = "homelab://" + s.Name
@@ -171,20 +175,20 @@ func (m *Model) Events() []Event {
 
 // EventsOf returns the events of one slot.
 func (m *Model) EventsOf(slot string) []Event {
-	var out []Event
-	for _, e := range m.Events() {
-		if e.Slot == slot {
-			out = append(out, e)
-		}
-	}
-	return out
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Event(nil), m.bySlot[slot]...)
 }
 
 func (m *Model) record(slot, what, job string) {
 	m.mu.Lock()
-	m.events = append(m.events, Event{At: time.Now(), Slot: slot, What: what, Job: job})
-	close(m.changed)
-	m.changed = make(chan struct{})
+	e := Event{At: time.Now(), Slot: slot, What: what, Job: job}
+	m.events = append(m.events, e)
+	m.bySlot[slot] = append(m.bySlot[slot], e)
+	if ch := m.changed[slot]; ch != nil {
+		close(ch)
+		delete(m.changed, slot)
+	}
 	m.mu.Unlock()
 	m.log.Info("machine", "slot", slot, "event", what, "job", job)
 }
@@ -285,19 +289,21 @@ func (m *Model) sameGen(slot string, gen int) bool {
 	return m.slots[slot] != nil && m.slots[slot].gen == gen
 }
 
+// after runs fn once d has passed unless ctx ends first. It holds a
+// runtime timer, not a goroutine, while it waits: a pool of 10,000
+// machines booting at once waits on 10,000 timers.
 func (m *Model) after(ctx context.Context, d time.Duration, fn func()) {
-	go func() {
-		if d > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(d):
-			}
-		}
+	var stop func() bool
+	ready := make(chan struct{}) // stop is set
+	t := time.AfterFunc(d, func() {
+		<-ready
+		stop()
 		if ctx.Err() == nil {
 			fn()
 		}
-	}()
+	})
+	stop = context.AfterFunc(ctx, func() { t.Stop() })
+	close(ready)
 }
 
 // PowerOn switches the slot's machine on (as by hand, or after a startup
@@ -482,9 +488,13 @@ func (m *Model) setNotReady(ctx context.Context, node string) error {
 func (m *Model) WaitEvent(ctx context.Context, slot, what string, from int) (Event, error) {
 	for {
 		m.mu.Lock()
-		ch := m.changed
+		ch := m.changed[slot]
+		if ch == nil {
+			ch = make(chan struct{})
+			m.changed[slot] = ch
+		}
+		evs := append([]Event(nil), m.bySlot[slot]...)
 		m.mu.Unlock()
-		evs := m.EventsOf(slot)
 		for i := from; i < len(evs); i++ {
 			if evs[i].What == what {
 				return evs[i], nil

@@ -1,0 +1,72 @@
+package sim_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// TestScalerStuckGroupDoesNotDelayOthers: two builtin groups, "a" and "b"
+// (a sorts first). Group a's decisions are stuck: a command on a holds the
+// group's lock (its append does not return), so a's scale decision cannot
+// be made. Work arrives; group b still decides to provision, on its own
+// work item. With one scaler item for every group, the pass waited on a
+// and b never decided.
+func TestScalerStuckGroupDoesNotDelayOthers(t *testing.T) {
+	h := handlerstest.New(t)
+	// The hook holds the first append after it is armed: the command that
+	// made it keeps group a's lock until the test ends.
+	var armed atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.Service.OnAppend = func(time.Duration, int, error) {
+		if armed.CompareAndSwap(true, false) {
+			once.Do(func() { close(held) })
+			<-release
+		}
+	}
+	w := startWorld(t, h, sim.Timing{PodsPerNode: 1})
+	declare(t, h, "a", builtinSpec(1, 1), "a-1", "a-2")
+	declare(t, h, "b", builtinSpec(1, 1), "b-1")
+	runQueued(t, h, w, w.Cluster)
+	t.Cleanup(func() { close(release) }) // before runQueued's cleanup waits for the workers
+
+	armed.Store(true)
+	go func() {
+		_, _ = h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command on group a never appended")
+	}
+
+	ctx := context.Background()
+	if err := w.Sim.RunPod(ctx, sim.PodSpec{Namespace: "work", Name: "job", RunsFor: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	// The periodic resync asks every group's scaler again; step it until b
+	// decides (its observation may miss the pod at first).
+	for end := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if got := actions(decisions(t, h, "b")); len(got) > 0 {
+			if got[0] != "Provision" {
+				t.Fatalf("group b decided %v, want Provision", got)
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("group b made no decision while group a's decision was stuck")
+		}
+		h.Clock.Step(projections.ReconcilePeriod)
+	}
+	if got := decisions(t, h, "a"); len(got) != 0 {
+		t.Fatalf("group a decided %v while its lock was held", actions(got))
+	}
+}

@@ -65,7 +65,7 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	for _, slot := range free[:c.Delta] {
 		writes = append(writes, newClaim(s, g, s.Slots[slot], now, req, c.RequestedBy, cause))
 	}
-	return writes, nil
+	return withScaleRequest(s, c, now, writes), nil
 }
 
 // whyNotFree explains a group's unclaimable slots.
@@ -156,7 +156,7 @@ func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]event
 			RequestedBy: orUnknown(c.RequestedBy), Request: &req,
 		}))
 	}
-	return writes, nil
+	return withScaleRequest(s, c, now, writes), nil
 }
 
 // NodeRef names a node the way cluster-autoscaler does: its name and its
@@ -244,7 +244,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 	if target := s.TargetSize(c.Group); removed > 0 && target-removed < g.Spec.MinSize {
 		return nil, refuse(CodeFailedPrecondition, "deleting %d nodes would take group %s to %d, under minSize %d", removed, c.Group, target-removed, g.Spec.MinSize)
 	}
-	return writes, nil
+	return withScaleRequest(s, c, now, writes), nil
 }
 
 func nodeName(n NodeRef) string {

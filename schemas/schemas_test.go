@@ -128,6 +128,8 @@ var fullSamples = []events.Data{
 	events.MachinePoweredOn{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtNodeCondition},
 	events.MachinePoweredOff{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtObserved, Reason: events.PowerOffInputLaw},
 	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}}},
+	events.ScaleRequested{Ref: fullRef, Call: events.CallDeleteNodes, Delta: 2, Nodes: []string{"worker-1"}, Requester: "cluster-autoscaler", Accepted: true, Reason: "maxSize", Repeats: 3},
+	events.DemandObserved{Ref: fullRef, Demand: 9, Pending: 4, Running: 5},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the
@@ -169,6 +171,8 @@ var minimalSamples = []events.Data{
 	events.MachinePoweredOn{Ref: minRef, AtSource: events.AtObserved},
 	events.MachinePoweredOff{Ref: minRef, AtSource: events.AtObserved, Reason: events.PowerOffNotReady},
 	events.FailedInstanceDeleted{Ref: minRef, Request: events.Request{Call: events.CallDeleteNodes}},
+	events.ScaleRequested{Ref: minRef, Call: events.CallIncreaseSize},
+	events.DemandObserved{Ref: minRef},
 }
 
 func marshal(t *testing.T, v any) []byte {

@@ -108,6 +108,9 @@ func (s *Service) refusalWrite(st *projections.State, cmd Command, now time.Time
 // caller, not a decision: a failure to write it is logged and the caller
 // still gets the refusal.
 func (s *Service) recordRefusal(ctx context.Context, writes []events.Write) {
+	if s.views.WritesRefused() != nil {
+		return // views over a gap write nothing (execute)
+	}
 	out, err := s.append(ctx, writes)
 	if err != nil {
 		s.log.Warn("refused scale call not recorded", "group", writes[0].Aggregate.Name, "err", err)

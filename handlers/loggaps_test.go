@@ -87,7 +87,8 @@ func TestWritesOverAGapGoOnWhenAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gaps accepted, yet: %v", err)
 	}
-	if len(res.Claims()) != 1 || res.Last != 22 {
+	// The claim (22) and the call's ScaleRequested on the group (23).
+	if len(res.Claims()) != 1 || res.Last != 23 {
 		t.Fatalf("wrote %v at %d", res.Claims(), res.Last)
 	}
 }

@@ -1,0 +1,166 @@
+package whatif
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// Recording is what a replay needs of the recorded log, read once.
+type Recording struct {
+	From, To time.Time
+	// Baseline is the pool as the log declared it at From.
+	Baseline *pool.Config
+	// Requests are the recorded size calls in [From, To), in log order.
+	Requests []events.ScaleRequested
+	// RequestTimes are their times.
+	RequestTimes []time.Time
+	// Demand is the built-in groups' work over [From, To): the pods it
+	// needed, from From (the last observation before it) on.
+	Demand []DemandPoint
+	// LiveAtFrom counts each cluster-autoscaler group's claims that wanted
+	// a machine at From: asked again at From (docs/whatif.md).
+	LiveAtFrom map[string]int
+	// Models are the machines as their history shows them.
+	Models Models
+	// Events are the recorded events of [From, To) and the config before,
+	// for measuring the recorded outcome the same way as a replay's.
+	Recorded Outcome
+	// LastSeq is the log's last sequence when it was read.
+	LastSeq uint64
+}
+
+// DemandPoint is the work the built-in scaler saw from At on.
+type DemandPoint struct {
+	At   time.Time
+	Pods int
+}
+
+// ErrEmptyWindow: the period is empty or reversed.
+var ErrEmptyWindow = errors.New("the period is empty: --to must be after --from")
+
+// Read reads the recorded log up to To (never writing to it) and builds
+// the recording of [from, to). minSamples is the history a slot needs
+// before its own model replaces its group's (default MinSamples).
+func Read(ctx context.Context, store *events.Store, from, to time.Time, minSamples int) (*Recording, error) {
+	if !to.After(from) {
+		return nil, ErrEmptyWindow
+	}
+	last, err := store.LastSeq(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("what-if: read the recorded log: %w", err)
+	}
+	rec := &Recording{From: from, To: to, LastSeq: last, LiveAtFrom: map[string]int{}}
+	st := projections.NewState()
+	hist := newHistory()
+	meas := newMeasure(from, to)
+	var before []events.Event // the config events before From, for the cost fold
+	lastDemand := -1
+	demandBefore := 0
+	err = store.Read(ctx, 1, last, func(e events.Event) error {
+		if e.Data == nil || !e.Time.Before(to) {
+			return nil
+		}
+		hist.apply(e)
+		if e.Time.Equal(from) && isConfig(e) {
+			// The config written at the period's first instant is the
+			// baseline's too.
+			_ = projections.Evolve(st, e)
+		}
+		if e.Time.Before(from) {
+			_ = projections.Evolve(st, e) // a refused event stays out of the views, as in serve
+			before = append(before, e)
+			if d, ok := e.Data.(events.DemandObserved); ok {
+				demandBefore = d.Demand
+			}
+			return nil
+		}
+		if before != nil {
+			for _, b := range before {
+				meas.apply(b)
+			}
+			before = nil
+		}
+		meas.apply(e)
+		switch d := e.Data.(type) {
+		case events.ScaleRequested:
+			rec.Requests = append(rec.Requests, d)
+			rec.RequestTimes = append(rec.RequestTimes, e.Time)
+		case events.DemandObserved:
+			if d.Demand != lastDemand {
+				rec.Demand = append(rec.Demand, DemandPoint{At: e.Time, Pods: d.Demand})
+				lastDemand = d.Demand
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("what-if: read the recorded log: %w", err)
+	}
+	for _, b := range before {
+		meas.apply(b)
+	}
+	if demandBefore > 0 {
+		rec.Demand = slices.Insert(rec.Demand, 0, DemandPoint{At: from, Pods: demandBefore})
+	}
+	rec.Baseline = configAt(st)
+	if len(rec.Baseline.Groups) == 0 {
+		return nil, fmt.Errorf("what-if: the log declares no group at %s: nothing to replay", from.Format(time.RFC3339))
+	}
+	for _, g := range rec.Baseline.Groups {
+		if g.Spec.Scaler == events.ScalerBuiltin {
+			continue
+		}
+		n := 0
+		for _, cl := range st.LiveClaims(g.Name) {
+			if cl.WantsMachine() {
+				n++
+			}
+		}
+		if n > 0 {
+			rec.LiveAtFrom[g.Name] = n
+		}
+	}
+	rec.Models = hist.models(rec.Baseline, minSamples)
+	rec.Recorded = meas.outcome("recorded")
+	return rec, nil
+}
+
+// configAt is the pool the views declare: its groups and slots in name
+// order, with their specs as recorded.
+func configAt(st *projections.State) *pool.Config {
+	cfg := &pool.Config{Source: "recorded"}
+	for _, name := range slices.Sorted(maps.Keys(st.Groups)) {
+		g := st.Groups[name]
+		if g.Retired {
+			continue
+		}
+		cfg.Groups = append(cfg.Groups, pool.Group{Name: name, Spec: g.Spec})
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Slots)) {
+		sl := st.Slots[name]
+		if sl.Retired || st.Groups[sl.Group] == nil || st.Groups[sl.Group].Retired {
+			continue
+		}
+		cfg.Slots = append(cfg.Slots, pool.Slot{Name: name, Group: sl.Group, Spec: sl.Spec})
+	}
+	return cfg
+}
+
+
+// isConfig: an event of the declared pool (what the pool file writes).
+func isConfig(e events.Event) bool {
+	switch e.Data.(type) {
+	case events.GroupDeclared, events.GroupChanged, events.GroupRetired,
+		events.SlotDeclared, events.SlotChanged, events.SlotRetired:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,160 @@
+package whatif_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/whatif"
+)
+
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+// poolYAML is a pool of one group of n slots: scaler builtin (with its
+// hold and maxSize) or cluster-autoscaler; one EUR an hour a machine.
+func poolYAML(scaler string, n, maxSize int, hold time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "groups:\n  - name: g\n    minSize: 0\n    maxSize: %d\n    scaler: %s\n    readinessTaints: []\n", maxSize, scaler)
+	if scaler == events.ScalerBuiltin {
+		fmt.Fprintf(&b, "    builtin: {podsPerNode: 4, maxNodes: %d, hold: %s}\n", n, hold)
+	}
+	b.WriteString("    cost: {pricePerHour: 1, powerWatts: 100, currency: EUR}\nslots:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: m-%d\n    group: g\n    startup: {podSpec: {restartPolicy: Never, containers: [{name: up, image: busybox}]}}\n    shutdown: {podSpec: {restartPolicy: Never, containers: [{name: down, image: busybox}]}}\n", i)
+	}
+	return b.String()
+}
+
+func parsePool(t testing.TB, name, yaml string) *pool.Config {
+	t.Helper()
+	cfg, err := pool.Parse(name, []byte(yaml))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return cfg
+}
+
+// recorder is a pool recorded by the simulator: the truth is known.
+type recorder struct {
+	h *handlerstest.Harness
+	w *sim.World
+}
+
+func newRecorder(t testing.TB, yaml string, timing sim.Timing) *recorder {
+	t.Helper()
+	h := handlerstest.New(t)
+	a := &pool.Applier{Service: h.Service, Views: h.Views, Clock: h.Clock, Log: quiet}
+	if _, err := a.Apply(context.Background(), parsePool(t, "recorded.yaml", yaml)); err != nil {
+		t.Fatal(err)
+	}
+	w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 7, Timing: timing, Log: quiet})
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return &recorder{h: h, w: w}
+}
+
+func (r *recorder) runFor(t testing.TB, d time.Duration) {
+	t.Helper()
+	if err := r.w.RunFor(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bursts plays the scripted bursty work: every period, a burst of pods
+// that each run for runs, count times.
+func (r *recorder) bursts(t testing.TB, count, pods int, period, runs time.Duration) {
+	t.Helper()
+	for i := range count {
+		for j := range pods {
+			if err := r.w.Sim.RunPod(context.Background(), sim.PodSpec{Namespace: "work", Name: fmt.Sprintf("b%d-%d", i, j), RunsFor: runs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.runFor(t, period)
+	}
+}
+
+// logDigest is the log's last sequence and a digest of every event in it.
+func logDigest(t testing.TB, st *events.Store) (uint64, string) {
+	t.Helper()
+	ctx := context.Background()
+	last, err := st.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if err := st.Read(ctx, 1, last, func(e events.Event) error {
+		fmt.Fprintf(h, "%d %s %s %s %v\n", e.Seq, e.ID, e.Subject, e.Time.Format(time.RFC3339Nano), e.Data)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return last, fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// TestReplayUnderTheSameConfigReproducesTheRecording: a period of a
+// cluster-autoscaler group recorded by the simulator, replayed under the
+// config it was recorded with, comes to the same claims and boots, the
+// same machine-hours within 2% and the same time-to-ready (the recorded
+// machines boot without jitter, so their model has none).
+func TestReplayUnderTheSameConfigReproducesTheRecording(t *testing.T) {
+	yaml := poolYAML(events.ScalerClusterAutoscaler, 4, 4, 0)
+	r := newRecorder(t, yaml, sim.Timing{})
+	from := r.h.Clock.Now()
+	ca := func(cmd handlers.Command) {
+		if _, err := r.h.Service.Execute(context.Background(), cmd); err != nil && handlers.CodeOf(err) == 0 {
+			t.Fatal(err)
+		}
+	}
+	ca(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
+	r.runFor(t, 20*time.Minute)
+	ca(handlers.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "cluster-autoscaler"}) // refused: 2 + 3 > 4
+	ca(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
+	r.runFor(t, 30*time.Minute)
+	ca(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "m-0"}, {Name: "m-2"}}, RequestedBy: "cluster-autoscaler"})
+	r.runFor(t, 40*time.Minute)
+	ca(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	r.runFor(t, time.Hour)
+	to := r.h.Clock.Now()
+
+	rep, err := whatif.Run(context.Background(), r.h.Store, whatif.Options{From: from, To: to, Seed: 1, MinSamples: 1,
+		Candidates: []whatif.Candidate{{Name: "same.yaml", Config: parsePool(t, "same.yaml", yaml)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, base := rep.Recorded, rep.Baseline
+	t.Logf("recorded %+v", rec)
+	t.Logf("baseline %+v", base)
+	if rep.Requests != 5 {
+		t.Errorf("demand facts: %d requests, want 5 (4 accepted, 1 refused)", rep.Requests)
+	}
+	if rec.Claims != 5 || rec.Boots != 5 {
+		t.Fatalf("the recording itself: %d claims, %d boots; want 5 and 5", rec.Claims, rec.Boots)
+	}
+	for _, o := range []whatif.Outcome{base, rep.Candidates[0]} {
+		if o.Claims != rec.Claims || o.Boots != rec.Boots || o.FailedBoots != rec.FailedBoots {
+			t.Errorf("%s: claims %d boots %d failed %d; recorded %d %d %d", o.Name, o.Claims, o.Boots, o.FailedBoots, rec.Claims, rec.Boots, rec.FailedBoots)
+		}
+		if diff := o.MachineHours/rec.MachineHours - 1; diff > 0.02 || diff < -0.02 {
+			t.Errorf("%s: %.3f machine-hours, recorded %.3f (%.1f%%)", o.Name, o.MachineHours, rec.MachineHours, 100*diff)
+		}
+		if o.TimeToReadyP50 != rec.TimeToReadyP50 || o.TimeToReadyP95 != rec.TimeToReadyP95 {
+			t.Errorf("%s: time to ready p50 %s p95 %s; recorded %s %s", o.Name, o.TimeToReadyP50, o.TimeToReadyP95, rec.TimeToReadyP50, rec.TimeToReadyP95)
+		}
+		if o.PeakMachines != rec.PeakMachines {
+			t.Errorf("%s: peak %d machines, recorded %d", o.Name, o.PeakMachines, rec.PeakMachines)
+		}
+	}
+}

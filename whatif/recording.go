@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/handlers/scale"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -22,9 +23,11 @@ type Recording struct {
 	Requests []events.ScaleRequested
 	// RequestTimes are their times.
 	RequestTimes []time.Time
-	// Demand is the built-in groups' work over [From, To): the pods it
-	// needed, from From (the last observation before it) on.
-	Demand []DemandPoint
+	// Work is the built-in groups' pods over [From, To), as the demand
+	// facts tell them (work.go).
+	Work []PodWork
+	// DemandChanges counts the DemandObserved facts read.
+	DemandChanges int
 	// LiveAtFrom counts each cluster-autoscaler group's claims that wanted
 	// a machine at From: asked again at From (docs/whatif.md).
 	LiveAtFrom map[string]int
@@ -33,15 +36,15 @@ type Recording struct {
 	// Events are the recorded events of [From, To) and the config before,
 	// for measuring the recorded outcome the same way as a replay's.
 	Recorded Outcome
+	// PodsPerNode is how many pods the simulated scheduler puts on one
+	// machine: the recorded config's smallest built-in podsPerNode (a
+	// machine's capacity is not the candidate's to change); 0 when no
+	// group is built-in (the simulator's default).
+	PodsPerNode int
 	// LastSeq is the log's last sequence when it was read.
 	LastSeq uint64
 }
 
-// DemandPoint is the work the built-in scaler saw from At on.
-type DemandPoint struct {
-	At   time.Time
-	Pods int
-}
 
 // ErrEmptyWindow: the period is empty or reversed.
 var ErrEmptyWindow = errors.New("the period is empty: --to must be after --from")
@@ -62,8 +65,20 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 	hist := newHistory()
 	meas := newMeasure(from, to)
 	var before []events.Event // the config events before From, for the cost fold
-	lastDemand := -1
-	demandBefore := 0
+	// The built-in groups observe the same cluster: one group's facts
+	// (the first by name) tell its work.
+	demandGroup := ""
+	var demand []demandPoint
+	var demandBefore *demandPoint
+	observed := func(at time.Time, d events.DemandObserved) *demandPoint {
+		if demandGroup == "" {
+			demandGroup = d.Group
+		}
+		if d.Group != demandGroup {
+			return nil
+		}
+		return &demandPoint{at: at, demand: d.Demand, running: d.Running}
+	}
 	err = store.Read(ctx, 1, last, func(e events.Event) error {
 		if e.Data == nil || !e.Time.Before(to) {
 			return nil
@@ -78,7 +93,9 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 			_ = projections.Evolve(st, e) // a refused event stays out of the views, as in serve
 			before = append(before, e)
 			if d, ok := e.Data.(events.DemandObserved); ok {
-				demandBefore = d.Demand
+				if p := observed(from, d); p != nil {
+					demandBefore = p
+				}
 			}
 			return nil
 		}
@@ -94,9 +111,9 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 			rec.Requests = append(rec.Requests, d)
 			rec.RequestTimes = append(rec.RequestTimes, e.Time)
 		case events.DemandObserved:
-			if d.Demand != lastDemand {
-				rec.Demand = append(rec.Demand, DemandPoint{At: e.Time, Pods: d.Demand})
-				lastDemand = d.Demand
+			rec.DemandChanges++
+			if p := observed(e.Time, d); p != nil {
+				demand = append(demand, *p)
 			}
 		}
 		return nil
@@ -107,15 +124,19 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 	for _, b := range before {
 		meas.apply(b)
 	}
-	if demandBefore > 0 {
-		rec.Demand = slices.Insert(rec.Demand, 0, DemandPoint{At: from, Pods: demandBefore})
+	if demandBefore != nil {
+		demand = slices.Insert(demand, 0, *demandBefore)
 	}
+	rec.Work = workOf(demand)
 	rec.Baseline = configAt(st)
 	if len(rec.Baseline.Groups) == 0 {
 		return nil, fmt.Errorf("what-if: the log declares no group at %s: nothing to replay", from.Format(time.RFC3339))
 	}
 	for _, g := range rec.Baseline.Groups {
 		if g.Spec.Scaler == events.ScalerBuiltin {
+			if n := scale.OptionsOf(g.Spec.Builtin).PodsPerNodeOrDefault(); rec.PodsPerNode == 0 || n < rec.PodsPerNode {
+				rec.PodsPerNode = n
+			}
 			continue
 		}
 		n := 0

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
@@ -57,7 +56,6 @@ type replayer struct {
 	world    *sim.World
 	stopView context.CancelFunc
 	viewDone chan error
-	pods     []string
 	podSeq   int
 }
 
@@ -94,7 +92,7 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 	if _, err := applier.Apply(ctx, cfg); err != nil {
 		return r, fmt.Errorf("run %s: apply the pool: %w", name, err)
 	}
-	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard})
+	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode}})
 	for _, sl := range cfg.Slots {
 		if m, ok := rec.Models[sl.Name]; ok {
 			r.world.Sim.SetKnobs(sl.Name, m.Knobs())
@@ -125,8 +123,8 @@ func (r *replayer) close() {
 // fact is one recorded demand fact, in time order.
 type fact struct {
 	at     time.Time
-	req    *events.ScaleRequested
-	demand *DemandPoint
+	req *events.ScaleRequested
+	pod *PodWork
 }
 
 func (rec *Recording) facts() []fact {
@@ -138,8 +136,8 @@ func (rec *Recording) facts() []fact {
 	for i := range rec.Requests {
 		fs = append(fs, fact{at: rec.RequestTimes[i], req: &rec.Requests[i]})
 	}
-	for i := range rec.Demand {
-		fs = append(fs, fact{at: rec.Demand[i].At, demand: &rec.Demand[i]})
+	for i := range rec.Work {
+		fs = append(fs, fact{at: rec.Work[i].Arrive, pod: &rec.Work[i]})
 	}
 	slices.SortStableFunc(fs, func(a, b fact) int { return a.at.Compare(b.at) })
 	return fs
@@ -181,8 +179,8 @@ func (r *replayer) run(ctx context.Context, progress func(Progress)) (Outcome, e
 			}
 		}
 		var err error
-		if f.demand != nil {
-			err = r.setDemand(ctx, f.demand.Pods)
+		if f.pod != nil {
+			err = r.arrive(ctx, *f.pod)
 		} else {
 			err = r.ask(ctx, *f.req)
 		}
@@ -267,24 +265,13 @@ func (r *replayer) nodesToDelete(req events.ScaleRequested) []handlers.NodeRef {
 	return out
 }
 
-// setDemand keeps n pods of work in the simulated cluster: new ones wait
-// for a node like the recorded ones did; when the work shrinks the newest
-// go first.
-func (r *replayer) setDemand(ctx context.Context, n int) error {
-	for len(r.pods) < n {
-		r.podSeq++
-		name := fmt.Sprintf("work-%07d", r.podSeq)
-		if err := r.world.Sim.RunPod(ctx, sim.PodSpec{Namespace: demandNamespace, Name: name}); err != nil {
-			return fmt.Errorf("demand: create pod %s: %w", name, err)
-		}
-		r.pods = append(r.pods, name)
-	}
-	for len(r.pods) > n {
-		name := r.pods[len(r.pods)-1]
-		if err := r.world.Fake.CoreV1().Pods(demandNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("demand: delete pod %s: %w", name, err)
-		}
-		r.pods = r.pods[:len(r.pods)-1]
+// arrive creates one pod of the recorded work: it waits for a node like
+// the recorded one did, and runs as long once it has one.
+func (r *replayer) arrive(ctx context.Context, p PodWork) error {
+	r.podSeq++
+	name := fmt.Sprintf("work-%07d", r.podSeq)
+	if err := r.world.Sim.RunPod(ctx, sim.PodSpec{Namespace: demandNamespace, Name: name, RunsFor: p.Runs}); err != nil {
+		return fmt.Errorf("demand: create pod %s: %w", name, err)
 	}
 	return nil
 }

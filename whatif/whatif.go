@@ -75,7 +75,7 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 		return nil, err
 	}
 	rep := &Report{From: rec.From, To: rec.To, Seed: opts.Seed, LastSeq: rec.LastSeq, Recorded: rec.Recorded,
-		FellBack: rec.Models.FellBack(), Requests: len(rec.Requests), DemandChanges: len(rec.Demand)}
+		FellBack: rec.Models.FellBack(), Requests: len(rec.Requests), DemandChanges: rec.DemandChanges}
 	if rep.FellBack == nil {
 		rep.FellBack = []string{}
 	}

@@ -3,6 +3,7 @@ package whatif_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -96,7 +97,11 @@ func logDigest(t testing.TB, st *events.Store) (uint64, string) {
 	}
 	h := sha256.New()
 	if err := st.Read(ctx, 1, last, func(e events.Event) error {
-		fmt.Fprintf(h, "%d %s %s %s %v\n", e.Seq, e.ID, e.Subject, e.Time.Format(time.RFC3339Nano), e.Data)
+		data, err := json.Marshal(e.Data)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%d %s %s %s %s\n", e.Seq, e.ID, e.Subject, e.Time.Format(time.RFC3339Nano), data)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -156,5 +161,62 @@ func TestReplayUnderTheSameConfigReproducesTheRecording(t *testing.T) {
 		if o.PeakMachines != rec.PeakMachines {
 			t.Errorf("%s: peak %d machines, recorded %d", o.Name, o.PeakMachines, rec.PeakMachines)
 		}
+	}
+}
+
+// TestBurstyWorkUnderAShorterHoldAndALowerMaxSize: a built-in group of 4
+// slots (4 pods a node) recorded under a 30-minute hold through 6 bursts of
+// 12 pods every 40 minutes, each pod running 15 minutes: the machines sit
+// idle about 23 minutes between bursts, so the 30-minute hold keeps them
+// and a 10-minute hold lets them go and boots them again. A maxSize of 2
+// halves the machines, so the pods wait for one another. The recorded log
+// is not changed by the what-if.
+func TestBurstyWorkUnderAShorterHoldAndALowerMaxSize(t *testing.T) {
+	r := newRecorder(t, poolYAML(events.ScalerBuiltin, 4, 4, 30*time.Minute), sim.Timing{PodsPerNode: 4})
+	from := r.h.Clock.Now()
+	r.bursts(t, 6, 12, 40*time.Minute, 15*time.Minute)
+	r.runFor(t, time.Hour)
+	to := r.h.Clock.Now()
+	lastBefore, digestBefore := logDigest(t, r.h.Store)
+
+	shorter := parsePool(t, "hold-10m.yaml", poolYAML(events.ScalerBuiltin, 4, 4, 10*time.Minute))
+	capped := parsePool(t, "max-2.yaml", poolYAML(events.ScalerBuiltin, 4, 2, 30*time.Minute))
+	rep, err := whatif.Run(context.Background(), r.h.Store, whatif.Options{From: from, To: to, Seed: 1,
+		Candidates: []whatif.Candidate{{Name: "hold-10m.yaml", Config: shorter}, {Name: "max-2.yaml", Config: capped}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range append([]whatif.Outcome{rep.Recorded, rep.Baseline}, rep.Candidates...) {
+		t.Logf("%+v", o)
+	}
+	lastAfter, digestAfter := logDigest(t, r.h.Store)
+	if lastAfter != lastBefore || digestAfter != digestBefore {
+		t.Fatalf("the what-if changed the recorded log: last %d -> %d, digest %s -> %s", lastBefore, lastAfter, digestBefore, digestAfter)
+	}
+	base, hold, max2 := rep.Baseline, rep.Candidates[0], rep.Candidates[1]
+	// By hand (a boot takes 80s: a 20s Job, 40s to register, 20s to Ready):
+	// baseline: 3 machines from 80s until the 30m hold after the last
+	// burst's pods end (246m), 3 x 244m40s = 12.2 h; only the first burst
+	// waits for boots: 12 pods x 80s = 16 pod-minutes.
+	// hold 10m: every burst boots 3 machines, up 15m of work + the 10m
+	// hold + the 20s shutdown: 18 x 25m20s = 7.6 h; 6 x 16 = 96 pod-minutes.
+	// maxSize 2: 8 pods run, 4 wait for them to end: the first burst
+	// 8 x 80s + 4 x 16m20s = 76, the five others 4 x 15m = 60 each: 376.
+	for _, c := range []struct {
+		o           whatif.Outcome
+		hours       float64
+		boots, peak int
+		wait        float64
+	}{{base, 12.2, 3, 3, 16}, {hold, 7.6, 18, 3, 96}, {max2, 8.633, 2, 2, 376}} {
+		if c.o.MachineHours != c.hours || c.o.Boots != c.boots || c.o.PeakMachines != c.peak || c.o.WaitMinutes != c.wait {
+			t.Errorf("%s: %.3f machine-hours, %d boots, peak %d, %.3f pod-minutes waiting; want %.3f, %d, %d, %.3f",
+				c.o.Name, c.o.MachineHours, c.o.Boots, c.o.PeakMachines, c.o.WaitMinutes, c.hours, c.boots, c.peak, c.wait)
+		}
+	}
+	if !(hold.MachineHours < base.MachineHours && hold.Boots > base.Boots) {
+		t.Errorf("a shorter hold: %.3f machine-hours and %d boots; baseline %.3f and %d: want fewer hours, more boots", hold.MachineHours, hold.Boots, base.MachineHours, base.Boots)
+	}
+	if !(max2.WaitMinutes > base.WaitMinutes) {
+		t.Errorf("maxSize 2: %.3f pod-minutes waiting; baseline %.3f: want more", max2.WaitMinutes, base.WaitMinutes)
 	}
 }

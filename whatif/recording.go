@@ -49,6 +49,9 @@ type Recording struct {
 // ErrEmptyWindow: the period is empty or reversed.
 var ErrEmptyWindow = errors.New("the period is empty: --to must be after --from")
 
+// ErrNothingToReplay: the log declares no pool at the period's start.
+var ErrNothingToReplay = errors.New("nothing to replay")
+
 // Read reads the recorded log up to To (never writing to it) and builds
 // the recording of [from, to). minSamples is the history a slot needs
 // before its own model replaces its group's (default MinSamples).
@@ -130,7 +133,7 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 	rec.Work = workOf(demand)
 	rec.Baseline = configAt(st)
 	if len(rec.Baseline.Groups) == 0 {
-		return nil, fmt.Errorf("what-if: the log declares no group at %s: nothing to replay", from.Format(time.RFC3339))
+		return nil, fmt.Errorf("what-if: the log declares no group at %s: %w", from.Format(time.RFC3339), ErrNothingToReplay)
 	}
 	for _, g := range rec.Baseline.Groups {
 		if g.Spec.Scaler == events.ScalerBuiltin {

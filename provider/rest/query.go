@@ -23,12 +23,14 @@ var queryParams = map[string][]string{
 	"GET /api/v1/audit/claims/{name}": {"slot"},
 	"GET /api/v1/replay":              {"at", "seq"},
 	"GET /api/v1/cost":                {"since", "until", "month", "by"},
+	"POST /api/v1/whatif":             {"progress"},
 }
 
 // queryValues are the values a parameter may take, where they are few.
 var queryValues = map[string][]string{
 	"all":    {"true", "false"},
 	"follow": {"true", "false"},
+	"progress": {"true", "false"},
 	"by":     {"group", "slot", "requester", "claim"},
 	"phase": {
 		string(projections.PhasePending), string(projections.PhaseBooting), string(projections.PhaseReady),

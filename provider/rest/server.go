@@ -88,6 +88,7 @@ var routes = []route{
 	{"GET", "/api/v1/replay", true, (*server).replay},
 	{"GET", "/api/v1/backup", true, (*server).backup},
 	{"GET", "/api/v1/cost", true, (*server).cost},
+	{"POST", "/api/v1/whatif", true, (*server).whatIf},
 }
 
 // Routes lists "METHOD /path" of every route the API serves.

@@ -45,7 +45,6 @@ type Recording struct {
 	LastSeq uint64
 }
 
-
 // ErrEmptyWindow: the period is empty or reversed.
 var ErrEmptyWindow = errors.New("the period is empty: --to must be after --from")
 
@@ -68,6 +67,7 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 	hist := newHistory()
 	meas := newMeasure(from, to)
 	var before []events.Event // the config events before From, for the cost fold
+	started := false
 	// The built-in groups observe the same cluster: one group's facts
 	// (the first by name) tell its work.
 	demandGroup := ""
@@ -87,10 +87,15 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 			return nil
 		}
 		hist.apply(e)
-		if e.Time.Equal(from) && isConfig(e) {
-			// The config written at the period's first instant is the
-			// baseline's too.
-			_ = projections.Evolve(st, e)
+		if !e.Time.Before(from) && !started {
+			// The config written as the period begins (before anything
+			// else happens in it: a pool declared by the serve that
+			// starts the recording) is the baseline's too.
+			if isConfig(e) {
+				_ = projections.Evolve(st, e)
+			} else {
+				started = true
+			}
 		}
 		if e.Time.Before(from) {
 			_ = projections.Evolve(st, e) // a refused event stays out of the views, as in serve
@@ -177,7 +182,6 @@ func configAt(st *projections.State) *pool.Config {
 	}
 	return cfg
 }
-
 
 // isConfig: an event of the declared pool (what the pool file writes).
 func isConfig(e events.Event) bool {

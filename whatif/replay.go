@@ -122,7 +122,7 @@ func (r *replayer) close() {
 
 // fact is one recorded demand fact, in time order.
 type fact struct {
-	at     time.Time
+	at  time.Time
 	req *events.ScaleRequested
 	pod *PodWork
 }

@@ -61,4 +61,3 @@ func TestParseRequestRefusesBadBodies(t *testing.T) {
 		})
 	}
 }
-

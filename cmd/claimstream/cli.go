@@ -120,7 +120,7 @@ func newCLICommands() []*cobra.Command {
 	return []*cobra.Command{
 		newGetCmd(), newDescribeCmd(), newEventsCmd(), newAuditCmd(), newReplayCmd(),
 		newClaimCmd(), newDeleteCmd(), newDecommissionCmd(), newRecommissionCmd(),
-		newBackupCmd(), newRestoreCmd(), newCostCmd(),
+		newBackupCmd(), newRestoreCmd(), newCostCmd(), newWhatIfCmd(),
 	}
 }
 

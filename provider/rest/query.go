@@ -28,10 +28,10 @@ var queryParams = map[string][]string{
 
 // queryValues are the values a parameter may take, where they are few.
 var queryValues = map[string][]string{
-	"all":    {"true", "false"},
-	"follow": {"true", "false"},
+	"all":      {"true", "false"},
+	"follow":   {"true", "false"},
 	"progress": {"true", "false"},
-	"by":     {"group", "slot", "requester", "claim"},
+	"by":       {"group", "slot", "requester", "claim"},
 	"phase": {
 		string(projections.PhasePending), string(projections.PhaseBooting), string(projections.PhaseReady),
 		string(projections.PhaseFailed), string(projections.PhaseCompleted),

@@ -121,7 +121,7 @@ func (c *Client) WhatIf(ctx context.Context, req whatif.Request, progress func(W
 		}
 		switch {
 		case line.Error != nil:
-			return nil, fmt.Errorf("what-if: %s (%s)", line.Error.Error, line.Error.Code)
+			return nil, fmt.Errorf("%s (%s)", line.Error.Error, line.Error.Code)
 		case line.Report != nil:
 			return line.Report, nil
 		case line.Progress != nil && progress != nil:

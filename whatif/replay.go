@@ -173,8 +173,8 @@ func (r *replayer) run(ctx context.Context, progress func(Progress)) (Outcome, e
 		if err := ctx.Err(); err != nil {
 			return Outcome{}, err
 		}
-		if d := f.at.Sub(r.clk.Now()); d > 0 {
-			if err := r.world.RunFor(ctx, d); err != nil {
+		if f.at.After(r.clk.Now()) {
+			if err := r.advance(ctx, f.at, report); err != nil {
 				return Outcome{}, fmt.Errorf("run %s at %s: %w", r.name, r.clk.Now().Format(time.RFC3339), err)
 			}
 		}
@@ -189,8 +189,8 @@ func (r *replayer) run(ctx context.Context, progress func(Progress)) (Outcome, e
 		}
 		report()
 	}
-	if d := r.rec.To.Sub(r.clk.Now()); d > 0 {
-		if err := r.world.RunFor(ctx, d); err != nil {
+	if r.rec.To.After(r.clk.Now()) {
+		if err := r.advance(ctx, r.rec.To, report); err != nil {
 			return Outcome{}, fmt.Errorf("run %s: %w", r.name, err)
 		}
 	}
@@ -200,6 +200,44 @@ func (r *replayer) run(ctx context.Context, progress func(Progress)) (Outcome, e
 		return Outcome{}, fmt.Errorf("run %s: read its log: %w", r.name, err)
 	}
 	return m.outcome(r.name), nil
+}
+
+// MaxIdleJump bounds how far the replay's clock jumps when no reactor asked
+// for a requeue and the simulated world has nothing due: the reactors'
+// periodic resync still runs that often.
+const MaxIdleJump = 30 * time.Minute
+
+// advance drives the fake clock to until: a pass of the simulator and the
+// reactors, then a jump to the soonest of until, the requeue a reactor
+// asked for and the simulator's next action. Production resyncs every
+// projections.ReconcilePeriod; a replay needs no pass where nothing is due
+// (what makes a week replay in seconds), and a pass at the instants that
+// are is what the production loop would have done then.
+func (r *replayer) advance(ctx context.Context, until time.Time, report func()) error {
+	for {
+		if _, err := r.world.Pass(ctx); err != nil {
+			return err
+		}
+		now := r.clk.Now()
+		if !now.Before(until) {
+			return nil
+		}
+		at := until
+		if idle := now.Add(MaxIdleJump); idle.Before(at) {
+			at = idle
+		}
+		if d := r.world.Reactors.Asked(); d > 0 && now.Add(d).Before(at) {
+			at = now.Add(d)
+		}
+		if s, ok := r.world.Sim.NextAt(); ok && s.Before(at) {
+			at = s
+		}
+		if !at.After(now) {
+			at = now.Add(time.Millisecond)
+		}
+		r.clk.SetTime(at)
+		report()
+	}
 }
 
 // ask makes one recorded call again. A call the run's pool refuses is

@@ -189,6 +189,11 @@ func TestBurstyWorkUnderAShorterHoldAndALowerMaxSize(t *testing.T) {
 	for _, o := range append([]whatif.Outcome{rep.Recorded, rep.Baseline}, rep.Candidates...) {
 		t.Logf("%+v", o)
 	}
+	// Each slot booted once (m-3 never): too thin for its own model, so
+	// all take their group's pooled history (3 boots).
+	if got := strings.Join(rep.FellBack, ","); got != "m-0 (group),m-1 (group),m-2 (group),m-3 (group)" {
+		t.Errorf("fell back: %s", got)
+	}
 	lastAfter, digestAfter := logDigest(t, r.h.Store)
 	if lastAfter != lastBefore || digestAfter != digestBefore {
 		t.Fatalf("the what-if changed the recorded log: last %d -> %d, digest %s -> %s", lastBefore, lastAfter, digestBefore, digestAfter)

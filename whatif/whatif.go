@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -79,19 +80,46 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 	if rep.FellBack == nil {
 		rep.FellBack = []string{}
 	}
-	if rep.Baseline, err = Replay(ctx, rec, "baseline", rec.Baseline, opts.Seed, opts.Progress); err != nil {
+	// The runs share nothing (each its own log, world and seeded draws),
+	// so they run side by side: most of a run's time is waiting on its own
+	// log and caches, not CPU.
+	runs := append([]Candidate{{Name: "baseline", Config: rec.Baseline}}, opts.Candidates...)
+	outs := make([]Outcome, len(runs))
+	errs := make([]error, len(runs))
+	var mu sync.Mutex
+	progress := opts.Progress
+	if progress != nil {
+		progress = func(p Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			opts.Progress(p)
+		}
+	}
+	sem := make(chan struct{}, ParallelRuns)
+	var wg sync.WaitGroup
+	for i, c := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			outs[i], errs[i] = Replay(ctx, rec, c.Name, c.Config, opts.Seed, progress)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	for _, c := range opts.Candidates {
-		o, err := Replay(ctx, rec, c.Name, c.Config, opts.Seed, opts.Progress)
-		if err != nil {
-			return nil, err
-		}
+	rep.Baseline = outs[0]
+	for _, o := range outs[1:] {
 		rep.Candidates = append(rep.Candidates, o)
 		rep.Deltas = append(rep.Deltas, delta(o, rep.Baseline))
 	}
 	return rep, nil
 }
+
+// ParallelRuns bounds the runs of one what-if that go at once.
+const ParallelRuns = 4
 
 // Replay is one run of the recording under cfg.
 func Replay(ctx context.Context, rec *Recording, name string, cfg *pool.Config, seed int64, progress func(Progress)) (Outcome, error) {

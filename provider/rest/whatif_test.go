@@ -49,7 +49,7 @@ func TestWhatIfEndpoint(t *testing.T) {
 		t.Fatalf("without a token: %d", resp.StatusCode)
 	}
 	for body, want := range map[string]string{
-		`{"from":"2026-03-04T10:00:00Z","to":"2026-03-04T09:00:00Z","candidates":[]}`: "the period is empty",
+		`{"from":"2026-03-04T10:00:00Z","to":"2026-03-04T09:00:00Z","candidates":[]}`:                                     "the period is empty",
 		`{"from":"2026-03-04T09:00:00Z","to":"2026-03-04T10:00:00Z","candidates":[{"name":"x.yaml","pool":"groups: 3"}]}`: "x.yaml",
 		`not json`: "request body",
 	} {

@@ -21,6 +21,11 @@ type Model struct {
 	// those that failed before the machine came on.
 	Boots       int `json:"boots"`
 	FailedBoots int `json:"failedBoots"`
+	// SlowBoots are the failed boots whose machine came on after all (a
+	// boot slower than the group's timeouts): their duration is a sample
+	// like any other, and the replay fails them again by the same
+	// timeouts, not by chance.
+	SlowBoots int `json:"slowBoots"`
 	// BootSamples: from a boot's start (ClaimBooting) to the machine on
 	// (MachinePoweredOn's instant); ShutdownSamples: from ShutdownFired to
 	// MachinePoweredOff's instant.
@@ -31,12 +36,14 @@ type Model struct {
 	FellBack string `json:"fellBack,omitempty"`
 }
 
-// FailureRate is the share of boots that failed.
+// FailureRate is the share of boots that failed and whose machine never
+// came on (a failed startup Job, a machine that did not start): the slow
+// ones fail again of their duration.
 func (m Model) FailureRate() float64 {
 	if m.Boots == 0 {
 		return 0
 	}
-	return float64(m.FailedBoots) / float64(m.Boots)
+	return float64(m.FailedBoots-m.SlowBoots) / float64(m.Boots)
 }
 
 // Knobs are the model as the simulator plays it.
@@ -74,8 +81,9 @@ type history struct {
 }
 
 type bootStart struct {
-	claim string
-	at    time.Time
+	claim  string
+	at     time.Time
+	failed bool
 }
 
 func newHistory() *history {
@@ -101,13 +109,19 @@ func (h *history) apply(e events.Event) {
 			if dur := d.At.Sub(b.at); dur >= 0 {
 				m := h.slot(d.Slot)
 				m.BootSamples = append(m.BootSamples, dur)
+				if b.failed {
+					m.SlowBoots++
+				}
 			}
 			delete(h.booting, d.Slot)
 		}
 	case events.ClaimFailed:
-		if b, ok := h.booting[d.Slot]; ok && b.claim == d.Claim {
+		if b, ok := h.booting[d.Slot]; ok && b.claim == d.Claim && !b.failed {
 			h.slot(d.Slot).FailedBoots++
-			delete(h.booting, d.Slot)
+			// Kept: a machine that comes on before the slot's next boot
+			// was slow, not broken.
+			b.failed = true
+			h.booting[d.Slot] = b
 		}
 	case events.ShutdownFired:
 		h.firing[d.Slot] = e.Time
@@ -139,6 +153,7 @@ func (h *history) models(cfg *pool.Config, minSamples int) Models {
 		if m := h.slots[sl.Name]; m != nil {
 			g.Boots += m.Boots
 			g.FailedBoots += m.FailedBoots
+			g.SlowBoots += m.SlowBoots
 			g.BootSamples = append(g.BootSamples, m.BootSamples...)
 			g.ShutdownSamples = append(g.ShutdownSamples, m.ShutdownSamples...)
 		}

@@ -117,6 +117,11 @@ func logDigest(t testing.TB, st *events.Store) (uint64, string) {
 func TestReplayUnderTheSameConfigReproducesTheRecording(t *testing.T) {
 	yaml := poolYAML(events.ScalerClusterAutoscaler, 4, 4, 0)
 	r := newRecorder(t, yaml, sim.Timing{})
+	// Each machine boots at its own pace (within the group's timeouts):
+	// the replay's must too.
+	for i, extra := range []time.Duration{0, 15 * time.Second, 30 * time.Second, 45 * time.Second} {
+		r.w.Sim.SetKnobs(fmt.Sprintf("m-%d", i), sim.Knobs{BootExtra: extra})
+	}
 	from := r.h.Clock.Now()
 	ca := func(cmd handlers.Command) {
 		if _, err := r.h.Service.Execute(context.Background(), cmd); err != nil && handlers.CodeOf(err) == 0 {

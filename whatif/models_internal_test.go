@@ -15,7 +15,9 @@ import (
 func TestModelsFromHistory(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	ref := func(slot, claim string) events.Ref { return events.Ref{Slot: slot, Group: "g", Claim: claim, Cause: "test"} }
+	ref := func(slot, claim string) events.Ref {
+		return events.Ref{Slot: slot, Group: "g", Claim: claim, Cause: "test"}
+	}
 	h := newHistory()
 	for _, e := range []events.Event{
 		{Time: at(0), Data: events.ClaimBooting{Ref: ref("a", "a1")}},

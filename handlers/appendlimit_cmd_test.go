@@ -11,7 +11,7 @@ import (
 
 // An IncreaseSize whose claims and group event do not fit one atomic
 // append is refused as the caller's to split (InvalidArgument, naming the
-// limit), and writes nothing; one claim fewer fits and lands.
+// limit), and writes nothing; the most that fits lands.
 func TestIncreaseSizeTooLargeForOneAppendIsRefusedClearly(t *testing.T) {
 	h := handlerstest.New(t)
 	spec := events.GroupSpec{MaxSize: events.MaxEventsPerAppend}
@@ -29,8 +29,10 @@ func TestIncreaseSizeTooLargeForOneAppendIsRefusedClearly(t *testing.T) {
 	if after != before {
 		t.Fatalf("a refused IncreaseSize wrote events %d..%d", before+1, after)
 	}
-	res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: events.MaxEventsPerAppend - 1, RequestedBy: "ca"})
-	if n := len(res.Claims()); n != events.MaxEventsPerAppend-1 {
-		t.Fatalf("IncreaseSize of %d created %d claims", events.MaxEventsPerAppend-1, n)
+	// The claims, the group's SizeIncreased and ScaleRequested: one append.
+	most := events.MaxEventsPerAppend - 2
+	res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: most, RequestedBy: "ca"})
+	if n := len(res.Claims()); n != most {
+		t.Fatalf("IncreaseSize of %d created %d claims", most, n)
 	}
 }

@@ -151,13 +151,20 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 	if c.Out != nil {
 		*c.Out = d
 	}
+	demand := demandChange(g, *c.Obs, d, now)
 	if !d.Record() {
-		return nil, nil
+		if demand == nil {
+			return nil, nil
+		}
+		return []events.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{*demand}}}, nil
 	}
 	writes := []events.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{{Time: now, Data: events.ScaleDecided{
 		Ref:    events.Ref{Group: g.Name, Cause: "built-in scaler: " + string(d.Action)},
 		Demand: d.Demand, Target: d.Target, Nodes: d.Nodes, Action: string(d.Action), Reason: d.Reason, Slots: d.Slots,
 	}}}}}
+	if demand != nil {
+		writes[0].Events = append(writes[0].Events, *demand)
+	}
 	switch {
 	case d.Create > 0:
 		ws, err := IncreaseSize{Group: g.Name, Delta: d.Create, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)

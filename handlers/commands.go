@@ -65,7 +65,7 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	for _, slot := range free[:c.Delta] {
 		writes = append(writes, newClaim(s, g, s.Slots[slot], now, req, c.RequestedBy, cause))
 	}
-	return append(writes, sizeIncreased(g, now, events.Ref{Cause: cause}, c.RequestedBy, req, writes)), nil
+	return withScaleRequest(s, c, now, append(writes, sizeIncreased(g, now, events.Ref{Cause: cause}, c.RequestedBy, req, writes))), nil
 }
 
 // whyNotFree explains a group's unclaimable slots.
@@ -156,7 +156,7 @@ func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]event
 			RequestedBy: orUnknown(c.RequestedBy), Request: &req,
 		}))
 	}
-	return append(writes, sizeDecreased(g, now, cause, c.RequestedBy, req, writes)), nil
+	return withScaleRequest(s, c, now, append(writes, sizeDecreased(g, now, cause, c.RequestedBy, req, writes))), nil
 }
 
 // NodeRef names a node the way cluster-autoscaler does: its name and its
@@ -248,7 +248,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 	if removed > 0 {
 		writes = append(writes, sizeDecreased(g, now, cause, c.RequestedBy, req, removing))
 	}
-	return writes, nil
+	return withScaleRequest(s, c, now, writes), nil
 }
 
 func nodeName(n NodeRef) string {

@@ -56,6 +56,9 @@ type Reactors struct {
 	workers int
 	metrics QueueMetrics
 	queue   atomic.Pointer[workQueue]
+	// asked is the soonest requeue a reactor asked for in the last
+	// ReconcileAll, uncapped (0: none); see Asked.
+	asked atomic.Int64
 }
 
 // NewReactors builds the reactors, in the order one pass runs them on a
@@ -109,6 +112,13 @@ func (r *Reactors) ReconcileAll(ctx context.Context) (time.Duration, error) {
 	})
 	slices.Sort(slots)
 	var errs []error
+	var asked time.Duration
+	ask := func(d time.Duration) {
+		if d > 0 && (asked == 0 || d < asked) {
+			asked = d
+		}
+	}
+	defer func() { r.asked.Store(int64(asked)) }()
 	for _, slot := range slots {
 		if err := ctx.Err(); err != nil {
 			return next, err
@@ -117,6 +127,7 @@ func (r *Reactors) ReconcileAll(ctx context.Context) (time.Duration, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+		ask(d)
 		if d > 0 && d < next {
 			next = d
 		}
@@ -125,14 +136,23 @@ func (r *Reactors) ReconcileAll(ctx context.Context) (time.Duration, error) {
 	if d, err := r.builtinScaler(ctx); err != nil {
 		r.log.Error("built-in scaler failed", "err", err)
 		errs = append(errs, err)
-	} else if d > 0 && d < next {
-		next = d
+	} else {
+		ask(d)
+		if d > 0 && d < next {
+			next = d
+		}
 	}
 	if err := r.strayHosts(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return next, errors.Join(errs...)
 }
+
+// Asked is the soonest requeue a reactor asked for in the last
+// ReconcileAll, not capped by the resync period (0: none asked). A driver
+// of a fake clock (the what-if replay) may jump to it when nothing else is
+// due.
+func (r *Reactors) Asked() time.Duration { return time.Duration(r.asked.Load()) }
 
 // ReconcileSlot runs every reactor on one slot.
 func (r *Reactors) ReconcileSlot(ctx context.Context, slot string) (time.Duration, error) {

@@ -87,7 +87,9 @@ func TestWritesOverAGapGoOnWhenAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gaps accepted, yet: %v", err)
 	}
-	if len(res.Claims()) != 1 || res.Last != 23 { // the claim and its SizeIncreased
+	// The claim (22), and on the group the call's SizeIncreased and
+	// ScaleRequested (23, 24).
+	if len(res.Claims()) != 1 || res.Last != 24 {
 		t.Fatalf("wrote %v at %d", res.Claims(), res.Last)
 	}
 }

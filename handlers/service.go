@@ -54,6 +54,8 @@ type Service struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+	// repeats counts refused scale calls not written again (demand.go).
+	repeats refusalRepeats
 }
 
 // NewService returns a command service. source is the CloudEvents source of
@@ -144,7 +146,15 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 		var writes []events.Write
 		var err error
 		now := s.clock.Now().UTC()
-		s.views.Read(func(st *projections.State) { writes, err = cmd.Decide(st, now) })
+		var refused []events.Write
+		s.views.Read(func(st *projections.State) {
+			if writes, err = cmd.Decide(st, now); err != nil {
+				refused = s.refusalWrite(st, cmd, now, err)
+			}
+		})
+		if len(refused) > 0 {
+			s.recordRefusal(ctx, refused)
+		}
 		if err != nil || len(writes) == 0 {
 			return res, err
 		}

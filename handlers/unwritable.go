@@ -21,7 +21,7 @@ func unavailableIfUnwritable(err error) error {
 		return &Error{Code: CodeUnavailable, Msg: err.Error()}
 	}
 	if errors.Is(err, events.ErrAppendTooLarge) {
-		return &Error{Code: CodeInvalidArgument, Msg: fmt.Sprintf("%v: one call changes at most %d slots at once; ask for fewer", err, events.MaxEventsPerAppend-1)}
+		return &Error{Code: CodeInvalidArgument, Msg: fmt.Sprintf("%v: one call changes at most %d slots at once (each is an event, and the group records the call); ask for fewer", err, events.MaxEventsPerAppend-2)}
 	}
 	return err
 }

@@ -144,6 +144,10 @@ type Group struct {
 	// Slots are the names of the group's declared slots, sorted.
 	Slots        []string      `json:"slots"`
 	LastDecision *ScaleDecided `json:"lastDecision,omitempty"`
+	// LastRefusal and LastDemand are the group's last recorded refused
+	// scale call and observed demand (evolve_demand.go).
+	LastRefusal *Refusal        `json:"lastRefusal,omitempty"`
+	LastDemand  *DemandObserved `json:"lastDemand,omitempty"`
 }
 
 // ScaleDecided is the group's last built-in scale decision.

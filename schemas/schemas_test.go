@@ -131,6 +131,8 @@ var fullSamples = []events.Data{
 	events.SizeIncreased{Ref: fullRef, Delta: 2, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 2, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001", "worker-2-0001"}},
 	events.SizeDecreased{Ref: fullRef, Delta: 1, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: -1, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001"}},
 	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
+	events.ScaleRequested{Ref: fullRef, Call: events.CallDeleteNodes, Delta: 2, Nodes: []string{"worker-1"}, Requester: "cluster-autoscaler", Accepted: true, Reason: "maxSize", Repeats: 3},
+	events.DemandObserved{Ref: fullRef, Demand: 9, Pending: 4, Running: 5},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the
@@ -175,6 +177,8 @@ var minimalSamples = []events.Data{
 	events.SizeIncreased{Ref: minRef, Delta: 1, Request: events.Request{Call: events.CallIncreaseSize}},
 	events.SizeDecreased{Ref: minRef, Delta: 1, Request: events.Request{Call: events.CallDecreaseTargetSize}},
 	events.LeaderElected{Replica: "claimstream-0", Epoch: 1, Cause: minRef.Cause},
+	events.ScaleRequested{Ref: minRef, Call: events.CallIncreaseSize},
+	events.DemandObserved{Ref: minRef},
 }
 
 func marshal(t *testing.T, v any) []byte {

@@ -121,7 +121,7 @@ func newCLICommands() []*cobra.Command {
 	return []*cobra.Command{
 		newGetCmd(), newDescribeCmd(), newEventsCmd(), newAuditCmd(), newReplayCmd(),
 		newClaimCmd(), newDeleteCmd(), newDecommissionCmd(), newRecommissionCmd(),
-		newBackupCmd(), newRestoreCmd(), newCostCmd(), newSinksCmd(),
+		newBackupCmd(), newRestoreCmd(), newCostCmd(), newSinksCmd(), newWhatIfCmd(),
 	}
 }
 

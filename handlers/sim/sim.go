@@ -92,6 +92,14 @@ type Knobs struct {
 	// Report: the startup Job's termination message as is (it replaces
 	// the report made of InstanceID, Node and ProviderID).
 	Report string `json:"report,omitempty"`
+	// A machine modelled from its history (docs/whatif.md): BootSamples
+	// are recorded durations from the startup Job's creation to the Node
+	// Ready, ShutdownSamples from the shutdown Job's creation to the Node
+	// NotReady; each boot or shutdown draws one (seeded). FailureRate,
+	// when set, replaces Timing.FailureRate for the slot.
+	BootSamples     []time.Duration `json:"bootSamples,omitempty"`
+	ShutdownSamples []time.Duration `json:"shutdownSamples,omitempty"`
+	FailureRate     *float64        `json:"failureRate,omitempty"`
 }
 
 // report is the termination message a succeeding startup Job leaves.
@@ -338,7 +346,7 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			k.FailStartups--
 			s.knobs[slot] = k
 			fail = true
-		} else if t.FailureRate > 0 && s.rng.Float64() < t.FailureRate {
+		} else if rate := failureRate(k, t); rate > 0 && s.rng.Float64() < rate {
 			fail = true
 		}
 		at := created.Add(t.JobDuration)
@@ -372,6 +380,9 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 				return nil
 			}
 			off := at.Add(t.PowerOffDelay)
+			if ks := s.knobs[slot].ShutdownSamples; len(ks) > 0 {
+				off = at.Add(max(0, ks[s.rng.Intn(len(ks))]-t.JobDuration))
+			}
 			s.schedule(off, func(ctx context.Context) error { return s.powerOff(ctx, slot, off, false) })
 			return nil
 		})
@@ -388,6 +399,11 @@ func (s *Sim) boot(slot string, at time.Time) {
 	gen := m.gen
 	t := s.timing
 	reg := at.Add(t.BootDelay + k.BootExtra)
+	if len(k.BootSamples) > 0 {
+		// at is the startup Job's end: the sample, measured from its
+		// creation, covers the Job and the Node's way to Ready too.
+		reg = at.Add(max(0, k.BootSamples[s.rng.Intn(len(k.BootSamples))]-t.JobDuration-t.ReadyDelay))
+	}
 	current := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -512,4 +528,12 @@ func (s *Sim) String() string {
 		}
 	}
 	return fmt.Sprintf("%d machines on, %d startup Jobs, %d shutdown Jobs, %d boots, %d power-offs, %d actions queued", on, s.StartupJobs, s.ShutdownJobs, s.Boots, s.PowerOffs, len(s.queue))
+}
+
+// failureRate is the slot's modelled failure rate, else the world's.
+func failureRate(k Knobs, t Timing) float64 {
+	if k.FailureRate != nil {
+		return *k.FailureRate
+	}
+	return t.FailureRate
 }

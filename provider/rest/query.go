@@ -26,13 +26,15 @@ var queryParams = map[string][]string{
 	"GET /api/v1/replay":              {"at", "seq"},
 	"GET /api/v1/cost":                {"since", "until", "month", "by"},
 	"GET /api/v1/sinks/dead-letters":  {"sink"},
+	"POST /api/v1/whatif":             {"progress"},
 }
 
 // queryValues are the values a parameter may take, where they are few.
 var queryValues = map[string][]string{
-	"all":    {"true", "false"},
-	"follow": {"true", "false"},
-	"by":     {"group", "slot", "requester", "claim"},
+	"all":      {"true", "false"},
+	"follow":   {"true", "false"},
+	"progress": {"true", "false"},
+	"by":       {"group", "slot", "requester", "claim"},
 	"phase": {
 		string(projections.PhasePending), string(projections.PhaseBooting), string(projections.PhaseReady),
 		string(projections.PhaseFailed), string(projections.PhaseCompleted),

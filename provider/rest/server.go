@@ -107,6 +107,7 @@ var routes = []route{
 	{"GET", "/api/v1/cost", true, (*server).cost},
 	{"GET", "/api/v1/sinks/dead-letters", true, (*server).listDeadLetters},
 	{"POST", "/api/v1/sinks/dead-letters/redeliver", true, (*server).redeliverDeadLetters},
+	{"POST", "/api/v1/whatif", true, (*server).whatIf},
 }
 
 // Routes lists "METHOD /path" of every route the API serves.

@@ -1,0 +1,91 @@
+package whatif_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/whatif"
+)
+
+// BenchmarkWhatIfWeek: a week of a 100-slot cluster-autoscaler pool
+// recorded by the simulator (cluster-autoscaler's target follows a daily
+// wave between 5 and 95 machines, changed every 5 minutes), replayed under
+// the baseline and 3 candidate configs (maxSize 50, 80 and 100). Reports
+// the recorded events and the wall time of the what-if (all four runs).
+// WHATIF_BENCH_HOURS and WHATIF_BENCH_SLOTS shrink it.
+//
+//	go test ./whatif/ -run '^$' -bench BenchmarkWhatIfWeek -benchtime 1x -timeout 60m
+func BenchmarkWhatIfWeek(b *testing.B) {
+	hours, slots := envInt("WHATIF_BENCH_HOURS", 7*24), envInt("WHATIF_BENCH_SLOTS", 100)
+	r := newRecorder(b, poolYAML(events.ScalerClusterAutoscaler, slots, slots, 0), sim.Timing{})
+	from := r.h.Clock.Now()
+	began := time.Now()
+	live := 0
+	for step := 0; step < hours*12; step++ {
+		day := float64(step%288) / 288
+		want := int(float64(slots)*(0.5-0.45*math.Cos(2*math.Pi*day))) + step%3
+		want = min(max(want, 0), slots)
+		switch {
+		case want > live:
+			if _, err := r.h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: want - live, RequestedBy: "cluster-autoscaler"}); err == nil {
+				live = want
+			}
+		case want < live:
+			var nodes []handlers.NodeRef
+			for i := want; i < live; i++ {
+				nodes = append(nodes, handlers.NodeRef{Name: fmt.Sprintf("m-%d", i)})
+			}
+			if _, err := r.h.Service.Execute(context.Background(), handlers.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "cluster-autoscaler"}); err == nil {
+				live = want
+			}
+		}
+		r.runFor(b, 5*time.Minute)
+	}
+	to := r.h.Clock.Now()
+	last, _ := r.h.Store.LastSeq(context.Background())
+	b.Logf("recorded %d hours of %d slots: %d events in %s", hours, slots, last, time.Since(began).Round(time.Second))
+	var cands []whatif.Candidate
+	for _, max := range []int{slots / 2, slots * 4 / 5, slots} {
+		name := fmt.Sprintf("max-%d.yaml", max)
+		cands = append(cands, whatif.Candidate{Name: name, Config: parsePool(b, name, poolYAML(events.ScalerClusterAutoscaler, slots, max, 0))})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start, cpu0 := time.Now(), cpuTime()
+		rep, err := whatif.Run(context.Background(), r.h.Store, whatif.Options{From: from, To: to, Seed: 1, Candidates: cands})
+		if err != nil {
+			b.Fatal(err)
+		}
+		took, cpu := time.Since(start), cpuTime()-cpu0
+		b.ReportMetric(took.Seconds(), "wall-s/whatif")
+		b.ReportMetric(cpu.Seconds(), "cpu-s/whatif")
+		b.ReportMetric(float64(last), "recorded-events")
+		b.Logf("what-if of %d events, 4 runs: %s; baseline %+v", last, took.Round(time.Millisecond), rep.Baseline)
+	}
+}
+
+// cpuTime is the process's user and system CPU time: the wall clock of a
+// shared machine overstates what a run costs.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,315 @@
+package whatif
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// Requester is who a replay's calls say asked when the recording does not.
+const Requester = "whatif"
+
+// demandNamespace holds the pods that play the built-in groups' work.
+const demandNamespace = "whatif-demand"
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Progress is how far a run has got: simulated time covered of the period.
+type Progress struct {
+	Run     string
+	Covered time.Duration
+	Total   time.Duration
+}
+
+// Percent is the share of the period covered, 0 to 100.
+func (p Progress) Percent() float64 {
+	if p.Total <= 0 {
+		return 100
+	}
+	return 100 * float64(p.Covered) / float64(p.Total)
+}
+
+// replayer is one run: a temporary log, the production views, service and
+// reactors over a simulated cluster, on a fake clock from the period's start.
+type replayer struct {
+	rec      *Recording
+	name     string
+	dir      string
+	emb      *events.Embedded
+	store    *events.Store
+	views    *projections.Runner
+	svc      *handlers.Service
+	clk      *clocktesting.FakeClock
+	world    *sim.World
+	stopView context.CancelFunc
+	viewDone chan error
+	podSeq   int
+}
+
+func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.Config, seed int64) (_ *replayer, err error) {
+	r := &replayer{rec: rec, name: name}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.dir, err = os.MkdirTemp("", "claimstream-whatif-*"); err != nil {
+		return r, fmt.Errorf("temporary log: %w", err)
+	}
+	if r.emb, err = events.StartEmbedded(events.EmbeddedConfig{Dir: r.dir, NoSync: true, ServerName: "whatif"}); err != nil {
+		return r, fmt.Errorf("temporary log: %w", err)
+	}
+	js, err := jetstream.New(r.emb.Conn)
+	if err != nil {
+		return r, fmt.Errorf("temporary log: %w", err)
+	}
+	if r.store, err = events.OpenStore(ctx, js, events.StoreConfig{Logger: discard}); err != nil {
+		return r, fmt.Errorf("temporary log: %w", err)
+	}
+	r.views = projections.NewRunner(r.store, projections.RunnerOptions{Logger: discard})
+	if err := r.views.Start(ctx); err != nil {
+		return r, fmt.Errorf("replay views: %w", err)
+	}
+	vctx, cancel := context.WithCancel(ctx)
+	r.stopView, r.viewDone = cancel, make(chan error, 1)
+	go func() { r.viewDone <- r.views.Run(vctx) }()
+	r.clk = clocktesting.NewFakeClock(rec.From)
+	r.svc = handlers.NewService(r.store, r.views, r.clk, "/claimstream/whatif", discard)
+	applier := &pool.Applier{Service: r.svc, Views: r.views, Clock: r.clk, Log: discard}
+	if _, err := applier.Apply(ctx, cfg); err != nil {
+		return r, fmt.Errorf("run %s: apply the pool: %w", name, err)
+	}
+	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode}})
+	for _, sl := range cfg.Slots {
+		if m, ok := rec.Models[sl.Name]; ok {
+			r.world.Sim.SetKnobs(sl.Name, m.Knobs())
+		}
+	}
+	if err := r.world.Start(ctx); err != nil {
+		return r, fmt.Errorf("run %s: simulated cluster: %w", name, err)
+	}
+	return r, nil
+}
+
+func (r *replayer) close() {
+	if r.world != nil {
+		r.world.Stop()
+	}
+	if r.stopView != nil {
+		r.stopView()
+		<-r.viewDone
+	}
+	if r.emb != nil {
+		r.emb.Shutdown()
+	}
+	if r.dir != "" {
+		_ = os.RemoveAll(r.dir)
+	}
+}
+
+// fact is one recorded demand fact, in time order.
+type fact struct {
+	at  time.Time
+	req *events.ScaleRequested
+	pod *PodWork
+}
+
+func (rec *Recording) facts() []fact {
+	var fs []fact
+	for g, n := range rec.LiveAtFrom {
+		fs = append(fs, fact{at: rec.From, req: &events.ScaleRequested{Ref: events.Ref{Group: g}, Call: events.CallIncreaseSize, Delta: n, Requester: Requester, Accepted: true}})
+	}
+	slices.SortFunc(fs, func(a, b fact) int { return compareStrings(a.req.Group, b.req.Group) })
+	for i := range rec.Requests {
+		fs = append(fs, fact{at: rec.RequestTimes[i], req: &rec.Requests[i]})
+	}
+	for i := range rec.Work {
+		fs = append(fs, fact{at: rec.Work[i].Arrive, pod: &rec.Work[i]})
+	}
+	slices.SortStableFunc(fs, func(a, b fact) int { return a.at.Compare(b.at) })
+	return fs
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// run asks the recorded demand of the simulated pool until the period's
+// end, and measures the log it wrote.
+func (r *replayer) run(ctx context.Context, progress func(Progress)) (Outcome, error) {
+	total := r.rec.To.Sub(r.rec.From)
+	lastPct := -1
+	report := func() {
+		if progress == nil {
+			return
+		}
+		p := Progress{Run: r.name, Covered: r.clk.Now().Sub(r.rec.From), Total: total}
+		if pct := int(p.Percent()); pct > lastPct {
+			lastPct = pct
+			progress(p)
+		}
+	}
+	report()
+	for _, f := range r.rec.facts() {
+		if err := ctx.Err(); err != nil {
+			return Outcome{}, err
+		}
+		if f.at.After(r.clk.Now()) {
+			if err := r.advance(ctx, f.at, report); err != nil {
+				return Outcome{}, fmt.Errorf("run %s at %s: %w", r.name, r.clk.Now().Format(time.RFC3339), err)
+			}
+		}
+		var err error
+		if f.pod != nil {
+			err = r.arrive(ctx, *f.pod)
+		} else {
+			err = r.ask(ctx, *f.req)
+		}
+		if err != nil {
+			return Outcome{}, fmt.Errorf("run %s at %s: %w", r.name, r.clk.Now().Format(time.RFC3339), err)
+		}
+		report()
+	}
+	if r.rec.To.After(r.clk.Now()) {
+		if err := r.advance(ctx, r.rec.To, report); err != nil {
+			return Outcome{}, fmt.Errorf("run %s: %w", r.name, err)
+		}
+	}
+	report()
+	m := newMeasure(r.rec.From, r.rec.To)
+	if err := r.store.Read(ctx, 1, 0, func(e events.Event) error { m.apply(e); return nil }); err != nil {
+		return Outcome{}, fmt.Errorf("run %s: read its log: %w", r.name, err)
+	}
+	return m.outcome(r.name), nil
+}
+
+// MaxIdleJump bounds how far the replay's clock jumps when no reactor asked
+// for a requeue and the simulated world has nothing due: the reactors'
+// periodic resync still runs that often.
+const MaxIdleJump = 30 * time.Minute
+
+// advance drives the fake clock to until: a pass of the simulator and the
+// reactors, then a jump to the soonest of until, the requeue a reactor
+// asked for and the simulator's next action. Production resyncs every
+// projections.ReconcilePeriod; a replay needs no pass where nothing is due
+// (what makes a week replay in seconds), and a pass at the instants that
+// are is what the production loop would have done then.
+func (r *replayer) advance(ctx context.Context, until time.Time, report func()) error {
+	for {
+		if _, err := r.world.Pass(ctx); err != nil {
+			return err
+		}
+		now := r.clk.Now()
+		if !now.Before(until) {
+			return nil
+		}
+		at := until
+		if idle := now.Add(MaxIdleJump); idle.Before(at) {
+			at = idle
+		}
+		if d := r.world.Reactors.Asked(); d > 0 && now.Add(d).Before(at) {
+			at = now.Add(d)
+		}
+		if s, ok := r.world.Sim.NextAt(); ok && s.Before(at) {
+			at = s
+		}
+		if !at.After(now) {
+			at = now.Add(time.Millisecond)
+		}
+		r.clk.SetTime(at)
+		report()
+	}
+}
+
+// ask makes one recorded call again. A call the run's pool refuses is
+// recorded in its log like any refusal; it is no error of the replay.
+func (r *replayer) ask(ctx context.Context, req events.ScaleRequested) error {
+	by := req.Requester
+	if by == "" {
+		by = Requester
+	}
+	var cmd handlers.Command
+	switch req.Call {
+	case events.CallIncreaseSize:
+		cmd = handlers.IncreaseSize{Group: req.Group, Delta: req.Delta, RequestedBy: by}
+	case events.CallDecreaseTargetSize:
+		cmd = handlers.DecreaseTargetSize{Group: req.Group, Delta: req.Delta, RequestedBy: by}
+	case events.CallDeleteNodes:
+		nodes := r.nodesToDelete(req)
+		if len(nodes) == 0 {
+			return nil
+		}
+		cmd = handlers.DeleteNodes{Group: req.Group, Nodes: nodes, RequestedBy: by}
+	default:
+		return nil
+	}
+	_, err := r.svc.Execute(ctx, cmd)
+	if handlers.CodeOf(err) != 0 {
+		return nil
+	}
+	return err
+}
+
+// nodesToDelete maps the recorded DeleteNodes onto this run's machines: a
+// named node whose slot has a live claim here is taken as named; for one
+// that has none here (another config put the claim elsewhere) the run's
+// newest ready claim of the group not yet named nor scaled down stands in.
+func (r *replayer) nodesToDelete(req events.ScaleRequested) []handlers.NodeRef {
+	var out []handlers.NodeRef
+	r.views.Read(func(s *projections.State) {
+		taken := map[string]bool{}
+		var spare []*projections.Claim
+		for _, cl := range s.LiveClaims(req.Group) {
+			if cl.Phase == projections.PhaseReady && cl.ScaleDown == nil {
+				spare = append(spare, cl)
+			}
+		}
+		slices.SortStableFunc(spare, func(a, b *projections.Claim) int { return b.RequestedAt.Compare(a.RequestedAt) })
+		for _, name := range req.Nodes {
+			sl, ok := s.SlotForNode(name, name)
+			if ok && s.LiveOfSlot(sl.Name) != nil && s.LiveOfSlot(sl.Name).ScaleDown == nil && !taken[sl.Name] {
+				taken[sl.Name] = true
+				out = append(out, handlers.NodeRef{Name: sl.Name})
+				continue
+			}
+			for _, cl := range spare {
+				if !taken[cl.Slot] {
+					taken[cl.Slot] = true
+					out = append(out, handlers.NodeRef{Name: cl.Slot})
+					break
+				}
+			}
+		}
+	})
+	return out
+}
+
+// arrive creates one pod of the recorded work: it waits for a node like
+// the recorded one did, and runs as long once it has one.
+func (r *replayer) arrive(ctx context.Context, p PodWork) error {
+	r.podSeq++
+	name := fmt.Sprintf("work-%07d", r.podSeq)
+	if err := r.world.Sim.RunPod(ctx, sim.PodSpec{Namespace: demandNamespace, Name: name, RunsFor: p.Runs}); err != nil {
+		return fmt.Errorf("demand: create pod %s: %w", name, err)
+	}
+	return nil
+}

@@ -136,6 +136,89 @@ func (r *haReplica) claims() ([]haClaim, error) {
 	return l.Items, nil
 }
 
+// haEvent is one line of GET /api/v1/events/export.
+type haEvent struct {
+	Type        string          `json:"type"`
+	LeaderEpoch string          `json:"leaderepoch"`
+	Data        json.RawMessage `json:"data"`
+}
+
+// export is the replica's whole log, GET /api/v1/events/export (NDJSON).
+func (r *haReplica) export() ([]haEvent, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.apiAddr+"/api/v1/events/export", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+haAPIToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s GET /api/v1/events/export: %s", r.name, resp.Status)
+	}
+	var out []haEvent
+	dec := json.NewDecoder(resp.Body)
+	for dec.More() {
+		var e haEvent
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("%s export: %w", r.name, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// checkFailoverLog holds for the new leader's log: two elections at least,
+// the last one the new leader's; one claim created, booted (by the killed
+// leader: the new one did not decide a second boot) and made ready by the
+// new leader, under its epoch.
+func checkFailoverLog(t *testing.T, r *haReplica, killed, next string) {
+	t.Helper()
+	evs, err := r.export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	epochOf := map[string]string{}
+	var elected []string
+	lastEpoch, lastReplica := "", ""
+	for _, e := range evs {
+		name := strings.TrimSuffix(strings.TrimPrefix(e.Type, "dev.claimstream."), ".v1")
+		count[name]++
+		epochOf[name] = e.LeaderEpoch
+		if name == "LeaderElected" {
+			var le struct {
+				Replica string `json:"replica"`
+				Epoch   uint64 `json:"epoch"`
+			}
+			if err := json.Unmarshal(e.Data, &le); err != nil {
+				t.Fatalf("LeaderElected %s: %v", e.Data, err)
+			}
+			elected = append(elected, fmt.Sprintf("%s@%d", le.Replica, le.Epoch))
+			lastEpoch, lastReplica = fmt.Sprint(le.Epoch), le.Replica
+		}
+	}
+	t.Logf("elections in the log: %v", elected)
+	if len(elected) < 2 || lastReplica != next {
+		t.Fatalf("elections %v: want two or more, the last one %s", elected, next)
+	}
+	for _, typ := range []string{"ClaimCreated", "ClaimBooting", "ClaimReady"} {
+		if count[typ] != 1 {
+			t.Fatalf("%d %s events in the log, want 1 (counts %v)", count[typ], typ, count)
+		}
+	}
+	if epochOf["ClaimBooting"] == lastEpoch {
+		t.Fatalf("ClaimBooting under epoch %s, the new leader's: want the killed leader %s's", lastEpoch, killed)
+	}
+	if epochOf["ClaimReady"] != lastEpoch {
+		t.Fatalf("ClaimReady under epoch %s, want the new leader's %s", epochOf["ClaimReady"], lastEpoch)
+	}
+}
+
 // startHAReplicas starts three serve replicas sharing one log through an
 // embedded NATS cluster on loopback, electing their leader with a Lease on
 // the suite's apiserver. They run as the suite's admin: the chart's RBAC
@@ -274,7 +357,10 @@ func TestThreeReplicasFailoverMidBoot(t *testing.T) {
 	}
 	t.Cleanup(func() { logf.Close() })
 	haModel := machines.New(admin, haNamespace, []machines.Slot{{
-		Name:            haSlot,
+		Name: haSlot,
+		// The group label a template gives its hosts: the shared server
+		// sees a Node that names a group it does not manage.
+		Labels:          map[string]string{"claimstream.dev/group": haGroup},
 		ReadinessTaints: []corev1.Taint{{Key: readyTaint, Effect: corev1.TaintEffectNoExecute}},
 	}}, machines.Knobs{NeverBoots: true, ReadyDelay: 6 * time.Second}, slog.New(slog.NewTextHandler(logf, nil)))
 	mctx, mcancel := context.WithCancel(context.Background())
@@ -481,6 +567,8 @@ func TestThreeReplicasFailoverMidBoot(t *testing.T) {
 		}
 	}
 
+	checkFailoverLog(t, next, leader.name, next.name)
+
 	// The suite's shared server ignored all of it: no group "ha", the Node
 	// of ha-1 neither cordoned nor refused, no Job of ha-1 in its namespace.
 	if r, err := provider.NodeGroups(ctxFor(t, 10*time.Second), &pb.NodeGroupsRequest{}); err != nil {
@@ -492,8 +580,8 @@ func TestThreeReplicasFailoverMidBoot(t *testing.T) {
 			}
 		}
 	}
-	if n, ok := node(t, haSlot); !ok || n.Spec.Unschedulable || hasTaint(n, "claimstream.dev/refused") {
-		t.Fatalf("node %s touched by the shared server: present=%v", haSlot, ok)
+	if n, ok := node(t, haSlot); !ok || n.Labels["claimstream.dev/group"] != haGroup || n.Spec.Unschedulable || hasTaint(n, "claimstream.dev/refused") {
+		t.Fatalf("node %s (group label %q) touched by the shared server: present=%v", haSlot, n.Labels["claimstream.dev/group"], ok)
 	}
 	if js := jobs(t, map[string]string{lSlot: haSlot}); len(js) != 0 {
 		t.Fatalf("the shared server made %d Jobs for %s in %s", len(js), haSlot, namespace)

@@ -245,9 +245,9 @@ func TestFollowerReadsWaitForTheLogsEnd(t *testing.T) {
 	if err := follower.FreshReads(context.Background()); err != nil {
 		t.Fatalf("views at the log's end refused: %v", err)
 	}
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "ca"}) // 2 claims and a SizeIncreased
+	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "ca"}) // 2 claims, SizeIncreased and ScaleRequested
 	err := follower.FreshReads(context.Background())
-	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "views 3 events behind the log") {
+	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "views 4 events behind the log") {
 		t.Fatalf("stale follower read: %v", err)
 	}
 	// A follower whose views run catches up within the bound.

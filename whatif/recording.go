@@ -91,9 +91,13 @@ func Read(ctx context.Context, store *events.Store, from, to time.Time, minSampl
 			// The config written as the period begins (before anything
 			// else happens in it: a pool declared by the serve that
 			// starts the recording) is the baseline's too.
-			if isConfig(e) {
+			switch {
+			case isConfig(e):
 				_ = projections.Evolve(st, e)
-			} else {
+			case e.Type == events.TypeLeaderElected:
+				// A serve that starts the recording elects itself before
+				// it applies its pool file: nothing happened yet.
+			default:
 				started = true
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -296,34 +295,7 @@ func TestThreeServeReplicasShareOneLog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three serve processes")
 	}
-	secret := filepath.Join(t.TempDir(), "route-secret")
-	writeFile(t, secret, "three-replicas-secret\n")
-	routes := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	var replicas []*replicaProc
-	for i := range 3 {
-		r := &replicaProc{t: t, name: fmt.Sprintf("claimstream-%d", i), api: freeAddr(t), grpc: freeAddr(t)}
-		provider := r.grpc
-		r.args = []string{"serve",
-			"--config", examplePool, "--config-poll", "1h",
-			"--data-dir", filepath.Join(t.TempDir(), "data"),
-			"--replica-name", r.name, "--replicas", "3",
-			"--nats-cluster-listen", routes[i],
-			"--nats-routes", "nats-route://" + strings.Join(routes, ",nats-route://"),
-			"--nats-cluster-password-file", secret,
-			"--grpc-address=" + provider, "--plaintext",
-			"--api-address", r.api, "--api-token", replicaAPIToken,
-			"--metrics-address=", "--no-fsync", "--log-level", "info",
-		}
-		replicas = append(replicas, r)
-	}
-	t.Cleanup(func() {
-		for _, r := range replicas {
-			r.signal(syscall.SIGKILL)
-		}
-	})
-	for _, r := range replicas {
-		r.start()
-	}
+	replicas := threeReplicas(t)
 	sameLog(t, replicas)
 
 	increaseSize(t, replicas)

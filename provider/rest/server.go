@@ -512,17 +512,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "give at=<RFC 3339 time> or seq=<n>")
 		return
 	}
-	if events.GapsOf(err) != nil {
-		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot replay over a damaged log: "+err.Error())
-		return
-	}
-	var truncated *projections.TruncatedLogError
-	if errors.As(err, &truncated) {
-		writeError(w, http.StatusGone, "Expired", err.Error())
-		return
-	}
-	if err != nil {
-		s.fail(w, err)
+	if s.foldFailed(w, err, "replay") {
 		return
 	}
 	at = at.UTC()
@@ -626,4 +616,23 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config,
 		return fmt.Errorf("rest: %w", err)
 	}
 	return nil
+}
+
+// foldFailed answers a failed fold of the log (a replay, a timeline) and
+// reports whether it did: a damaged log is 412, history expired without a
+// checkpoint 410, anything else 500.
+func (s *server) foldFailed(w http.ResponseWriter, err error, what string) bool {
+	if err == nil {
+		return false
+	}
+	var truncated *projections.TruncatedLogError
+	switch {
+	case events.GapsOf(err) != nil:
+		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot "+what+" over a damaged log: "+err.Error())
+	case errors.As(err, &truncated):
+		writeError(w, http.StatusGone, "Expired", err.Error())
+	default:
+		s.fail(w, err)
+	}
+	return true
 }

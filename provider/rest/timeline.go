@@ -304,17 +304,7 @@ func (s *server) timeline(w http.ResponseWriter, r *http.Request) {
 		// fold the window from the log.
 		tl, err = BuildTimeline(r.Context(), s.store, s.views.Checkpoints(), since, until, now)
 	}
-	if events.GapsOf(err) != nil {
-		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot fold a damaged log into a timeline: "+err.Error())
-		return
-	}
-	var truncated *projections.TruncatedLogError
-	if errors.As(err, &truncated) {
-		writeError(w, http.StatusGone, "Expired", err.Error())
-		return
-	}
-	if err != nil {
-		s.fail(w, err)
+	if s.foldFailed(w, err, "draw a timeline") {
 		return
 	}
 	writeMaybeGzip(w, r, tl)

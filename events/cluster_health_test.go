@@ -6,30 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 // Two of three replicas stop: the survivor says, once, that the quorum is
 // lost and why writes stop, refuses appends at once, and says so again
@@ -38,7 +21,7 @@ func TestQuorumLossStopsWritesAndIsReported(t *testing.T) {
 	c := eventstest.StartCluster(t, 3)
 	st0 := c.Store(0, events.StoreConfig{})
 	health := events.NewLogHealth(time.Now())
-	logs := &logBuffer{}
+	logs := &logcapture.Buffer{}
 	survivor := c.Servers[0]
 	mon := events.NewLogMonitor(survivor.Embedded, health, events.LogMonitorOptions{
 		Every: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil)), Stream: st0.Stream(),
@@ -75,7 +58,7 @@ func TestQuorumLossStopsWritesAndIsReported(t *testing.T) {
 	}
 	// Still lost a while later: still one line.
 	eventstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
-		if n := logs.count(`msg="` + want); n != 1 {
+		if n := logs.Count(`msg="` + want); n != 1 {
 			return fmt.Errorf("the loss was logged %d times", n)
 		}
 		return nil
@@ -88,10 +71,10 @@ func TestQuorumLossStopsWritesAndIsReported(t *testing.T) {
 		}
 		return nil
 	})
-	if n := logs.count(`msg="JetStream quorum back: 2 of 3 replicas reachable`); n != 1 {
-		t.Fatalf("the return of the quorum was logged %d times:\n%s", n, logs.b.String())
+	if n := logs.Count(`msg="JetStream quorum back: 2 of 3 replicas reachable`); n != 1 {
+		t.Fatalf("the return of the quorum was logged %d times:\n%s", n, logs.String())
 	}
-	if n := logs.count(`msg="` + want); n != 1 {
+	if n := logs.Count(`msg="` + want); n != 1 {
 		t.Fatalf("the loss was logged %d times", n)
 	}
 	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {

@@ -1,13 +1,11 @@
 package projections_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,26 +13,9 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
 )
-
-// logLines is a slog sink a test can read.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logLines) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
-}
 
 // deleteConsumers deletes every consumer of the store's stream: the views'
 // reader fails as it would when its consumer is lost.
@@ -65,7 +46,7 @@ func TestRunnerRecreatesItsReaderAfterAConsumerError(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clk := clocktesting.NewFakeClock(t0)
-	logs := &logLines{}
+	logs := &logcapture.Buffer{}
 	r := projections.NewRunner(st, projections.RunnerOptions{Logger: slog.New(slog.NewTextHandler(logs, nil)), Clock: clk})
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -124,10 +105,10 @@ func TestRunnerRecreatesItsReaderAfterAConsumerError(t *testing.T) {
 	if rs := r.ReaderStatus(); rs.Restarts != 1 {
 		t.Fatalf("reader status %+v, want one restart", rs)
 	}
-	if n := logs.count("views' reader of the log stopped"); n != 1 {
+	if n := logs.Count("views' reader of the log stopped"); n != 1 {
 		t.Fatalf("the incident was logged %d times, want once", n)
 	}
-	if n := logs.count("views' reader of the log resumed"); n != 1 {
+	if n := logs.Count("views' reader of the log resumed"); n != 1 {
 		t.Fatalf("the recovery was logged %d times, want once", n)
 	}
 	cancel()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/provider/rest"
 )
 
@@ -54,7 +55,7 @@ func TestEventsFollowResumesAcrossAServerRestart(t *testing.T) {
 	}
 	stop := serve()
 
-	var stdout, stderr syncBuffer
+	var stdout, stderr logcapture.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	root := newRoot()
 	root.SetOut(&stdout)

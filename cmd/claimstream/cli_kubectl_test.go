@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
@@ -44,25 +44,6 @@ func TestCLIUnauthorizedSaysWhereTheTokenIsLookedFor(t *testing.T) {
 	checkGolden(t, "unauthorized", out.String())
 }
 
-// syncBuffer is a bytes.Buffer a watching command writes while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestCLIGetWatch: get -w prints the list, then one row each time an item
 // changes, following the event stream: a manual claim appears as a new
 // row, its deletion as the same claim's row again, in its new phase.
@@ -79,7 +60,7 @@ func TestCLIGetWatch(t *testing.T) {
 		{"get-claims-watch-name", []string{"get", "claims", "--slot", "node-3.lan", "-o", "name"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var out syncBuffer
+			var out logcapture.Buffer
 			ctx, cancel := context.WithCancel(context.Background())
 			root := newRoot()
 			root.SetOut(&out)

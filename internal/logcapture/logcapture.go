@@ -34,6 +34,9 @@ func (b *Buffer) String() string {
 	return b.buf.String()
 }
 
+// Count is how many times sub was logged.
+func (b *Buffer) Count(sub string) int { return strings.Count(b.String(), sub) }
+
 // Lines are the logged lines that hold every one of subs.
 func (b *Buffer) Lines(subs ...string) []string {
 	var out []string

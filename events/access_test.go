@@ -233,8 +233,9 @@ func TestSubscriberReadsAndConsumes(t *testing.T) {
 	}
 }
 
-// TestSubscriberCannotWrite is the attack of issue 10: an outside client
-// forging events, writing headerless messages, deleting the stream.
+// TestSubscriberCannotWrite is the attack of an outside client on the
+// client port: forging events, writing headerless messages, deleting the
+// stream.
 func TestSubscriberCannotWrite(t *testing.T) {
 	emb, st := listening(t)
 	ctx := context.Background()

@@ -34,7 +34,8 @@ func TestFromMsgAcceptsTheWritersEnvelope(t *testing.T) {
 }
 
 // A message without the writer's whole envelope is a bad entry, never an
-// event: the attack of issue 10 published forged events without one.
+// event: an outside client with a NATS connection published forged events
+// without one.
 func TestFromMsgRefusesAnIncompleteOrForgedEnvelope(t *testing.T) {
 	cases := map[string]func(m *nats.Msg){
 		"no headers":     func(m *nats.Msg) { m.Header = nil },

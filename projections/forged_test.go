@@ -12,8 +12,8 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// Entries that reach the stream without the writer's envelope (issue 10:
-// a forged SlotDecommissioned, a headerless message) are counted as bad
+// Entries that reach the stream without the writer's envelope (an outside
+// client's forged SlotDecommissioned, a headerless message) are counted as bad
 // entries and never folded: the slot stays in service.
 func TestEntriesWithoutTheEnvelopeAreNotFolded(t *testing.T) {
 	st, _ := eventstest.NewStore(t)

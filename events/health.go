@@ -362,6 +362,13 @@ func (m *LogMonitor) serverFault() string {
 	if hs == nil || hs.Error == "" && hs.Status == "ok" {
 		return ""
 	}
+	if strings.Contains(hs.Error, "ready for connections") {
+		// The server's first check (its listeners answer within 1 ms)
+		// fails for a moment on a loaded machine: not a storage fault,
+		// and nothing a restart of JetStream would mend. The next look
+		// sees the store.
+		return ""
+	}
 	if hs.Error != "" {
 		return "the embedded NATS server refuses writes: " + hs.Error
 	}

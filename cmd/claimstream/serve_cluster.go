@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
@@ -263,6 +264,8 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 	// (and, until the restore ends, empty). Bounded: a big log takes a
 	// while to upload, not forever.
 	busySince := time.Time{}
+	var partialLast uint64
+	var partialSince time.Time
 	busy := func() error {
 		if busySince.IsZero() {
 			busySince = time.Now()
@@ -283,8 +286,15 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 				log.Info("--restore-backup: the log exists; not restored (again)", "file", file, "seq", last, "backup_last_seq", m.LastSeq)
 				return nil
 			}
-			if last > 0 {
-				return fmt.Errorf("--restore-backup: the log exists with events up to seq %d and the backup ends at seq %d: a backup is restored only into an empty log", last, m.LastSeq)
+			if last > 0 && last < m.LastSeq {
+				// On a cluster another replica's restore may be landing:
+				// wait while the log grows; a log that stays short is
+				// another log.
+				if emb.Clustered() && last != partialLast {
+					partialLast, partialSince = last, time.Now()
+				} else if !emb.Clustered() || time.Since(partialSince) > 15*time.Second {
+					return fmt.Errorf("--restore-backup: the log exists with events up to seq %d and the backup ends at seq %d: a backup is restored only into an empty log", last, m.LastSeq)
+				}
 			}
 			if err := busy(); err != nil {
 				return err
@@ -297,7 +307,12 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 				log.Info("restored the backup into the log", "file", file, "events", m.Msgs, "last_seq", m.LastSeq, "took", time.Since(begin).Round(time.Millisecond))
 				return nil
 			}
-			if !strings.Contains(err.Error(), "already in use") && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+			retry := strings.Contains(err.Error(), "already in use") ||
+				// Right after the cluster forms, JetStream's API may
+				// have nobody to answer yet: nothing was restored.
+				errors.Is(err, nats.ErrNoResponders) || strings.Contains(err.Error(), "no responders") ||
+				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+			if !retry {
 				return fmt.Errorf("--restore-backup: %w", err)
 			}
 			// Another replica won the race (or the racing request went

@@ -311,12 +311,15 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 				// Right after the cluster forms, JetStream's API may
 				// have nobody to answer yet: nothing was restored.
 				errors.Is(err, nats.ErrNoResponders) || strings.Contains(err.Error(), "no responders") ||
+				// or no peer to place the stream on (10005).
+				strings.Contains(err.Error(), "no suitable peers") ||
 				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 			if !retry {
 				return fmt.Errorf("--restore-backup: %w", err)
 			}
 			// Another replica won the race (or the racing request went
 			// unanswered): look again.
+			log.Debug("--restore-backup: not restored this time; looking again", "err", err)
 			if err := busy(); err != nil {
 				return err
 			}

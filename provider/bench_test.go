@@ -236,8 +236,12 @@ func BenchmarkReads(b *testing.B) {
 
 // BenchmarkReadsLoopback is the setting: 1,000 slots in 100
 // groups, cluster-autoscaler's reads over a loopback TCP gRPC connection.
-func BenchmarkReadsLoopback(b *testing.B) {
-	const perGroup = 10
+func BenchmarkReadsLoopback(b *testing.B) { benchReadsLoopback(b, 10) }
+
+// benchReadsLoopback measures cluster-autoscaler's three reads over a
+// loopback TCP gRPC connection on a pool of perGroup slots in each of the
+// benchmark's groups, half of each group claimed.
+func benchReadsLoopback(b *testing.B, perGroup int) {
 	h := handlerstest.New(b)
 	benchPoolOf(b, h, perGroup)
 	client := loopbackClient(b, New(h.Views, h.Service, h.Clock, Options{Logger: discard}))

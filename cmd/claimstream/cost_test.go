@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,36 +17,10 @@ import (
 // pool: `claimstream cost` shows machine-hours, energy and money for every
 // group, and the cost counters are on the metrics endpoint.
 func TestCostInTheSimulator(t *testing.T) {
-	apiAddr, metricsAddr := freeAddr(t), freeAddr(t)
-	o := serveOptions{
-		config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour,
-		dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn",
-		apiAddress: apiAddr, metricsAddress: metricsAddr,
-		cluster: clusterOptions{scenario: filepath.Join("..", "..", "deploy", "examples", "scenario.yaml"), speed: 60},
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runServe(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-
-	var token string
-	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-		b, err := os.ReadFile(filepath.Join(o.dataDir, apiTokenFile))
-		token = strings.TrimSpace(string(b))
-		return err
-	})
+	apiAddr, metricsAddr, token := exampleServe(t)
 	costCLI := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		root := newRoot()
-		root.SetOut(&out)
-		root.SetArgs(append([]string{"cost", "--server", "http://" + apiAddr, "--token", token, "--cli-config", ""}, args...))
-		err := root.Execute()
-		return out.String(), err
+		out, _, err := cliAgainst(apiAddr, token, append([]string{"cost"}, args...)...)
+		return out, err
 	}
 	var rep cost.Report
 	eventstest.CheckFor(t, 60*time.Second, 200*time.Millisecond, func() error {

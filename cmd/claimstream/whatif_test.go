@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -20,39 +18,12 @@ import (
 // runs side by side and tells its progress on stderr; a bad pool file is
 // refused at its line before anything is sent.
 func TestWhatIfInTheSimulator(t *testing.T) {
-	apiAddr, metricsAddr := freeAddr(t), freeAddr(t)
-	poolFile := filepath.Join("..", "..", "deploy", "examples", "pool.yaml")
-	o := serveOptions{
-		config: poolFile, configPoll: time.Hour,
-		dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn",
-		apiAddress: apiAddr, metricsAddress: metricsAddr,
-		cluster: clusterOptions{scenario: filepath.Join("..", "..", "deploy", "examples", "scenario.yaml"), speed: 60},
-	}
+	poolFile := examplePool
 	from := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
 	to := time.Now().UTC().Add(3 * time.Hour).Format(time.RFC3339) // the scaled clock runs ahead
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runServe(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	var token string
-	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-		b, err := os.ReadFile(filepath.Join(o.dataDir, apiTokenFile))
-		token = strings.TrimSpace(string(b))
-		return err
-	})
+	apiAddr, _, token := exampleServe(t)
 	cli := func(args ...string) (string, string, error) {
-		var out, errOut bytes.Buffer
-		root := newRoot()
-		root.SetOut(&out)
-		root.SetErr(&errOut)
-		root.SetArgs(append([]string{"whatif", "--server", "http://" + apiAddr, "--token", token, "--cli-config", ""}, args...))
-		err := root.Execute()
-		return out.String(), errOut.String(), err
+		return cliAgainst(apiAddr, token, append([]string{"whatif"}, args...)...)
 	}
 	var rep whatif.Report
 	var progress string

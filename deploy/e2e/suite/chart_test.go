@@ -16,10 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/claimstream/claimstream/deploy/e2e/chartrender"
@@ -498,23 +494,9 @@ func podReady(p *corev1.Pod) bool {
 
 // deleteDynamic deletes an object created by applyDynamic.
 func deleteDynamic(ctx context.Context, o *unstructured.Unstructured) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(adminCfg)
+	ri, err := dynamicResource(o)
 	if err != nil {
 		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	gvk := o.GroupVersionKind()
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(adminCfg)
-	if err != nil {
-		return err
-	}
-	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-	if m.Scope.Name() == "namespace" {
-		ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
 	}
 	return ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 }

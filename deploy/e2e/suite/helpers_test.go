@@ -214,17 +214,7 @@ func waitMachine(t *testing.T, slot, what string, from int, timeout time.Duratio
 // applyDynamic creates o through the dynamic client (server-side dry run
 // when dryRun), with strict field validation.
 func applyDynamic(ctx context.Context, o *unstructured.Unstructured, dryRun bool) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(adminCfg)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	gvk := o.GroupVersionKind()
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(adminCfg)
+	ri, err := dynamicResource(o)
 	if err != nil {
 		return err
 	}
@@ -232,12 +222,31 @@ func applyDynamic(ctx context.Context, o *unstructured.Unstructured, dryRun bool
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-	if m.Scope.Name() == "namespace" {
-		ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-	}
 	_, err = ri.Create(ctx, o, opts)
 	return err
+}
+
+// dynamicResource is the dynamic client of o's kind (in o's namespace when
+// the kind is namespaced), found through discovery.
+func dynamicResource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(adminCfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	gvk := o.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(adminCfg)
+	if err != nil {
+		return nil, err
+	}
+	if m.Scope.Name() == "namespace" {
+		return dyn.Resource(m.Resource).Namespace(o.GetNamespace()), nil
+	}
+	return dyn.Resource(m.Resource), nil
 }
 
 func adminCfgDiscovery() *discovery.DiscoveryClient {

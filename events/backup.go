@@ -344,9 +344,7 @@ func RestoreBackup(ctx context.Context, nc *nats.Conn, f io.ReaderAt, m BackupMa
 	for {
 		n, rerr := io.ReadFull(sec, chunk)
 		if n > 0 {
-			cctx, cancel := context.WithTimeout(ctx, backupAckWait)
-			ack, err := nc.RequestWithContext(cctx, rr.DeliverSubject, chunk[:n])
-			cancel()
+			ack, err := sendRestoreChunk(ctx, nc, rr.DeliverSubject, chunk[:n])
 			if err != nil {
 				return fmt.Errorf("restore %s: send: %w", m.Stream, err)
 			}
@@ -376,6 +374,33 @@ func RestoreBackup(ctx context.Context, nc *nats.Conn, f io.ReaderAt, m BackupMa
 	}
 	return fin.err("restore " + m.Stream)
 }
+
+// sendRestoreChunk sends one chunk of a restore and waits for its ack. On
+// a cluster the server that took the restore may be another replica, and
+// its interest in the deliver subject reaches this server's routes a moment
+// later: "no responders" means the chunk went nowhere, so it is sent again
+// for a short, bounded while.
+func sendRestoreChunk(ctx context.Context, nc *nats.Conn, subject string, chunk []byte) (*nats.Msg, error) {
+	for try := 0; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, backupAckWait)
+		ack, err := nc.RequestWithContext(cctx, subject, chunk)
+		cancel()
+		if !errors.Is(err, nats.ErrNoResponders) || try == restoreChunkRetries {
+			return ack, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(restoreChunkRetryWait):
+		}
+	}
+}
+
+// A chunk nobody heard is sent again at most this often, this far apart.
+const (
+	restoreChunkRetries   = 40
+	restoreChunkRetryWait = 50 * time.Millisecond
+)
 
 // CheckRestoreTarget refuses a data dir a restore must not write into:
 // one another process owns, or one that holds anything (a restore into a

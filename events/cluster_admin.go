@@ -61,8 +61,9 @@ func unanswered(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 10008: JetStream system temporarily unavailable (a meta leader
-		// change).
-		return apiErr.ErrorCode == 10008
+		// change); 10005: no suitable peers, while the new meta leader has
+		// not yet heard from every peer of a cluster that just formed.
+		return apiErr.ErrorCode == 10008 || apiErr.ErrorCode == 10005
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat)

@@ -320,23 +320,8 @@ const restoreAskWait = 10 * time.Second
 // the server of nc through JetStream's restore API. The stream must not
 // exist.
 func RestoreBackup(ctx context.Context, nc *nats.Conn, f io.ReaderAt, m BackupManifest) error {
-	req, _ := json.Marshal(map[string]json.RawMessage{"config": m.Config, "state": m.State})
-	// The server answers the request at once; on a cluster, one of several
-	// racing restores may never be answered, and its caller tries again.
-	actx, cancel := context.WithTimeout(ctx, restoreAskWait)
-	resp, err := nc.RequestWithContext(actx, "$JS.API.STREAM.RESTORE."+m.Stream, req)
-	cancel()
+	deliver, err := askRestore(ctx, nc, m)
 	if err != nil {
-		return fmt.Errorf("restore %s: %w", m.Stream, err)
-	}
-	var rr struct {
-		apiError
-		DeliverSubject string `json:"deliver_subject"`
-	}
-	if err := json.Unmarshal(resp.Data, &rr); err != nil {
-		return fmt.Errorf("restore %s: answer: %w", m.Stream, err)
-	}
-	if err := rr.err("restore " + m.Stream + ": the server refused"); err != nil {
 		return err
 	}
 	sec := snapshotSection(f, m)
@@ -344,7 +329,7 @@ func RestoreBackup(ctx context.Context, nc *nats.Conn, f io.ReaderAt, m BackupMa
 	for {
 		n, rerr := io.ReadFull(sec, chunk)
 		if n > 0 {
-			ack, err := sendRestoreChunk(ctx, nc, rr.DeliverSubject, chunk[:n])
+			ack, err := sendRestoreChunk(ctx, nc, deliver, chunk[:n])
 			if err != nil {
 				return fmt.Errorf("restore %s: send: %w", m.Stream, err)
 			}
@@ -364,7 +349,7 @@ func RestoreBackup(ctx context.Context, nc *nats.Conn, f io.ReaderAt, m BackupMa
 		}
 	}
 	// The empty message ends the transfer; the answer is the stream's.
-	done, err := nc.RequestWithContext(ctx, rr.DeliverSubject, nil)
+	done, err := nc.RequestWithContext(ctx, deliver, nil)
 	if err != nil {
 		return fmt.Errorf("restore %s: finish: %w", m.Stream, err)
 	}
@@ -374,6 +359,49 @@ func RestoreBackup(ctx context.Context, nc *nats.Conn, f io.ReaderAt, m BackupMa
 	}
 	return fin.err("restore " + m.Stream)
 }
+
+// askRestore asks JetStream for a restore and returns the subject its
+// chunks go to. The server answers the request at once; on a cluster, one
+// of several racing restores may never be answered, and its caller tries
+// again. A cluster that has just formed may also refuse it for a moment
+// (no JetStream responder yet, 10005: no peer known to place the stream
+// on, 10008: a meta leader change): nothing was created, so the request
+// is sent again for a short, bounded while.
+func askRestore(ctx context.Context, nc *nats.Conn, m BackupManifest) (string, error) {
+	req, _ := json.Marshal(map[string]json.RawMessage{"config": m.Config, "state": m.State})
+	for try := 0; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, restoreAskWait)
+		resp, err := nc.RequestWithContext(actx, "$JS.API.STREAM.RESTORE."+m.Stream, req)
+		cancel()
+		var rr struct {
+			apiError
+			DeliverSubject string `json:"deliver_subject"`
+		}
+		transient := errors.Is(err, nats.ErrNoResponders)
+		if err == nil {
+			if err := json.Unmarshal(resp.Data, &rr); err != nil {
+				return "", fmt.Errorf("restore %s: answer: %w", m.Stream, err)
+			}
+			if rr.Error == nil {
+				return rr.DeliverSubject, nil
+			}
+			transient = rr.Error.ErrCode == 10005 || rr.Error.ErrCode == 10008
+			err = rr.err("the server refused")
+		}
+		if !transient || try == restoreAskRetries {
+			return "", fmt.Errorf("restore %s: %w", m.Stream, err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("restore %s: %w", m.Stream, ctx.Err())
+		case <-time.After(restoreChunkRetryWait * 4):
+		}
+	}
+}
+
+// A restore refused while the cluster forms is asked again at most this
+// often (200 ms apart: 8 s in all).
+const restoreAskRetries = 40
 
 // sendRestoreChunk sends one chunk of a restore and waits for its ack. On
 // a cluster the server that took the restore may be another replica, and

@@ -128,6 +128,8 @@ func (l *Leadership) notLeader(cur projections.Leader) error {
 	switch {
 	case cur.Replica == "":
 		return refuse(CodeUnavailable, "not the leader: no replica has been elected yet; retry shortly")
+	case cur.Replica == l.lease.Identity() && l.Epoch() == 0:
+		return refuse(CodeUnavailable, "not the leader yet: this replica led epoch %d before it restarted and is taking the lead again; retry shortly", cur.Epoch)
 	case cur.Replica == l.lease.Identity():
 		return refuse(CodeUnavailable, "not the leader: this replica's lease lapsed (it led epoch %d); retry shortly, a leader is being elected", cur.Epoch)
 	}

@@ -95,9 +95,15 @@ func TestEventsFollowResumesAcrossAServerRestart(t *testing.T) {
 	serve()
 	bctx, bcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer bcancel()
-	if _, err := client.ManualClaim(bctx, "node-1.lan", rest.CommandRequest{By: "carol", Reason: "after the restart"}); err != nil {
-		t.Fatal(err)
-	}
+	// Reads answer before the restarted replica has taken its lease back;
+	// writes are refused as Unavailable until then.
+	eventstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		_, err := client.ManualClaim(bctx, "node-1.lan", rest.CommandRequest{By: "carol", Reason: "after the restart"})
+		if err != nil && !strings.Contains(err.Error(), "not the leader") {
+			t.Fatal(err)
+		}
+		return err
+	})
 	after := lastSeq()
 	if after <= before {
 		t.Fatalf("nothing written after the restart (log at %d, before %d)", after, before)

@@ -31,6 +31,11 @@ type Model struct {
 	// MachinePoweredOff's instant.
 	BootSamples     []time.Duration `json:"-"`
 	ShutdownSamples []time.Duration `json:"-"`
+	// TaintSamples: from the machine on (MachinePoweredOn's instant) to
+	// its claim's ClaimReady: the readiness gate (taints removed by the
+	// machine's agents), as long on a machine that boots in seconds as on
+	// one that boots in minutes.
+	TaintSamples []time.Duration `json:"-"`
 	// FellBack names where a slot with thin history took its model from:
 	// "group" or "defaults"; empty when its own history is used.
 	FellBack string `json:"fellBack,omitempty"`
@@ -48,7 +53,7 @@ func (m Model) FailureRate() float64 {
 
 // Knobs are the model as the simulator plays it.
 func (m Model) Knobs() sim.Knobs {
-	k := sim.Knobs{BootSamples: m.BootSamples, ShutdownSamples: m.ShutdownSamples}
+	k := sim.Knobs{BootSamples: m.BootSamples, ShutdownSamples: m.ShutdownSamples, TaintSamples: m.TaintSamples}
 	if m.FellBack != "defaults" {
 		r := m.FailureRate()
 		k.FailureRate = &r
@@ -78,6 +83,9 @@ type history struct {
 	booting map[string]bootStart
 	// firing: the last shutdown fired on each slot, until it is off.
 	firing map[string]time.Time
+	// powered: the machine on of each slot's booting claim, until the
+	// claim is ready or fails.
+	powered map[string]bootStart
 }
 
 type bootStart struct {
@@ -87,7 +95,7 @@ type bootStart struct {
 }
 
 func newHistory() *history {
-	return &history{slots: map[string]*Model{}, booting: map[string]bootStart{}, firing: map[string]time.Time{}}
+	return &history{slots: map[string]*Model{}, booting: map[string]bootStart{}, firing: map[string]time.Time{}, powered: map[string]bootStart{}}
 }
 
 func (h *history) slot(name string) *Model {
@@ -111,11 +119,24 @@ func (h *history) apply(e events.Event) {
 				m.BootSamples = append(m.BootSamples, dur)
 				if b.failed {
 					m.SlowBoots++
+				} else {
+					h.powered[d.Slot] = bootStart{claim: b.claim, at: d.At}
 				}
 			}
 			delete(h.booting, d.Slot)
 		}
+	case events.ClaimReady:
+		if p, ok := h.powered[d.Slot]; ok && p.claim == d.Claim {
+			if dur := e.Time.Sub(p.at); dur >= 0 {
+				m := h.slot(d.Slot)
+				m.TaintSamples = append(m.TaintSamples, dur)
+			}
+			delete(h.powered, d.Slot)
+		}
 	case events.ClaimFailed:
+		if p, ok := h.powered[d.Slot]; ok && p.claim == d.Claim {
+			delete(h.powered, d.Slot)
+		}
 		if b, ok := h.booting[d.Slot]; ok && b.claim == d.Claim && !b.failed {
 			h.slot(d.Slot).FailedBoots++
 			// Kept: a machine that comes on before the slot's next boot
@@ -156,6 +177,7 @@ func (h *history) models(cfg *pool.Config, minSamples int) Models {
 			g.SlowBoots += m.SlowBoots
 			g.BootSamples = append(g.BootSamples, m.BootSamples...)
 			g.ShutdownSamples = append(g.ShutdownSamples, m.ShutdownSamples...)
+			g.TaintSamples = append(g.TaintSamples, m.TaintSamples...)
 		}
 	}
 	out := Models{}

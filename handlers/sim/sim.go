@@ -95,11 +95,29 @@ type Knobs struct {
 	// A machine modelled from its history (docs/whatif.md): BootSamples
 	// are recorded durations from the startup Job's creation to the Node
 	// Ready, ShutdownSamples from the shutdown Job's creation to the Node
-	// NotReady; each boot or shutdown draws one (seeded). FailureRate,
-	// when set, replaces Timing.FailureRate for the slot.
+	// NotReady, TaintSamples from the Node Ready to the claim ready (its
+	// readiness taints gone); each boot, shutdown or readiness gate draws
+	// one (seeded). FailureRate, when set, replaces Timing.FailureRate for
+	// the slot.
 	BootSamples     []time.Duration `json:"bootSamples,omitempty"`
 	ShutdownSamples []time.Duration `json:"shutdownSamples,omitempty"`
+	TaintSamples    []time.Duration `json:"taintSamples,omitempty"`
 	FailureRate     *float64        `json:"failureRate,omitempty"`
+}
+
+// bootStages splits a recorded boot (the startup Job's creation to the
+// Node Ready) into the Job's run, the wait for the Node's registration
+// and its way to Ready. A boot as long as the Job and the way to Ready or
+// longer keeps their durations and registers late; a shorter one (a
+// machine that boots in seconds) shrinks both in proportion, so that the
+// Node is Ready when the sample says, not after the defaults.
+func (t Timing) bootStages(sample time.Duration) (job, register, ready time.Duration) {
+	fixed := t.JobDuration + t.ReadyDelay
+	if sample >= fixed {
+		return t.JobDuration, sample - fixed, t.ReadyDelay
+	}
+	job = time.Duration(float64(sample) * float64(t.JobDuration) / float64(fixed))
+	return job, 0, sample - job
 }
 
 // report is the termination message a succeeding startup Job leaves.
@@ -349,7 +367,15 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 		} else if rate := failureRate(k, t); rate > 0 && s.rng.Float64() < rate {
 			fail = true
 		}
-		at := created.Add(t.JobDuration)
+		// A modelled machine's boot is drawn as its Job starts: the
+		// sample sets the Job's duration too.
+		var drawn *bootStages
+		job := t.JobDuration
+		if !fail && !k.NeverBoots && len(k.BootSamples) > 0 {
+			st := s.stages(k)
+			drawn, job = &st, st.job
+		}
+		at := created.Add(job)
 		s.schedule(at, func(ctx context.Context) error {
 			if fail {
 				return finish(ctx, at, false, "BackoffLimitExceeded")
@@ -364,12 +390,20 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			s.boot(slot, at)
+			s.boot(slot, at, drawn)
 			return nil
 		})
 	case handlers.OperationShutdown:
 		s.ShutdownJobs++
-		at := created.Add(t.JobDuration)
+		// A modelled machine's shutdown is drawn as its Job starts: a
+		// shutdown shorter than the Job ends with it.
+		job, offAfter := t.JobDuration, t.PowerOffDelay
+		if ks := k.ShutdownSamples; len(ks) > 0 && !k.ShutdownNoop {
+			sample := ks[s.rng.Intn(len(ks))]
+			job = min(job, sample)
+			offAfter = sample - job
+		}
+		at := created.Add(job)
 		s.schedule(at, func(ctx context.Context) error {
 			if err := finish(ctx, at, true, ""); err != nil {
 				return err
@@ -379,31 +413,45 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			if s.knobs[slot].ShutdownNoop {
 				return nil
 			}
-			off := at.Add(t.PowerOffDelay)
-			if ks := s.knobs[slot].ShutdownSamples; len(ks) > 0 {
-				off = at.Add(max(0, ks[s.rng.Intn(len(ks))]-t.JobDuration))
-			}
+			off := at.Add(offAfter)
 			s.schedule(off, func(ctx context.Context) error { return s.powerOff(ctx, slot, off, false) })
 			return nil
 		})
 	}
 }
 
-// boot schedules a machine's boot from `at` (s.mu held).
-func (s *Sim) boot(slot string, at time.Time) {
+// bootStages are a boot's durations after its Job's creation.
+type bootStages struct{ job, register, ready time.Duration }
+
+// stages are the durations of a boot of the machine k: the timing's, or
+// one of its recorded boots when it is modelled (a draw, s.mu held).
+func (s *Sim) stages(k Knobs) bootStages {
+	t := s.timing
+	if len(k.BootSamples) == 0 {
+		return bootStages{job: t.JobDuration, register: t.BootDelay + k.BootExtra, ready: t.ReadyDelay}
+	}
+	var b bootStages
+	b.job, b.register, b.ready = t.bootStages(k.BootSamples[s.rng.Intn(len(k.BootSamples))])
+	return b
+}
+
+// boot schedules a machine's boot from `at`, its startup Job's end: by
+// the stages drawn when the Job started, else by the knobs now (s.mu held).
+func (s *Sim) boot(slot string, at time.Time, drawn *bootStages) {
 	k := s.knobs[slot]
 	if k.NeverBoots {
 		return
 	}
+	var stages bootStages
+	if drawn != nil {
+		stages = *drawn
+	} else {
+		stages = s.stages(k)
+	}
 	m := s.machine(slot)
 	gen := m.gen
 	t := s.timing
-	reg := at.Add(t.BootDelay + k.BootExtra)
-	if len(k.BootSamples) > 0 {
-		// at is the startup Job's end: the sample, measured from its
-		// creation, covers the Job and the Node's way to Ready too.
-		reg = at.Add(max(0, k.BootSamples[s.rng.Intn(len(k.BootSamples))]-t.JobDuration-t.ReadyDelay))
-	}
+	reg := at.Add(stages.register)
 	current := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -434,7 +482,7 @@ func (s *Sim) boot(slot string, at time.Time) {
 		if k.NeverReady {
 			return nil
 		}
-		ready := reg.Add(t.ReadyDelay)
+		ready := reg.Add(stages.ready)
 		s.mu.Lock()
 		s.schedule(ready, func(ctx context.Context) error {
 			if !current() {
@@ -448,6 +496,9 @@ func (s *Sim) boot(slot string, at time.Time) {
 			}
 			clear := ready.Add(t.TaintDelay)
 			s.mu.Lock()
+			if ks := s.knobs[slot].TaintSamples; len(ks) > 0 {
+				clear = ready.Add(ks[s.rng.Intn(len(ks))])
+			}
 			s.schedule(clear, func(ctx context.Context) error {
 				if !current() {
 					return nil
@@ -514,7 +565,7 @@ func (s *Sim) Vanish(ctx context.Context, slot string, deleteNode bool) error {
 func (s *Sim) PowerOn(slot string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.boot(slot, s.clock.Now().UTC())
+	s.boot(slot, s.clock.Now().UTC(), nil)
 }
 
 // String summarizes the world.

@@ -39,8 +39,15 @@ type Fold struct {
 	groups map[string]*groupState
 	slots  map[string]*slotState
 	claims map[string]*claimState
+	// order is the slots in the order the fold met them: a report sums
+	// their open intervals in it, so its figures are the same on every
+	// call (a sum's rounding depends on its order).
+	order []*slotState
 
 	rows map[rowKey]*acc
+	// rec, when set, takes the fold's accruals and counted boots instead
+	// of rows: an Index keeps them to report any window later.
+	rec *Index
 }
 
 type groupState struct {
@@ -104,6 +111,7 @@ func (f *Fold) slot(name, group string) *slotState {
 	if s == nil {
 		s = &slotState{name: name, group: group, rates: ratesOf(f.groupSpec(group), nil)}
 		f.slots[name] = s
+		f.order = append(f.order, s)
 		if group != "" {
 			f.group(group).slots[name] = s
 		}
@@ -156,9 +164,7 @@ func (f *Fold) Apply(e events.Event) {
 	case events.TypeClaimBooting:
 		if c := f.claims[e.Data.Reference().Claim]; c != nil {
 			c.booting = true
-			if a := f.counted(c, t); a != nil {
-				a.boots++
-			}
+			f.count(c, t, false)
 			f.touch(c.slot, t)
 		}
 	case events.TypeClaimReady:
@@ -169,9 +175,7 @@ func (f *Fold) Apply(e events.Event) {
 	case events.TypeClaimFailed:
 		claim := e.Data.Reference().Claim
 		if c := f.claims[claim]; c != nil && c.booting {
-			if a := f.counted(c, t); a != nil {
-				a.failedBoots++
-			}
+			f.count(c, t, true)
 		}
 		f.end(claim, t)
 	case events.TypeClaimCancelled, events.TypeClaimCompleted, events.TypeClaimSuperseded:

@@ -2,6 +2,8 @@ package cost
 
 import (
 	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -93,4 +95,69 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCostIndex builds the index from the same month of 1,000,000
+// events over 10,000 slots once, then times a 30-day report by group and
+// by slot from it, and the fold's report by group in the same run
+// (docs/benchmarks.md, "Cost report"). heap-MB is the live heap the index
+// holds after a collection (the log's decoded events released).
+func BenchmarkCostIndex(b *testing.B) {
+	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	until := since.AddDate(0, 0, 30)
+	base := heapAlloc()
+	evs := benchLog(b)
+	build := time.Now()
+	x := NewIndex()
+	for _, e := range evs {
+		x.Apply(e)
+	}
+	buildTook := time.Since(build)
+	fold := func() Report {
+		f := NewFold(ByGroup, since, until)
+		for _, e := range evs {
+			f.Apply(e)
+		}
+		return f.Report(time.Time{})
+	}
+	if want := fold(); !reflect.DeepEqual(x.Report(ByGroup, since, until, time.Time{}), want) {
+		b.Fatal("the index's report is not the fold's")
+	}
+	evs = nil
+	held := heapAlloc() - base
+	runtime.KeepAlive(x)
+	b.Run("index-by-group", func(b *testing.B) {
+		for b.Loop() {
+			if r := x.Report(ByGroup, since, until, time.Time{}); len(r.Rows) != 10 {
+				b.Fatalf("%d rows", len(r.Rows))
+			}
+		}
+		b.ReportMetric(float64(held)/1e6, "heap-MB")
+		b.ReportMetric(buildTook.Seconds(), "build-s")
+		b.ReportMetric(float64(x.Spans()), "spans")
+	})
+	b.Run("index-by-slot", func(b *testing.B) {
+		for b.Loop() {
+			if r := x.Report(BySlot, since, until, time.Time{}); len(r.Rows) != 10_000 {
+				b.Fatalf("%d rows", len(r.Rows))
+			}
+		}
+	})
+	evs = benchLog(b)
+	b.Run("fold-by-group", func(b *testing.B) {
+		for b.Loop() {
+			if r := fold(); len(r.Rows) != 10 {
+				b.Fatalf("%d rows", len(r.Rows))
+			}
+		}
+	})
+}
+
+// heapAlloc is the live heap after a full collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

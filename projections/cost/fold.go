@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"slices"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -279,4 +280,9 @@ func (f *Fold) power(s *slotState, on bool, at, t time.Time) {
 	s.segs = append(s.segs[:0], s.segs[i:]...)
 	s.segs[0].from = at
 	s.on, s.powerAt = on, at
+	if f.rec != nil && cap(s.segs) > 2*len(s.segs) {
+		// A long-lived fold (an Index's) keeps 10,000 slots' segments:
+		// give back what the last interval's attributions took.
+		s.segs = slices.Clone(s.segs)
+	}
 }

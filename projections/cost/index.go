@@ -17,33 +17,43 @@ import (
 // applied to the same events, then Report(until).
 //
 // Strings (slots, groups, claims, requesters) are interned; instants are
-// Unix nanoseconds; a span is 32 bytes. An Index is safe for concurrent
-// use: Apply takes the write lock, Report the read lock.
+// Unix nanoseconds; a span is 24 bytes, a boot mark 16. An Index is safe
+// for concurrent use: Apply takes the write lock, Report the read lock.
 type Index struct {
 	mu sync.RWMutex
 	// fold is the window-less fold whose accruals land here (Fold.rec): its
 	// slots' open intervals are what a report counts until its end.
 	fold *Fold
 
+	// names are the slots, groups and requesters spans name.
 	names   []string
 	nameIDs map[string]uint32
-	// claims are the (claim, requester) pairs spans name.
-	claims   []claimNames
-	claimIDs map[claimNames]uint32
+	// owners are who spans and marks belong to: a slot and its claim.
+	owners []owner
+	// lastOwner is, by slot name, the newest owner of a claim and the
+	// newest unclaimed one (+1; 0: none): a slot's spans alternate
+	// between them, so a claim is stored once, with no map of claims.
+	lastOwner [][2]uint32
 	// prices are the (group, prices) pairs spans name.
 	prices   []groupPrice
 	priceIDs map[groupPrice]uint32
-	// pauses are the instants input-law pauses end at, for spans whose
-	// reason is ReasonInputLawPause (their claim is Unclaimed, so the
-	// span's claim field names the pause instead).
-	pauses []int64
 
-	spans  []span // in the order the fold accrued them
-	blocks []spanBlock
+	// spans in the order the fold accrued them, in chunks of spansPerChunk
+	// (no slack past the last chunk, no copy as they grow).
+	spans  [][]span
+	blocks []spanBlock // one per chunk
+	nspans int
 	marks  []bootMark
 }
 
-type claimNames struct{ claim, requester uint32 }
+// owner is a slot and its claim (Unclaimed, with the end of an input-law
+// pause when the reason is ReasonInputLawPause).
+type owner struct {
+	claim       string
+	pausedUntil int64
+	slot        uint32
+	requester   uint32
+}
 
 type groupPrice struct {
 	group uint32
@@ -54,41 +64,40 @@ type groupPrice struct {
 // attribution over [from, to).
 type span struct {
 	from, to int64
-	slot     uint32
-	// claim indexes claims; pauses when unwanted is ReasonInputLawPause.
-	claim uint32
+	owner    uint32
+	// price indexes prices in its low priceBits; the high bits are flags:
+	// up, booting, and the unwanted reason (0 none, else 1 + its index in
+	// Reasons).
 	price uint32
-	// flags: bit 0 up, bit 1 booting, bits 2-4 the unwanted reason
-	// (0 none, else 1 + its index in Reasons).
-	flags uint8
 }
 
 const (
-	spanUp      = 1 << 0
-	spanBooting = 1 << 1
-	reasonShift = 2
+	priceBits   = 27
+	priceMask   = 1<<priceBits - 1
+	spanUp      = 1 << 27
+	spanBooting = 1 << 28
+	reasonShift = 29
 )
 
-// spanBlock bounds the instants of spansPerBlock consecutive spans, so a
-// report skips the blocks that end before its window or start after it.
+// spanBlock bounds the instants of a chunk of spans, so a report skips
+// the chunks that end before its window or start after it.
 type spanBlock struct{ minFrom, maxTo int64 }
 
-const spansPerBlock = 1024
+const spansPerChunk = 4096
 
 // bootMark is a counted boot (or failed boot) at an instant.
 type bootMark struct {
-	at     int64
-	slot   uint32
-	claim  uint32
-	price  uint32
-	failed bool
+	at    int64
+	owner uint32
+	// price as in span; spanUp set: a failed boot.
+	price uint32
 }
 
 // NewIndex is an empty index.
 func NewIndex() *Index {
 	x := &Index{
 		fold:    NewFold(BySlot, time.Time{}, time.Time{}),
-		nameIDs: map[string]uint32{}, claimIDs: map[claimNames]uint32{}, priceIDs: map[groupPrice]uint32{},
+		nameIDs: map[string]uint32{}, priceIDs: map[groupPrice]uint32{},
 	}
 	x.fold.rec = x
 	return x
@@ -105,7 +114,7 @@ func (x *Index) Apply(e events.Event) {
 func (x *Index) Spans() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.spans)
+	return x.nspans
 }
 
 func (x *Index) name(s string) uint32 {
@@ -118,15 +127,25 @@ func (x *Index) name(s string) uint32 {
 	return id
 }
 
-func (x *Index) claimOf(a attribution) uint32 {
-	k := claimNames{x.name(a.claim), x.name(a.requester)}
-	id, ok := x.claimIDs[k]
-	if !ok {
-		id = uint32(len(x.claims))
-		x.claims = append(x.claims, k)
-		x.claimIDs[k] = id
+func (x *Index) ownerOf(a attribution) uint32 {
+	o := owner{claim: a.claim, slot: x.name(a.slot), requester: x.name(a.requester)}
+	if a.unwanted == ReasonInputLawPause {
+		o.pausedUntil = nanos(a.pausedUntil)
 	}
-	return id
+	for int(o.slot) >= len(x.lastOwner) {
+		x.lastOwner = append(x.lastOwner, [2]uint32{})
+	}
+	k := 0
+	if a.claim == Unclaimed {
+		k = 1
+	}
+	last := &x.lastOwner[o.slot][k]
+	if *last != 0 && x.owners[*last-1] == o {
+		return *last - 1
+	}
+	x.owners = append(x.owners, o)
+	*last = uint32(len(x.owners))
+	return *last - 1
 }
 
 func (x *Index) priceOf(a attribution) uint32 {
@@ -134,6 +153,10 @@ func (x *Index) priceOf(a attribution) uint32 {
 	id, ok := x.priceIDs[k]
 	if !ok {
 		id = uint32(len(x.prices))
+		if id > priceMask {
+			// 134 million price changes: not a log this index serves.
+			panic("cost index: more than 2^27 distinct prices")
+		}
 		x.prices = append(x.prices, k)
 		x.priceIDs[k] = id
 	}
@@ -147,47 +170,47 @@ func (x *Index) span(a attribution, on bool, from, to time.Time) {
 	if !on && !a.booting {
 		return
 	}
-	sp := span{from: nanos(from), to: nanos(to), slot: x.name(a.slot), price: x.priceOf(a)}
+	sp := span{from: nanos(from), to: nanos(to), owner: x.ownerOf(a), price: x.priceOf(a)}
 	if on {
-		sp.flags |= spanUp
+		sp.price |= spanUp
 	}
 	if a.booting {
-		sp.flags |= spanBooting
+		sp.price |= spanBooting
 	}
 	if a.unwanted != "" {
-		sp.flags |= uint8(1+reasonIndex(a.unwanted)) << reasonShift
+		sp.price |= uint32(1+reasonIndex(a.unwanted)) << reasonShift
 	}
-	if a.unwanted == ReasonInputLawPause {
-		sp.claim = uint32(len(x.pauses))
-		x.pauses = append(x.pauses, nanos(a.pausedUntil))
-	} else {
-		sp.claim = x.claimOf(a)
-	}
-	if len(x.spans)%spansPerBlock == 0 {
+	if x.nspans%spansPerChunk == 0 {
+		x.spans = append(x.spans, make([]span, 0, spansPerChunk))
 		x.blocks = append(x.blocks, spanBlock{minFrom: sp.from, maxTo: sp.to})
 	}
-	b := &x.blocks[len(x.blocks)-1]
+	c := len(x.spans) - 1
+	x.spans[c] = append(x.spans[c], sp)
+	b := &x.blocks[c]
 	b.minFrom, b.maxTo = min(b.minFrom, sp.from), max(b.maxTo, sp.to)
-	x.spans = append(x.spans, sp)
+	x.nspans++
 }
 
 // mark records a claim's boot (or failed boot) at t.
 func (x *Index) mark(a attribution, t time.Time, failed bool) {
-	x.marks = append(x.marks, bootMark{at: nanos(t), slot: x.name(a.slot), claim: x.claimOf(a), price: x.priceOf(a), failed: failed})
+	m := bootMark{at: nanos(t), owner: x.ownerOf(a), price: x.priceOf(a)}
+	if failed {
+		m.price |= spanUp
+	}
+	x.marks = append(x.marks, m)
 }
 
-// attribution is the span's attribution again, as the fold accrued it.
-func (x *Index) attribution(sp span) attribution {
-	p := x.prices[sp.price]
-	a := attribution{group: x.names[p.group], slot: x.names[sp.slot], rates: p.rates, booting: sp.flags&spanBooting != 0}
-	if r := sp.flags >> reasonShift; r != 0 {
+// attribution is the attribution of owner o and price p (flags
+// included) again, as the fold accrued it.
+func (x *Index) attribution(o, p uint32) attribution {
+	gp, ow := x.prices[p&priceMask], x.owners[o]
+	a := attribution{group: x.names[gp.group], slot: x.names[ow.slot], claim: ow.claim, requester: x.names[ow.requester],
+		rates: gp.rates, booting: p&spanBooting != 0}
+	if r := p >> reasonShift; r != 0 {
 		a.unwanted = Reasons[r-1]
 	}
 	if a.unwanted == ReasonInputLawPause {
-		a.claim, a.requester, a.pausedUntil = Unclaimed, Unclaimed, fromNanos(x.pauses[sp.claim])
-	} else {
-		c := x.claims[sp.claim]
-		a.claim, a.requester = x.names[c.claim], x.names[c.requester]
+		a.pausedUntil = fromNanos(ow.pausedUntil)
 	}
 	return a
 }
@@ -206,21 +229,20 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
 	}
 	// The spans in the order the fold accrued them: its sums are made in
 	// the same order, so they are the same to the last bit.
-	for b, blk := range x.blocks {
+	for c, blk := range x.blocks {
 		if blk.maxTo <= lo || blk.minFrom >= hi {
 			continue
 		}
-		for _, sp := range x.spans[b*spansPerBlock : min(len(x.spans), (b+1)*spansPerBlock)] {
+		for _, sp := range x.spans[c] {
 			if sp.to <= lo || sp.from >= hi {
 				continue
 			}
-			f.add(x.attribution(sp), sp.flags&spanUp != 0, fromNanos(sp.from), fromNanos(sp.to), f.rows)
+			f.add(x.attribution(sp.owner, sp.price), sp.price&spanUp != 0, fromNanos(sp.from), fromNanos(sp.to), f.rows)
 		}
 	}
 	for _, m := range x.marks {
-		p, c := x.prices[m.price], x.claims[m.claim]
-		a := attribution{group: x.names[p.group], slot: x.names[m.slot], claim: x.names[c.claim], requester: x.names[c.requester], rates: p.rates}
-		f.countAt(a, fromNanos(m.at), m.failed, f.rows)
+		a := x.attribution(m.owner, m.price&priceMask)
+		f.countAt(a, fromNanos(m.at), m.price&spanUp != 0, f.rows)
 	}
 	// The open intervals: machines up (or booting) now, until the end.
 	for _, s := range x.fold.order {

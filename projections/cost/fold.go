@@ -137,8 +137,13 @@ func (f *Fold) Apply(e events.Event) {
 		d := e.Data.(events.GroupChanged)
 		f.setGroup(d.Group, d.Spec, t)
 	case events.TypeGroupRetired:
-		for _, s := range f.group(e.Data.Reference().Group).slots {
-			f.stop(s, t)
+		// In the order the fold met the slots, not the map's: the sums are
+		// then made in one order, whoever folds (an Index, a report).
+		g := f.group(e.Data.Reference().Group)
+		for _, s := range f.order {
+			if g.slots[s.name] == s {
+				f.stop(s, t)
+			}
 		}
 	case events.TypeSlotDeclared:
 		d := e.Data.(events.SlotDeclared)

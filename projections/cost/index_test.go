@@ -3,6 +3,7 @@ package cost
 import (
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ func sameReport(t interface {
 func TestPropertyIndexEqualsFold(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := genHistory(t)
+		h.evs = withPoolChanges(t, h.evs)
 		start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 		a := start.Add(time.Duration(rapid.IntRange(-3600, 30*3600).Draw(t, "since")) * time.Second)
 		b := a.Add(time.Duration(rapid.IntRange(1, 40*3600).Draw(t, "length")) * time.Second)
@@ -73,6 +75,38 @@ func TestPropertyIndexEqualsFold(t *testing.T) {
 			}
 		}
 	})
+}
+
+// withPoolChanges inserts into evs a few changes of the pool the random
+// histories lack: a slot moved to the other group, a slot or a group
+// retired (their machines stop counting) and declared again.
+func withPoolChanges(t *rapid.T, evs []events.Event) []events.Event {
+	groupOf := map[string]string{"a": "g1", "b": "g1", "c": "g2", "d": "g2"}
+	for range rapid.IntRange(0, 4).Draw(t, "pool changes") {
+		i := rapid.IntRange(0, len(evs)).Draw(t, "at")
+		at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		if i > 0 {
+			at = evs[i-1].Time
+		}
+		slot := rapid.SampledFrom([]string{"a", "b", "c", "d"}).Draw(t, "changed slot")
+		group := rapid.SampledFrom([]string{"g1", "g2"}).Draw(t, "changed group")
+		var d events.Data
+		switch rapid.IntRange(0, 3).Draw(t, "change") {
+		case 0:
+			d = events.SlotChanged{Ref: events.Ref{Slot: slot, Group: group}}
+		case 1:
+			d = events.SlotRetired{Ref: events.Ref{Slot: slot, Group: groupOf[slot]}}
+		case 2:
+			d = events.GroupRetired{Ref: events.Ref{Group: group}}
+		default:
+			d = events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: groupOf[slot]}}
+		}
+		evs = slices.Insert(evs, i, events.Event{Time: at, Data: d})
+	}
+	for i := range evs {
+		evs[i].Seq = uint64(i + 1)
+	}
+	return evs
 }
 
 // The transcripts' logs: each of their reports, and windows before the

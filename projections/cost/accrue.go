@@ -147,7 +147,7 @@ func (f *Fold) add(at attribution, on bool, a, b time.Time, rows map[rowKey]*acc
 		at.unwanted, at.pausedUntil = ReasonNoClaim, time.Time{}
 	}
 	d := b.Sub(a).Seconds()
-	r := f.row(at, rows)
+	r := f.rowHint(at, rows)
 	var joules float64
 	if on {
 		r.upSeconds += d
@@ -196,4 +196,16 @@ func (f *Fold) countAt(a attribution, t time.Time, failed bool, rows map[rowKey]
 	} else {
 		r.boots++
 	}
+}
+
+// rowHint is f.row, or the row an Index's report already found for the
+// span being added (Fold.hint): the same row, without hashing its key.
+func (f *Fold) rowHint(a attribution, rows map[rowKey]*acc) *acc {
+	if f.hint == nil {
+		return f.row(a, rows)
+	}
+	if *f.hint == nil {
+		*f.hint = f.row(a, rows)
+	}
+	return *f.hint
 }

@@ -49,6 +49,9 @@ type Fold struct {
 	// rec, when set, takes the fold's accruals and counted boots instead
 	// of rows: an Index keeps them to report any window later.
 	rec *Index
+	// hint, when set, holds the row of the attribution being added (nil:
+	// not found yet); an Index's report sets it per span (rowHint).
+	hint **acc
 }
 
 type groupState struct {

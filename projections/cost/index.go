@@ -85,6 +85,13 @@ type spanBlock struct{ minFrom, maxTo int64 }
 
 const spansPerChunk = 4096
 
+// ownerRow is the row of an owner's spans at one price (+1; 0: none yet)
+// during a report.
+type ownerRow struct {
+	price uint32
+	row   *acc
+}
+
 // bootMark is a counted boot (or failed boot) at an instant.
 type bootMark struct {
 	at    int64
@@ -228,7 +235,10 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
 		end = until
 	}
 	// The spans in the order the fold accrued them: its sums are made in
-	// the same order, so they are the same to the last bit.
+	// the same order, so they are the same to the last bit. A row is one
+	// key and currency, both of the span's owner and price: each owner's
+	// row is looked up once (for its newest price).
+	rowOf := make([]ownerRow, len(x.owners))
 	for c, blk := range x.blocks {
 		if blk.maxTo <= lo || blk.minFrom >= hi {
 			continue
@@ -237,9 +247,15 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
 			if sp.to <= lo || sp.from >= hi {
 				continue
 			}
+			o := &rowOf[sp.owner]
+			if p := sp.price&priceMask + 1; o.price != p {
+				o.price, o.row = p, nil
+			}
+			f.hint = &o.row
 			f.add(x.attribution(sp.owner, sp.price), sp.price&spanUp != 0, fromNanos(sp.from), fromNanos(sp.to), f.rows)
 		}
 	}
+	f.hint = nil
 	for _, m := range x.marks {
 		a := x.attribution(m.owner, m.price&priceMask)
 		f.countAt(a, fromNanos(m.at), m.price&spanUp != 0, f.rows)

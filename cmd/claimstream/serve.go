@@ -149,6 +149,8 @@ type plane struct {
 
 	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
 	timelines *rest.TimelineIndex
+	// costs is the cost report's index (provider/rest/cost_index.go).
+	costs *rest.CostIndex
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -217,6 +219,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if api != nil {
 		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
 		intake.Go("timeline index", func(ctx context.Context) error { return p.timelines.Run(ctx, p.views) })
+		intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {

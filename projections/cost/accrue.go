@@ -116,6 +116,10 @@ func (f *Fold) accrue(s *slotState, on bool, from, to time.Time, rows map[rowKey
 		if !a.Before(b) {
 			continue
 		}
+		if f.rec != nil {
+			f.rec.span(seg.attr, on, a, b)
+			continue
+		}
 		f.add(seg.attr, on, a, b, rows)
 	}
 }
@@ -143,7 +147,7 @@ func (f *Fold) add(at attribution, on bool, a, b time.Time, rows map[rowKey]*acc
 		at.unwanted, at.pausedUntil = ReasonNoClaim, time.Time{}
 	}
 	d := b.Sub(a).Seconds()
-	r := f.row(at, rows)
+	r := f.rowHint(at, rows)
 	var joules float64
 	if on {
 		r.upSeconds += d
@@ -168,13 +172,40 @@ func reasonIndex(reason string) int {
 	return 0
 }
 
-// counted is the row a claim's event at t (a boot, a failed boot) counts
-// in, nil outside the window.
-func (f *Fold) counted(c *claimState, t time.Time) *acc {
-	if t.Before(f.since) || (!f.until.IsZero() && !t.Before(f.until)) {
-		return nil
-	}
+// count counts a claim's boot (or failed boot) at t in its row, if t is
+// in the window.
+func (f *Fold) count(c *claimState, t time.Time, failed bool) {
 	a := f.attribution(c.slot)
 	a.claim, a.requester = c.name, c.requester
-	return f.row(a, f.rows)
+	if f.rec != nil {
+		f.rec.mark(a, t, failed)
+		return
+	}
+	f.countAt(a, t, failed, f.rows)
+}
+
+// countAt counts a boot (or failed boot) of attribution a at t into rows,
+// if t is in the window.
+func (f *Fold) countAt(a attribution, t time.Time, failed bool, rows map[rowKey]*acc) {
+	if t.Before(f.since) || (!f.until.IsZero() && !t.Before(f.until)) {
+		return
+	}
+	r := f.row(a, rows)
+	if failed {
+		r.failedBoots++
+	} else {
+		r.boots++
+	}
+}
+
+// rowHint is f.row, or the row an Index's report already found for the
+// span being added (Fold.hint): the same row, without hashing its key.
+func (f *Fold) rowHint(a attribution, rows map[rowKey]*acc) *acc {
+	if f.hint == nil {
+		return f.row(a, rows)
+	}
+	if *f.hint == nil {
+		*f.hint = f.row(a, rows)
+	}
+	return *f.hint
 }

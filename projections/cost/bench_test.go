@@ -2,6 +2,8 @@ package cost
 
 import (
 	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -93,4 +95,80 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCostIndex builds the index from the same month of 1,000,000
+// events over 10,000 slots ("build"; heap-MB is the live heap the index
+// holds after a collection), then times a 30-day report by group and by
+// slot from it, and the fold's report by group in the same run
+// (docs/benchmarks.md, "Cost report"). Reading the events from the log is
+// not included.
+func BenchmarkCostIndex(b *testing.B) {
+	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	until := since.AddDate(0, 0, 30)
+	evs := benchLog(b)
+	build := func() *Index {
+		x := NewIndex()
+		for _, e := range evs {
+			x.Apply(e)
+		}
+		return x
+	}
+	fold := func() Report {
+		f := NewFold(ByGroup, since, until)
+		for _, e := range evs {
+			f.Apply(e)
+		}
+		return f.Report(time.Time{})
+	}
+	withCPU := func(b *testing.B, fn func()) {
+		cpu0, n := cpuTime(), 0
+		for b.Loop() {
+			n++
+			fn()
+		}
+		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/op")
+	}
+	b.Run("build", func(b *testing.B) {
+		var x *Index
+		base := heapAlloc()
+		withCPU(b, func() { x = nil; x = build() })
+		b.ReportMetric(float64(heapAlloc()-base)/1e6, "heap-MB")
+		b.ReportMetric(float64(x.Spans()), "spans")
+		runtime.KeepAlive(x)
+	})
+	x := build()
+	if !reflect.DeepEqual(x.Report(ByGroup, since, until, time.Time{}), fold()) {
+		b.Fatal("the index's report is not the fold's")
+	}
+	b.Run("index-by-group", func(b *testing.B) {
+		withCPU(b, func() {
+			if r := x.Report(ByGroup, since, until, time.Time{}); len(r.Rows) != 10 {
+				b.Fatalf("%d rows", len(r.Rows))
+			}
+		})
+	})
+	b.Run("index-by-slot", func(b *testing.B) {
+		withCPU(b, func() {
+			if r := x.Report(BySlot, since, until, time.Time{}); len(r.Rows) != 10_000 {
+				b.Fatalf("%d rows", len(r.Rows))
+			}
+		})
+	})
+	b.Run("fold-by-group", func(b *testing.B) {
+		withCPU(b, func() {
+			if r := fold(); len(r.Rows) != 10 {
+				b.Fatalf("%d rows", len(r.Rows))
+			}
+		})
+	})
+}
+
+// heapAlloc is the live heap after a full collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

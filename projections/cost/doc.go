@@ -7,5 +7,7 @@
 // The files: fold.go (the state folded from events), accrue.go (the
 // segments of a slot's attribution and what one second of them costs),
 // report.go (the rows a report shows), window.go (the period a report
-// covers, parsed from operator input).
+// covers, parsed from operator input), index.go (the fold kept in memory
+// as compact spans, so a report of any period is a walk over them: what
+// serve's GET /api/v1/cost answers from).
 package cost

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"slices"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -39,8 +40,18 @@ type Fold struct {
 	groups map[string]*groupState
 	slots  map[string]*slotState
 	claims map[string]*claimState
+	// order is the slots in the order the fold met them: a report sums
+	// their open intervals in it, so its figures are the same on every
+	// call (a sum's rounding depends on its order).
+	order []*slotState
 
 	rows map[rowKey]*acc
+	// rec, when set, takes the fold's accruals and counted boots instead
+	// of rows: an Index keeps them to report any window later.
+	rec *Index
+	// hint, when set, holds the row of the attribution being added (nil:
+	// not found yet); an Index's report sets it per span (rowHint).
+	hint **acc
 }
 
 type groupState struct {
@@ -104,6 +115,7 @@ func (f *Fold) slot(name, group string) *slotState {
 	if s == nil {
 		s = &slotState{name: name, group: group, rates: ratesOf(f.groupSpec(group), nil)}
 		f.slots[name] = s
+		f.order = append(f.order, s)
 		if group != "" {
 			f.group(group).slots[name] = s
 		}
@@ -128,8 +140,13 @@ func (f *Fold) Apply(e events.Event) {
 		d := e.Data.(events.GroupChanged)
 		f.setGroup(d.Group, d.Spec, t)
 	case events.TypeGroupRetired:
-		for _, s := range f.group(e.Data.Reference().Group).slots {
-			f.stop(s, t)
+		// In the order the fold met the slots, not the map's: the sums are
+		// then made in one order, whoever folds (an Index, a report).
+		g := f.group(e.Data.Reference().Group)
+		for _, s := range f.order {
+			if g.slots[s.name] == s {
+				f.stop(s, t)
+			}
 		}
 	case events.TypeSlotDeclared:
 		d := e.Data.(events.SlotDeclared)
@@ -156,9 +173,7 @@ func (f *Fold) Apply(e events.Event) {
 	case events.TypeClaimBooting:
 		if c := f.claims[e.Data.Reference().Claim]; c != nil {
 			c.booting = true
-			if a := f.counted(c, t); a != nil {
-				a.boots++
-			}
+			f.count(c, t, false)
 			f.touch(c.slot, t)
 		}
 	case events.TypeClaimReady:
@@ -169,9 +184,7 @@ func (f *Fold) Apply(e events.Event) {
 	case events.TypeClaimFailed:
 		claim := e.Data.Reference().Claim
 		if c := f.claims[claim]; c != nil && c.booting {
-			if a := f.counted(c, t); a != nil {
-				a.failedBoots++
-			}
+			f.count(c, t, true)
 		}
 		f.end(claim, t)
 	case events.TypeClaimCancelled, events.TypeClaimCompleted, events.TypeClaimSuperseded:
@@ -275,4 +288,9 @@ func (f *Fold) power(s *slotState, on bool, at, t time.Time) {
 	s.segs = append(s.segs[:0], s.segs[i:]...)
 	s.segs[0].from = at
 	s.on, s.powerAt = on, at
+	if f.rec != nil && cap(s.segs) > 2*len(s.segs) {
+		// A long-lived fold (an Index's) keeps 10,000 slots' segments:
+		// give back what the last interval's attributions took.
+		s.segs = slices.Clone(s.segs)
+	}
 }

@@ -182,7 +182,7 @@ func (f *Fold) closed(end time.Time) (time.Time, map[rowKey]*acc) {
 		c := *v
 		rows[k] = &c
 	}
-	for _, s := range f.slots {
+	for _, s := range f.order {
 		if len(s.segs) > 0 && s.powerAt.Before(end) {
 			f.accrue(s, s.on, s.powerAt, end, rows)
 		}

@@ -5,13 +5,12 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/projections/cost"
 )
 
-// cost answers GET /api/v1/cost: the cost report over a period, folded from
-// the whole log (a machine's state at the period's start comes from before
-// it).
+// cost answers GET /api/v1/cost: the cost report over a period, from the
+// cost index (cost_index.go), which holds the whole log's accruals (a
+// machine's state at the period's start comes from before it).
 func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	win, err := cost.ParseWindow(q.Get("since"), q.Get("until"), q.Get("month"), s.now())
@@ -26,22 +25,11 @@ func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	f := cost.NewFold(by, win.Since, win.Until)
-	err = s.store.Read(r.Context(), 1, 0, func(e events.Event) error {
-		f.Apply(e)
-		return nil
-	})
-	if gaps := events.GapsOf(err); gaps != nil {
-		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot report over a damaged log (sequences missing): "+err.Error())
+	rep, err := s.costs.Report(r.Context(), by, win.Since, win.Until)
+	if s.answerCostIndex(w, r, err) {
 		return
 	}
-	if err != nil {
-		if r.Context().Err() == nil {
-			s.fail(w, err)
-		}
-		return
-	}
-	writeJSON(w, http.StatusOK, f.Report(win.Until))
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // Cost reads the cost report (query: since, until, month, by).

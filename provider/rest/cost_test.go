@@ -2,19 +2,27 @@ package rest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
 
-// GET /api/v1/cost folds the log: a machine on for two hours at 100 W, at
+// GET /api/v1/cost reports from the cost index: a machine on for two hours at 100 W, at
 // 0.30 EUR/kWh and 0.05 EUR/h, is 2 machine-hours, 0.2 kWh, 0.16 EUR.
 func TestCostEndpoint(t *testing.T) {
 	f := resttest.Start(t)
@@ -63,5 +71,108 @@ func TestCostEndpoint(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want a 400 naming %q", q, err, want)
 		}
+	}
+}
+
+// The report is live: each request reflects every event appended before
+// it (the index folds what it has not seen first), an open interval
+// counting until the period's end.
+func TestCostReportReflectsNewEvents(t *testing.T) {
+	f := resttest.Start(t)
+	p := func(v float64) *float64 { return &v }
+	f.H.Declare("lab", events.GroupSpec{Cost: &events.Cost{PricePerHour: p(1), Currency: "EUR"}}, "n1")
+	ref := events.Ref{Slot: "n1", Group: "lab", Cause: "test"}
+	appendPower := func(d events.Data) {
+		t.Helper()
+		var seq uint64
+		f.H.Read(func(s *projections.State) { seq = s.Slots["n1"].Seq })
+		if _, err := f.H.Store.Append(context.Background(), events.SlotAggregate("n1"), seq, events.Event{Time: f.H.Clock.Now().UTC(), Data: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hours := func() float64 {
+		t.Helper()
+		rep, err := f.Client.Cost(context.Background(), url.Values{"since": {"1d"}, "by": {"slot"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Rows) == 0 {
+			return 0
+		}
+		return rep.Rows[0].MachineHours
+	}
+	if h := hours(); h != 0 {
+		t.Fatalf("before any power fact: %v machine-hours", h)
+	}
+	appendPower(events.MachinePoweredOn{Ref: ref, Node: "n1", At: f.H.Clock.Now().UTC(), AtSource: events.AtObserved})
+	f.H.Clock.Step(time.Hour)
+	if h := hours(); h != 1 {
+		t.Fatalf("up for an hour, still up: %v machine-hours, want 1", h)
+	}
+	f.H.Clock.Step(time.Hour)
+	appendPower(events.MachinePoweredOff{Ref: ref, Node: "n1", At: f.H.Clock.Now().UTC(), AtSource: events.AtObserved, Reason: events.PowerOffNotReady})
+	f.H.Clock.Step(time.Hour)
+	if h := hours(); h != 2 {
+		t.Fatalf("up two hours, then off: %v machine-hours, want 2", h)
+	}
+	appendPower(events.MachinePoweredOn{Ref: ref, Node: "n1", At: f.H.Clock.Now().UTC(), AtSource: events.AtObserved})
+	f.H.Clock.Step(30 * time.Minute)
+	if h := hours(); h != 2.5 {
+		t.Fatalf("up again for half an hour: %v machine-hours, want 2.5", h)
+	}
+}
+
+// A log with missing sequences is refused (412), naming them: the report
+// would lack their power facts.
+func TestCostOverADamagedLogIsRefused(t *testing.T) {
+	h := apiOverAGap(t, true)
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, httptestRequest("GET", "/api/v1/cost?since=2026-03-01T00:00:00Z&until=2026-03-05T00:00:00Z"))
+	var body rest.ErrorBody
+	_ = json.Unmarshal(rec.body.Bytes(), &body)
+	if rec.status != http.StatusPreconditionFailed || body.Code != "FailedPrecondition" || !strings.Contains(body.Error, "damaged log") || !strings.Contains(body.Error, "sequence 10 is missing") {
+		t.Fatalf("cost over a gap: %d %s", rec.status, rec.body.String())
+	}
+}
+
+// A log whose start expired is refused (410): a machine's state at the
+// period's start came from events that are gone.
+func TestCostOverAnExpiredLogIsGone(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	ctx := context.Background()
+	js, err := jetstream.New(srv.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := events.OpenStore(ctx, js, events.StoreConfig{MaxAge: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	declare := func(name string) {
+		t.Helper()
+		if _, err := st.Append(ctx, events.SlotAggregate(name), 0, events.Event{Time: t0, Data: events.SlotDeclared{Ref: events.Ref{Slot: name, Group: "g", Cause: "test"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	declare("s0")
+	declare("s1")
+	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		b, err := st.Bounds(ctx)
+		if err != nil || b.First < 3 {
+			return fmt.Errorf("log starts at %d (%v)", b.First, err)
+		}
+		return nil
+	})
+	declare("s2")
+	views := projections.NewRunner(st, projections.RunnerOptions{AcceptGaps: true})
+	clk := clocktesting.NewFakeClock(t0)
+	h := rest.New(views, handlers.NewService(st, views, clk, "/test", nil), st, clk, rest.Options{NoAuth: true})
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, httptestRequest("GET", "/api/v1/cost?since=1d"))
+	var body rest.ErrorBody
+	_ = json.Unmarshal(rec.body.Bytes(), &body)
+	if rec.status != http.StatusGone || body.Code != "Expired" || !strings.Contains(body.Error, "starts at seq 3") {
+		t.Fatalf("cost over an expired log start: %d %s", rec.status, rec.body.String())
 	}
 }

@@ -62,6 +62,10 @@ type Options struct {
 	// FreshReads, when set, is asked before every authenticated GET
 	// (freshreads.go): a follower's views must first reach the log's end.
 	FreshReads func(context.Context) error
+	// Cost, when set, is the index GET /api/v1/cost reports from (serve
+	// keeps it current with its Run); else one is built at the first
+	// request.
+	Cost *CostIndex
 }
 
 // server holds what the handlers need.
@@ -74,6 +78,7 @@ type server struct {
 	log   *slog.Logger
 
 	timelines *TimelineIndex
+	costs     *CostIndex
 }
 
 // route is one entry of the mux; Routes lists them for the OpenAPI check.
@@ -129,6 +134,9 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline}
 	if s.timelines == nil {
 		s.timelines = NewTimelineIndex(store, views.Checkpoints(), opts.Logger)
+	}
+	if s.costs = opts.Cost; s.costs == nil {
+		s.costs = NewCostIndex(store, opts.Logger)
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

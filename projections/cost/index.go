@@ -1,0 +1,294 @@
+package cost
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// Index is the cost accounting kept current in memory: fed the log's
+// events in order (Apply), it keeps what a Fold of any window would
+// accrue, as compact spans (a slot's machine up or booting under one
+// attribution over [from, to)) and boot marks, so a report of any window
+// and dimension is a walk over the spans that overlap it, not a read of
+// the log. Report(dim, since, until) is exactly NewFold(dim, since, until)
+// applied to the same events, then Report(until).
+//
+// Strings (slots, groups, claims, requesters) are interned; instants are
+// Unix nanoseconds; a span is 24 bytes, a boot mark 16. An Index is safe
+// for concurrent use: Apply takes the write lock, Report the read lock.
+type Index struct {
+	mu sync.RWMutex
+	// fold is the window-less fold whose accruals land here (Fold.rec): its
+	// slots' open intervals are what a report counts until its end.
+	fold *Fold
+
+	// names are the slots, groups and requesters spans name.
+	names   []string
+	nameIDs map[string]uint32
+	// owners are who spans and marks belong to: a slot and its claim.
+	owners []owner
+	// lastOwner is, by slot name, the newest owner of a claim and the
+	// newest unclaimed one (+1; 0: none): a slot's spans alternate
+	// between them, so a claim is stored once, with no map of claims.
+	lastOwner [][2]uint32
+	// prices are the (group, prices) pairs spans name.
+	prices   []groupPrice
+	priceIDs map[groupPrice]uint32
+
+	// spans in the order the fold accrued them, in chunks of spansPerChunk
+	// (no slack past the last chunk, no copy as they grow).
+	spans  [][]span
+	blocks []spanBlock // one per chunk
+	nspans int
+	marks  []bootMark
+}
+
+// owner is a slot and its claim (Unclaimed, with the end of an input-law
+// pause when the reason is ReasonInputLawPause).
+type owner struct {
+	claim       string
+	pausedUntil int64
+	slot        uint32
+	requester   uint32
+}
+
+type groupPrice struct {
+	group uint32
+	rates rates
+}
+
+// span is one accrual: the slot's machine up (or booting) under one
+// attribution over [from, to).
+type span struct {
+	from, to int64
+	owner    uint32
+	// price indexes prices in its low priceBits; the high bits are flags:
+	// up, booting, and the unwanted reason (0 none, else 1 + its index in
+	// Reasons).
+	price uint32
+}
+
+const (
+	priceBits   = 27
+	priceMask   = 1<<priceBits - 1
+	spanUp      = 1 << 27
+	spanBooting = 1 << 28
+	reasonShift = 29
+)
+
+// spanBlock bounds the instants of a chunk of spans, so a report skips
+// the chunks that end before its window or start after it.
+type spanBlock struct{ minFrom, maxTo int64 }
+
+const spansPerChunk = 4096
+
+// ownerRow is the row of an owner's spans at one price (+1; 0: none yet)
+// during a report.
+type ownerRow struct {
+	price uint32
+	row   *acc
+}
+
+// bootMark is a counted boot (or failed boot) at an instant.
+type bootMark struct {
+	at    int64
+	owner uint32
+	// price as in span; spanUp set: a failed boot.
+	price uint32
+}
+
+// NewIndex is an empty index.
+func NewIndex() *Index {
+	x := &Index{
+		fold:    NewFold(BySlot, time.Time{}, time.Time{}),
+		nameIDs: map[string]uint32{}, priceIDs: map[groupPrice]uint32{},
+	}
+	x.fold.rec = x
+	return x
+}
+
+// Apply folds one event, as Fold.Apply does.
+func (x *Index) Apply(e events.Event) {
+	x.mu.Lock()
+	x.fold.Apply(e)
+	x.mu.Unlock()
+}
+
+// Spans is how many spans the index holds.
+func (x *Index) Spans() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.nspans
+}
+
+func (x *Index) name(s string) uint32 {
+	id, ok := x.nameIDs[s]
+	if !ok {
+		id = uint32(len(x.names))
+		x.names = append(x.names, s)
+		x.nameIDs[s] = id
+	}
+	return id
+}
+
+func (x *Index) ownerOf(a attribution) uint32 {
+	o := owner{claim: a.claim, slot: x.name(a.slot), requester: x.name(a.requester)}
+	if a.unwanted == ReasonInputLawPause {
+		o.pausedUntil = nanos(a.pausedUntil)
+	}
+	for int(o.slot) >= len(x.lastOwner) {
+		x.lastOwner = append(x.lastOwner, [2]uint32{})
+	}
+	k := 0
+	if a.claim == Unclaimed {
+		k = 1
+	}
+	last := &x.lastOwner[o.slot][k]
+	if *last != 0 && x.owners[*last-1] == o {
+		return *last - 1
+	}
+	x.owners = append(x.owners, o)
+	*last = uint32(len(x.owners))
+	return *last - 1
+}
+
+func (x *Index) priceOf(a attribution) uint32 {
+	k := groupPrice{x.name(a.group), a.rates}
+	id, ok := x.priceIDs[k]
+	if !ok {
+		id = uint32(len(x.prices))
+		if id > priceMask {
+			// 134 million price changes: not a log this index serves.
+			panic("cost index: more than 2^27 distinct prices")
+		}
+		x.prices = append(x.prices, k)
+		x.priceIDs[k] = id
+	}
+	return id
+}
+
+// span records what the fold accrues of attribution a over [from, to):
+// nothing when the machine is neither up nor booting (Fold.add counts
+// nothing then).
+func (x *Index) span(a attribution, on bool, from, to time.Time) {
+	if !on && !a.booting {
+		return
+	}
+	sp := span{from: nanos(from), to: nanos(to), owner: x.ownerOf(a), price: x.priceOf(a)}
+	if on {
+		sp.price |= spanUp
+	}
+	if a.booting {
+		sp.price |= spanBooting
+	}
+	if a.unwanted != "" {
+		sp.price |= uint32(1+reasonIndex(a.unwanted)) << reasonShift
+	}
+	if x.nspans%spansPerChunk == 0 {
+		x.spans = append(x.spans, make([]span, 0, spansPerChunk))
+		x.blocks = append(x.blocks, spanBlock{minFrom: sp.from, maxTo: sp.to})
+	}
+	c := len(x.spans) - 1
+	x.spans[c] = append(x.spans[c], sp)
+	b := &x.blocks[c]
+	b.minFrom, b.maxTo = min(b.minFrom, sp.from), max(b.maxTo, sp.to)
+	x.nspans++
+}
+
+// mark records a claim's boot (or failed boot) at t.
+func (x *Index) mark(a attribution, t time.Time, failed bool) {
+	m := bootMark{at: nanos(t), owner: x.ownerOf(a), price: x.priceOf(a)}
+	if failed {
+		m.price |= spanUp
+	}
+	x.marks = append(x.marks, m)
+}
+
+// attribution is the attribution of owner o and price p (flags
+// included) again, as the fold accrued it.
+func (x *Index) attribution(o, p uint32) attribution {
+	gp, ow := x.prices[p&priceMask], x.owners[o]
+	a := attribution{group: x.names[gp.group], slot: x.names[ow.slot], claim: ow.claim, requester: x.names[ow.requester],
+		rates: gp.rates, booting: p&spanBooting != 0}
+	if r := p >> reasonShift; r != 0 {
+		a.unwanted = Reasons[r-1]
+	}
+	if a.unwanted == ReasonInputLawPause {
+		a.pausedUntil = fromNanos(ow.pausedUntil)
+	}
+	return a
+}
+
+// Report is the report of [since, until) by dim over the events applied:
+// exactly what NewFold(dim, since, until), fed the same events, reports.
+// A zero until is open: the report ends at end, as Fold.Report's does.
+func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	f := NewFold(dim, since, until)
+	lo, hi := nanos(since), int64(math.MaxInt64)
+	if !until.IsZero() {
+		hi = nanos(until)
+		end = until
+	}
+	// The spans in the order the fold accrued them: its sums are made in
+	// the same order, so they are the same to the last bit. A row is one
+	// key and currency, both of the span's owner and price: each owner's
+	// row is looked up once (for its newest price).
+	rowOf := make([]ownerRow, len(x.owners))
+	for c, blk := range x.blocks {
+		if blk.maxTo <= lo || blk.minFrom >= hi {
+			continue
+		}
+		for _, sp := range x.spans[c] {
+			if sp.to <= lo || sp.from >= hi {
+				continue
+			}
+			o := &rowOf[sp.owner]
+			if p := sp.price&priceMask + 1; o.price != p {
+				o.price, o.row = p, nil
+			}
+			f.hint = &o.row
+			f.add(x.attribution(sp.owner, sp.price), sp.price&spanUp != 0, fromNanos(sp.from), fromNanos(sp.to), f.rows)
+		}
+	}
+	f.hint = nil
+	for _, m := range x.marks {
+		a := x.attribution(m.owner, m.price&priceMask)
+		f.countAt(a, fromNanos(m.at), m.price&spanUp != 0, f.rows)
+	}
+	// The open intervals: machines up (or booting) now, until the end.
+	for _, s := range x.fold.order {
+		if len(s.segs) > 0 && s.powerAt.Before(end) {
+			f.accrue(s, s.on, s.powerAt, end, f.rows)
+		}
+	}
+	return f.Report(end)
+}
+
+// nanos is t in Unix nanoseconds, saturated outside the years 1678 to
+// 2262 (a window may reach past them; the log's instants do not).
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minInstant):
+		return math.MinInt64
+	case t.After(maxInstant):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var (
+	minInstant = time.Unix(0, math.MinInt64)
+	maxInstant = time.Unix(0, math.MaxInt64)
+)
+
+func fromNanos(ns int64) time.Time {
+	if ns == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}

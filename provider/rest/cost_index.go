@@ -1,0 +1,218 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/projections/cost"
+)
+
+// CostIndex keeps the cost accounting of the whole log in memory
+// (cost.Index), so GET /api/v1/cost walks its spans instead of folding the
+// log from seq 1 per request (a million events: some 6 s of reading and
+// folding, against tens of milliseconds). It folds the log once, then each
+// new event as Run sees it appended; a request first folds whatever Run
+// has not yet, so a report reflects every event appended before it.
+//
+// While the first fold is under way a request is refused with
+// CostIndexBuildingError (503, Retry-After) saying how far it is. A log
+// with missing sequences is refused (412) and a log whose start expired
+// (410), as the fold from seq 1 would be.
+type CostIndex struct {
+	store *events.Store
+	log   *slog.Logger
+
+	// catchMu: one fold of the log at a time.
+	catchMu sync.Mutex
+	idx     *cost.Index
+	// refused, when set, is why the index cannot answer (a damaged or
+	// expired log); it stays until the process restarts.
+	refused error
+
+	running atomic.Bool   // Run keeps the index current
+	built   atomic.Bool   // the first fold reached the log's end
+	seq     atomic.Uint64 // the last event folded
+	target  atomic.Uint64 // the log's last event when the fold started
+}
+
+// CostIndexBuildingError is the answer while the index's first fold of the
+// log is under way: Folded of Of events.
+type CostIndexBuildingError struct{ Folded, Of uint64 }
+
+func (e *CostIndexBuildingError) Error() string {
+	pct := 0.0
+	if e.Of > 0 {
+		pct = 100 * float64(e.Folded) / float64(e.Of)
+	}
+	return fmt.Sprintf("the cost index is being built from the event log (%d of %d events folded, %.0f%%); retry in a few seconds", e.Folded, e.Of, pct)
+}
+
+// NewCostIndex indexes store's log. log (default slog's) is told when the
+// index is built and when it cannot follow the log.
+func NewCostIndex(store *events.Store, log *slog.Logger) *CostIndex {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &CostIndex{store: store, log: log, idx: cost.NewIndex()}
+}
+
+// Run keeps the index current until ctx ends: it folds the log now (the
+// start-up build, in the background of serve's other work), then each
+// batch of new events as views announces them.
+func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
+	x.running.Store(true)
+	defer x.running.Store(false)
+	wake := make(chan struct{}, 1)
+	unsubscribe := views.Subscribe(func(events.Event) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer unsubscribe()
+	failing := false
+	for {
+		err := x.catchUp(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			// Once per streak; the next event retries.
+			x.log.Warn("cost index cannot follow the log; cost reports are refused until it does", "err", err)
+			failing = true
+		case err == nil && failing:
+			x.log.Info("cost index follows the log again", "seq", x.seq.Load())
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		}
+	}
+}
+
+// catchUp folds the events the index has not seen yet.
+func (x *CostIndex) catchUp(ctx context.Context) error {
+	x.catchMu.Lock()
+	defer x.catchMu.Unlock()
+	if x.refused != nil {
+		return x.refused
+	}
+	first := !x.built.Load()
+	if first && x.seq.Load() == 0 {
+		b, err := x.store.Bounds(ctx)
+		if err != nil {
+			return err
+		}
+		if b.Truncated() {
+			x.refused = &expiredLogError{first: b.First}
+			return x.refused
+		}
+	}
+	last, err := x.store.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if last < x.seq.Load() {
+		// The log is shorter than what was folded: it was replaced (a
+		// restore). Start again from its first event.
+		x.log.Warn("the event log ends before what the cost index folded (restored?); rebuilding the cost index", "log_last", last, "folded", x.seq.Load())
+		x.idx = cost.NewIndex()
+		x.seq.Store(0)
+		x.built.Store(false)
+		first = true
+	}
+	start := time.Now()
+	x.target.Store(last)
+	if last > x.seq.Load() {
+		err = x.store.Read(ctx, x.seq.Load()+1, last, func(e events.Event) error {
+			if e.Seq > x.seq.Load() {
+				x.idx.Apply(e)
+				x.seq.Store(e.Seq)
+			}
+			return nil
+		})
+	}
+	if gaps := events.GapsOf(err); gaps != nil {
+		x.refused = &damagedLogError{err: err}
+		return x.refused
+	}
+	if err != nil {
+		return fmt.Errorf("cost index: reading the log from seq %d: %w", x.seq.Load()+1, err)
+	}
+	x.seq.Store(max(x.seq.Load(), last))
+	if first {
+		x.built.Store(true)
+		x.log.Info("cost index built", "events", last, "spans", x.idx.Spans(), "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// Report is the cost report of [since, until) by dim over every event
+// appended before the call. Without Run, the first call folds the log
+// itself.
+func (x *CostIndex) Report(ctx context.Context, dim cost.Dimension, since, until time.Time) (cost.Report, error) {
+	if !x.built.Load() && x.running.Load() {
+		// Run is folding the log; a request does not wait seconds for it.
+		// TryLock: a fold that has just ended leaves the lock free.
+		if !x.catchMu.TryLock() {
+			return cost.Report{}, &CostIndexBuildingError{Folded: x.seq.Load(), Of: x.target.Load()}
+		}
+		x.catchMu.Unlock()
+	}
+	if err := x.catchUp(ctx); err != nil {
+		return cost.Report{}, err
+	}
+	x.catchMu.Lock()
+	idx := x.idx
+	x.catchMu.Unlock()
+	return idx.Report(dim, since, until, until), nil
+}
+
+// damagedLogError: the log has missing sequences; the report would
+// silently lack their power facts.
+type damagedLogError struct{ err error }
+
+func (e *damagedLogError) Error() string {
+	return "cannot report over a damaged log (sequences missing): " + e.err.Error()
+}
+
+func (e *damagedLogError) Unwrap() error { return e.err }
+
+// expiredLogError: the log's start expired; a machine's state at a
+// period's start comes from power facts that are gone.
+type expiredLogError struct{ first uint64 }
+
+func (e *expiredLogError) Error() string {
+	return fmt.Sprintf("cannot report cost: the event log starts at seq %d (the events before it expired), and a report needs every power fact and claim from the log's start", e.first)
+}
+
+// answerCostIndex writes the answer for an error of the cost index and
+// reports whether it did.
+func (s *server) answerCostIndex(w http.ResponseWriter, r *http.Request, err error) bool {
+	var building *CostIndexBuildingError
+	var damaged *damagedLogError
+	var expired *expiredLogError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &building):
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, "Unavailable", building.Error())
+	case errors.As(err, &damaged):
+		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", damaged.Error())
+	case errors.As(err, &expired):
+		writeError(w, http.StatusGone, "Expired", expired.Error())
+	case r.Context().Err() != nil:
+	default:
+		s.fail(w, err)
+	}
+	return true
+}

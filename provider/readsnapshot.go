@@ -56,17 +56,33 @@ type readSnapshot struct {
 	listUntil time.Time
 }
 
-// groupAnswers are one group's answers, built at builtAt.
+// groupAnswers are one group's answers, good from builtAt on (until the
+// soonest of its untils), with what each slot adds to them so that an event
+// of one slot recomputes that slot only.
 type groupAnswers struct {
 	builtAt time.Time
 	target  *pb.NodeGroupTargetSizeResponse
 	nodes   *pb.NodeGroupNodesResponse
-	// nodeSlots is the index in the group's slots of each instance, so
-	// the next build reuses the instances that did not change.
-	nodeSlots  []int
-	nodesUntil time.Time // zero: the instances do not change with time alone
-	entry      *pb.NodeGroup
-	entryUntil time.Time // zero: the entry does not change with time alone
+	entry   *pb.NodeGroup
+	// nodesUntil and entryUntil: when the instances, the entry, change
+	// with time alone (zero: never).
+	nodesUntil time.Time
+	entryUntil time.Time
+
+	// The inputs: the group's slots (sorted, as Group.Slots) and spec
+	// bounds at the build, and each slot's share, in the slots' order.
+	// Shared between snapshots; never changed once published.
+	slots            []string
+	minSize, maxSize int
+	shares           []*slotShare
+}
+
+// slotShare is what one slot adds to its group's answers at a given time.
+type slotShare struct {
+	live, wantsMachine, free, inService bool
+	restEnds                            time.Time // the slot is resting until then (zero: not)
+	instance                            *pb.Instance
+	instanceUntil                       time.Time // a listed failure's window ends (zero: never)
 }
 
 func newReadSnapshots(serves func(*projections.Group) bool, clk clock.PassiveClock) *readSnapshots {
@@ -94,10 +110,10 @@ func (r *readSnapshots) publish(st *projections.State, e *events.Event) {
 	prev := r.cur.Load()
 	touched := r.touched(st, e)
 	if prev == nil || touched == nil {
-		r.cur.Store(r.assemble(st, now, nil, nil, nil))
+		r.cur.Store(r.assemble(st, now, nil, nil, "", nil))
 		return
 	}
-	r.cur.Store(r.assemble(st, now, prev, touched, nil))
+	r.cur.Store(r.assemble(st, now, prev, touched, e.Data.Reference().Slot, nil))
 }
 
 // touched lists the groups e may have changed, or nil when it may have
@@ -128,15 +144,17 @@ func (r *readSnapshots) touched(st *projections.State, e *events.Event) []string
 }
 
 // assemble builds the snapshot of st at now from prev: the groups in
-// touched, or every group when prev is nil, are built again, and so are
-// the groups stale says are (nil: none); the others are shared.
-func (r *readSnapshots) assemble(st *projections.State, now time.Time, prev *readSnapshot, touched []string, stale func(*groupAnswers) bool) *readSnapshot {
+// touched, or every group when prev is nil, are built again (only slot's
+// share when the event named a slot and nothing else of the group
+// changed), and so are the groups stale says are (nil: none); the others
+// are shared.
+func (r *readSnapshots) assemble(st *projections.State, now time.Time, prev *readSnapshot, touched []string, slot string, stale func(*groupAnswers) bool) *readSnapshot {
 	snap := &readSnapshot{seq: st.Seq}
 	if prev == nil {
 		snap.groups = make(map[string]*groupAnswers, len(st.Groups))
 		for name, g := range st.Groups {
 			if !g.Retired && r.serves(g) {
-				snap.groups[name] = buildGroupAnswers(st, g, now, nil)
+				snap.groups[name] = groupAnswersOf(st, g, now, nil, "")
 			}
 		}
 	} else {
@@ -146,7 +164,7 @@ func (r *readSnapshots) assemble(st *projections.State, now time.Time, prev *rea
 		}
 		for _, name := range touched {
 			if g, ok := st.ActiveGroup(name); ok && r.serves(g) {
-				snap.groups[name] = buildGroupAnswers(st, g, now, snap.groups[name])
+				snap.groups[name] = groupAnswersOf(st, g, now, snap.groups[name], slot)
 			} else {
 				delete(snap.groups, name)
 			}
@@ -154,7 +172,7 @@ func (r *readSnapshots) assemble(st *projections.State, now time.Time, prev *rea
 		if stale != nil {
 			for name, a := range snap.groups {
 				if stale(a) {
-					snap.groups[name] = buildGroupAnswers(st, st.Groups[name], now, a)
+					snap.groups[name] = groupAnswersOf(st, st.Groups[name], now, a, "")
 				}
 			}
 		}
@@ -200,7 +218,7 @@ func (s *Server) current(good func(*readSnapshot, time.Time) bool) (*readSnapsho
 		// Under the read lock no fold runs, so the snapshot loaded here is
 		// the views' own (the hook published it before the fold unlocked).
 		base := s.reads.cur.Load()
-		snap = s.reads.assemble(st, now, base, nil, func(a *groupAnswers) bool { return !a.goodAt(now) })
+		snap = s.reads.assemble(st, now, base, nil, "", func(a *groupAnswers) bool { return !a.goodAt(now) })
 		// Another reader may have published the same sequence meanwhile;
 		// either copy is right, so losing the swap is fine.
 		s.reads.cur.CompareAndSwap(base, snap)
@@ -208,57 +226,98 @@ func (s *Server) current(good func(*readSnapshot, time.Time) bool) (*readSnapsho
 	return snap, now
 }
 
-// buildGroupAnswers computes g's answers at now in one pass over its slots,
-// reusing prev's instances that did not change. The counts are those of
-// State.TargetSize, LiveClaims and FreeSlots; the instances those of
-// NodeGroupNodes (see instanceOf).
-func buildGroupAnswers(st *projections.State, g *projections.Group, now time.Time, prev *groupAnswers) *groupAnswers {
-	a := &groupAnswers{builtAt: now}
-	var target, live, free int
-	nodes := make([]*pb.Instance, 0, len(g.Slots))
-	var nodeSlots []int
-	j := 0 // walks prev's instances alongside
+// groupAnswersOf computes g's answers at now. When only slot's share can
+// have changed since prev (the event named that slot, the group kept its
+// slots and bounds, and prev is good at now), only that share is computed
+// again; otherwise every slot's is, reusing prev's instances that did not
+// change. The sums are those of State.TargetSize, LiveClaims, FreeSlots and
+// MaxSize; the instances those of NodeGroupNodes (instanceOf).
+func groupAnswersOf(st *projections.State, g *projections.Group, now time.Time, prev *groupAnswers, slot string) *groupAnswers {
+	if prev != nil && slot != "" && prev.goodAt(now) && prev.minSize == g.Spec.MinSize && prev.maxSize == g.Spec.MaxSize && slices.Equal(prev.slots, g.Slots) {
+		if i, ok := slices.BinarySearch(prev.slots, slot); ok {
+			shares := slices.Clone(prev.shares)
+			shares[i] = slotShareOf(st, slot, now, prev.shares[i].instance)
+			return sumShares(g.Name, now, prev.slots, g.Spec, shares)
+		}
+	}
+	shares := make([]*slotShare, len(g.Slots))
 	for i, name := range g.Slots {
-		c := st.LiveOfSlot(name)
+		var old *pb.Instance
+		if prev != nil {
+			if j, ok := slices.BinarySearch(prev.slots, name); ok {
+				old = prev.shares[j].instance
+			}
+		}
+		shares[i] = slotShareOf(st, name, now, old)
+	}
+	return sumShares(g.Name, now, slices.Clone(g.Slots), g.Spec, shares)
+}
+
+// slotShareOf is what slot adds to its group's answers at now; old is its
+// instance in the previous answers, kept when nothing in it changed.
+func slotShareOf(st *projections.State, slot string, now time.Time, old *pb.Instance) *slotShare {
+	sh := &slotShare{}
+	if sl := st.Slots[slot]; sl != nil && sl.Decommissioned == nil {
+		sh.inService = true
+	}
+	c := st.LiveOfSlot(slot)
+	switch {
+	case c != nil:
+		sh.live, sh.wantsMachine = true, c.WantsMachine()
+	case st.IsFree(slot, now):
+		sh.free = true
+	default:
+		sh.restEnds = restEnds(st, slot, now)
+	}
+	want, until, ok := instanceOf(st, slot, c, now)
+	if !ok {
+		return sh
+	}
+	sh.instanceUntil = until
+	if old != nil && want.same(old) {
+		sh.instance = old
+	} else {
+		sh.instance = want.instance()
+	}
+	return sh
+}
+
+// sumShares builds a group's answers from its slots' shares.
+func sumShares(group string, now time.Time, slots []string, spec events.GroupSpec, shares []*slotShare) *groupAnswers {
+	a := &groupAnswers{builtAt: now, slots: slots, minSize: spec.MinSize, maxSize: spec.MaxSize, shares: shares}
+	var target, live, free, inService int
+	nodes := make([]*pb.Instance, 0, len(shares))
+	for _, sh := range shares {
 		switch {
-		case c != nil:
+		case sh.live:
 			live++
-			if c.WantsMachine() {
+			if sh.wantsMachine {
 				target++
 			}
-		case st.IsFree(name, now):
+		case sh.free:
 			free++
 		default:
-			a.entryUntil = earliest(a.entryUntil, restEnds(st, name, now))
+			a.entryUntil = earliest(a.entryUntil, sh.restEnds)
 		}
-		want, until, ok := instanceOf(st, name, c, now)
-		if !ok {
-			continue
+		if sh.inService {
+			inService++
 		}
-		a.nodesUntil = earliest(a.nodesUntil, until)
-		in := (*pb.Instance)(nil)
-		if prev != nil {
-			for j < len(prev.nodeSlots) && prev.nodeSlots[j] < i {
-				j++
-			}
-			if j < len(prev.nodeSlots) && prev.nodeSlots[j] == i && want.same(prev.nodes.Instances[j]) {
-				in = prev.nodes.Instances[j]
-			}
+		if sh.instance != nil {
+			nodes = append(nodes, sh.instance)
+			a.nodesUntil = earliest(a.nodesUntil, sh.instanceUntil)
 		}
-		if in == nil {
-			in = want.instance()
-		}
-		nodes = append(nodes, in)
-		nodeSlots = append(nodeSlots, i)
+	}
+	maxSize := inService
+	if spec.MaxSize > 0 && spec.MaxSize < inService {
+		maxSize = spec.MaxSize
 	}
 	a.target = &pb.NodeGroupTargetSizeResponse{TargetSize: clamp32(target)}
 	a.nodes = &pb.NodeGroupNodesResponse{Instances: nodes}
-	a.nodeSlots = nodeSlots
 	a.entry = &pb.NodeGroup{
-		Id:      g.Name,
-		MinSize: clamp32(g.Spec.MinSize),
-		MaxSize: clamp32(st.MaxSize(g.Name)),
-		Debug:   fmt.Sprintf("claimstream group %s: target=%d live=%d free=%d slots=%d", g.Name, target, live, free, len(g.Slots)),
+		Id:      group,
+		MinSize: clamp32(spec.MinSize),
+		MaxSize: clamp32(maxSize),
+		Debug:   fmt.Sprintf("claimstream group %s: target=%d live=%d free=%d slots=%d", group, target, live, free, len(slots)),
 	}
 	return a
 }

@@ -270,3 +270,26 @@ func viewsInstances(st *projections.State, g *projections.Group, now time.Time) 
 	}
 	return out
 }
+
+// An event of one slot computes that slot's share of its group's answers
+// again and reuses the other slots' (the fold of a 500-slot group under
+// churn must not walk all 500 slots per event); the answers still equal the
+// views'.
+func TestAnEventOfOneSlotRecomputesOnlyThatSlot(t *testing.T) {
+	e := newEnv(t, Options{})
+	declare(t, e.h, "a", events.GroupSpec{}, slotsNamed("a-0", "a-1", "a-2")...)
+	c := claimSlot(t, e.h, "a-1")
+	before := e.srv.reads.cur.Load().groups["a"]
+	e.h.MustExec(handlers.BootClaim{Claim: c})
+	after := e.srv.reads.cur.Load().groups["a"]
+	for i, name := range after.slots {
+		reused := after.shares[i] == before.shares[i]
+		if name == "a-1" && reused {
+			t.Errorf("a-1's share was not computed again after its claim booted")
+		}
+		if name != "a-1" && !reused {
+			t.Errorf("%s's share was computed again after an event of a-1", name)
+		}
+	}
+	compareWithViews(t, e, "a-1 booting")
+}

@@ -236,11 +236,13 @@ func groupAnswersOf(st *projections.State, g *projections.Group, now time.Time, 
 	if prev != nil && slot != "" && prev.goodAt(now) && prev.minSize == g.Spec.MinSize && prev.maxSize == g.Spec.MaxSize && slices.Equal(prev.slots, g.Slots) {
 		if i, ok := slices.BinarySearch(prev.slots, slot); ok {
 			shares := slices.Clone(prev.shares)
-			shares[i] = slotShareOf(st, slot, now, prev.shares[i].instance)
+			sh := slotShareOf(st, slot, now, prev.shares[i].instance)
+			shares[i] = &sh
 			return sumShares(g.Name, now, prev.slots, g.Spec, shares)
 		}
 	}
 	shares := make([]*slotShare, len(g.Slots))
+	backing := make([]slotShare, len(g.Slots)) // one allocation for the group
 	for i, name := range g.Slots {
 		var old *pb.Instance
 		if prev != nil {
@@ -248,15 +250,16 @@ func groupAnswersOf(st *projections.State, g *projections.Group, now time.Time, 
 				old = prev.shares[j].instance
 			}
 		}
-		shares[i] = slotShareOf(st, name, now, old)
+		backing[i] = slotShareOf(st, name, now, old)
+		shares[i] = &backing[i]
 	}
 	return sumShares(g.Name, now, slices.Clone(g.Slots), g.Spec, shares)
 }
 
 // slotShareOf is what slot adds to its group's answers at now; old is its
 // instance in the previous answers, kept when nothing in it changed.
-func slotShareOf(st *projections.State, slot string, now time.Time, old *pb.Instance) *slotShare {
-	sh := &slotShare{}
+func slotShareOf(st *projections.State, slot string, now time.Time, old *pb.Instance) slotShare {
+	var sh slotShare
 	if sl := st.Slots[slot]; sl != nil && sl.Decommissioned == nil {
 		sh.inService = true
 	}

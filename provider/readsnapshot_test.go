@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,4 +294,52 @@ func TestAnEventOfOneSlotRecomputesOnlyThatSlot(t *testing.T) {
 		}
 	}
 	compareWithViews(t, e, "a-1 booting")
+}
+
+// Reads running alongside folds and a clock that moves (answers rebuilt on
+// the read path and by the fold's hook at once) never see a write go
+// backwards: a TargetSize read after IncreaseSize returned counts it, and
+// later reads never count less. Run with -race.
+func TestReadsAlongsideFoldsNeverGoBack(t *testing.T) {
+	e := newEnv(t, Options{})
+	declare(t, e.h, "a", events.GroupSpec{}, slotsNamed("a-0", "a-1", "a-2", "a-3", "a-4", "a-5")...)
+	ctx := e.ctx()
+	var written atomic.Int32 // claims whose IncreaseSize returned
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				least := written.Load()
+				r, err := e.srv.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: "a"})
+				if err != nil || r.GetTargetSize() < least {
+					t.Errorf("TargetSize = %d (%v) after %d claims were written", r.GetTargetSize(), err, least)
+					return
+				}
+				if _, err := e.srv.NodeGroupNodes(ctx, &pb.NodeGroupNodesRequest{Id: "a"}); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := e.srv.NodeGroups(ctx, &pb.NodeGroupsRequest{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 6 {
+		e.h.MustExec(handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
+		written.Store(int32(i + 1))
+		e.h.Clock.Step(time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	compareWithViews(t, e, "after the writes")
 }

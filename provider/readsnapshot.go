@@ -46,7 +46,6 @@ type readSnapshots struct {
 // readSnapshot is the answers of every served group at one sequence of the
 // views. Nothing in it changes once published: callers share it.
 type readSnapshot struct {
-	seq    uint64
 	groups map[string]*groupAnswers // served, active groups; any other is NotFound
 	names  []string                 // sorted keys of groups
 	list   *pb.NodeGroupsResponse
@@ -149,7 +148,7 @@ func (r *readSnapshots) touched(st *projections.State, e *events.Event) []string
 // changed), and so are the groups stale says are (nil: none); the others
 // are shared.
 func (r *readSnapshots) assemble(st *projections.State, now time.Time, prev *readSnapshot, touched []string, slot string, stale func(*groupAnswers) bool) *readSnapshot {
-	snap := &readSnapshot{seq: st.Seq}
+	snap := &readSnapshot{}
 	if prev == nil {
 		snap.groups = make(map[string]*groupAnswers, len(st.Groups))
 		for name, g := range st.Groups {

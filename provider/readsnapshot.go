@@ -203,10 +203,9 @@ func hasAll(groups map[string]*groupAnswers, names []string) bool {
 	return true
 }
 
-// current returns the snapshot to answer from at now when every answer
-// needed is good (good nil: the snapshot as it is); otherwise it builds the
-// stale answers again from the views, under their read lock, and publishes
-// them.
+// current returns the published snapshot when good says the answers the
+// caller needs hold at now; otherwise it builds the stale answers again from
+// the views, under their read lock, and publishes them.
 func (s *Server) current(good func(*readSnapshot, time.Time) bool) (*readSnapshot, time.Time) {
 	snap := s.reads.cur.Load()
 	now := s.clock.Now() // after the load: a build is never later than now

@@ -26,6 +26,7 @@ type Runner struct {
 	log   *slog.Logger
 	on    func(events.Event)
 	subs  subscribers
+	pubs  publishers // called under mu's write lock (publish.go)
 
 	mu    sync.RWMutex
 	state *State
@@ -166,6 +167,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.checkStreamDamage(ctx, st.Seq)
 	r.mu.Lock()
 	r.state, r.lastEventTime = st, lastTime
+	r.pubs.publish(st, nil)
 	r.mu.Unlock()
 	r.log.Info("views built", "seq", st.Seq, "events", st.Seq-from+1, "took", time.Since(begin).Round(time.Millisecond))
 	close(r.started)
@@ -186,6 +188,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.fold(r.state, e)
 		r.lastEventTime = e.Time
+		r.pubs.publish(r.state, &e)
 		w := r.wait
 		r.wait = nil
 		seq := r.state.Seq

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
@@ -69,9 +68,9 @@ type Server struct {
 	opts  Options
 	log   *slog.Logger
 
-	nodeGroups nodeGroupsCache
-	// groupEntries: NodeGroups builds again only the groups events changed.
-	groupEntries groupEntries
+	// reads answers NodeGroups, NodeGroupTargetSize and NodeGroupNodes
+	// without the views' lock (readsnapshot.go).
+	reads *readSnapshots
 }
 
 var _ pb.CloudProviderServer = (*Server)(nil)
@@ -95,8 +94,8 @@ func New(views *projections.Runner, cmds *handlers.Service, clk clock.PassiveClo
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger}
-	views.Subscribe(s.groupEntries.mark)
+	s := &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger, reads: newReadSnapshots(opts.Serves, clk)}
+	views.Publish(s.reads.publish)
 	return s
 }
 
@@ -106,9 +105,15 @@ func New(views *projections.Runner, cmds *handlers.Service, clk clock.PassiveClo
 func (s *Server) group(st *projections.State, id string) (*projections.Group, error) {
 	g, ok := st.ActiveGroup(id)
 	if !ok || !s.opts.Serves(g) {
-		return nil, status.Errorf(codes.NotFound, "node group %q not found", id)
+		return nil, notFound(id)
 	}
 	return g, nil
+}
+
+// notFound is the answer about a group that is not declared, is retired, or
+// is not cluster-autoscaler's.
+func notFound(id string) error {
+	return status.Errorf(codes.NotFound, "node group %q not found", id)
 }
 
 // checkGroup tells whether a group is served, before a write.
@@ -170,29 +175,12 @@ func verifiedCN(chains [][]*x509.Certificate) string {
 // --- RPCs ----------------------------------------------------------------------
 
 // NodeGroups lists every group cluster-autoscaler may drive, by name. The
-// answer is built once per change of the views (nodeGroupsCache) and shared
-// by every caller until then: callers must not change it.
+// answer is built once per change of the views (readsnapshot.go), rebuilding
+// only the groups an event touched, and shared by every caller until then:
+// callers must not change it.
 func (s *Server) NodeGroups(_ context.Context, _ *pb.NodeGroupsRequest) (*pb.NodeGroupsResponse, error) {
-	now := s.clock.Now()
-	var out *pb.NodeGroupsResponse
-	s.views.Read(func(st *projections.State) {
-		if out = s.nodeGroups.get(st, now); out != nil {
-			return
-		}
-		names := make([]string, 0, len(st.Groups))
-		for name, g := range st.Groups {
-			if !g.Retired && s.opts.Serves(g) {
-				names = append(names, name)
-			}
-		}
-		sort.Strings(names)
-		groups, until := s.groupEntries.build(st, now, names, func(g *projections.Group) (*pb.NodeGroup, time.Time) {
-			return s.nodeGroup(st, g, now)
-		})
-		out = &pb.NodeGroupsResponse{NodeGroups: groups}
-		s.nodeGroups.put(st, now, until, out)
-	})
-	return out, nil
+	snap, _ := s.current(func(snap *readSnapshot, now time.Time) bool { return snap.listGoodAt(now) })
+	return snap.list, nil
 }
 
 // NodeGroupForNode finds a node's group by providerID, then by name. A node
@@ -219,17 +207,15 @@ func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeReq
 	return out, nil
 }
 
-// NodeGroupTargetSize is the number of live claims that want a machine.
+// NodeGroupTargetSize is the number of live claims that want a machine,
+// from the group's published answers (readsnapshot.go; it does not change
+// with time alone). The answer is shared: callers must not change it.
 func (s *Server) NodeGroupTargetSize(_ context.Context, req *pb.NodeGroupTargetSizeRequest) (*pb.NodeGroupTargetSizeResponse, error) {
-	var out *pb.NodeGroupTargetSizeResponse
-	var err error
-	s.views.Read(func(st *projections.State) {
-		var g *projections.Group
-		if g, err = s.group(st, req.GetId()); err == nil {
-			out = &pb.NodeGroupTargetSizeResponse{TargetSize: clamp32(st.TargetSize(g.Name))}
-		}
-	})
-	return out, err
+	a := s.reads.cur.Load().groups[req.GetId()]
+	if a == nil {
+		return nil, notFound(req.GetId())
+	}
+	return a.target, nil
 }
 
 // NodeGroupIncreaseSize creates delta claims on delta free slots.
@@ -288,61 +274,20 @@ const (
 )
 
 // NodeGroupNodes reports one instance per slot with a live claim or a
-// recent failure not yet deleted (projections.ListedFailure); the instance
-// id is the providerID of the slot's machine (the one its startup Job
-// reported, else the declared one).
+// recent failure not yet deleted (instanceOf), from the group's published
+// answers (readsnapshot.go). The answer is shared: callers must not change
+// it.
 func (s *Server) NodeGroupNodes(_ context.Context, req *pb.NodeGroupNodesRequest) (*pb.NodeGroupNodesResponse, error) {
-	now := s.clock.Now()
-	var out *pb.NodeGroupNodesResponse
-	var err error
-	s.views.Read(func(st *projections.State) {
-		var g *projections.Group
-		if g, err = s.group(st, req.GetId()); err != nil {
-			return
-		}
-		out = &pb.NodeGroupNodesResponse{Instances: instances(st, g, now)}
+	id := req.GetId()
+	snap, _ := s.current(func(snap *readSnapshot, now time.Time) bool {
+		a := snap.groups[id]
+		return a == nil || a.nodesGoodAt(now)
 	})
-	return out, err
-}
-
-func instances(st *projections.State, g *projections.Group, now time.Time) []*pb.Instance {
-	out := make([]*pb.Instance, 0, len(g.Slots))
-	for _, name := range g.Slots {
-		sl := st.Slots[name]
-		if sl == nil || sl.Retired {
-			continue
-		}
-		if c := st.LiveOfSlot(name); c != nil {
-			state := pb.InstanceStatus_instanceCreating
-			switch {
-			case c.ScaleDown != nil:
-				state = pb.InstanceStatus_instanceDeleting
-			case c.Phase == projections.PhaseReady:
-				state = pb.InstanceStatus_instanceRunning
-			}
-			out = append(out, &pb.Instance{Id: sl.CurrentProviderID(), Status: &pb.InstanceStatus{InstanceState: state}})
-			continue
-		}
-		// A failed instance is listed until cluster-autoscaler deletes it
-		// (FailedInstanceDeleted) or the failure window passes.
-		c := st.ListedFailure(name, now)
-		if c == nil {
-			continue
-		}
-		msg := c.Message
-		if msg == "" {
-			msg = fmt.Sprintf("claim %s failed: %s", c.Name, c.Reason)
-		}
-		out = append(out, &pb.Instance{Id: sl.CurrentProviderID(), Status: &pb.InstanceStatus{
-			InstanceState: pb.InstanceStatus_instanceCreating,
-			ErrorInfo: &pb.InstanceErrorInfo{
-				ErrorCode:          orDefault(c.Reason, "ClaimFailed"),
-				ErrorMessage:       msg,
-				InstanceErrorClass: errorClass(c.Reason),
-			},
-		}})
+	a := snap.groups[id]
+	if a == nil {
+		return nil, notFound(id)
 	}
-	return out
+	return a.nodes, nil
 }
 
 // errorClass: a boot that did not produce a machine is OutOfResources (CA

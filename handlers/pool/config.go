@@ -121,6 +121,10 @@ func Parse(source string, data []byte) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, fail(problems)
 	}
+	// The Config keeps the file's lines for problems found when it is
+	// reconciled; the document itself (tens of MiB at 10,000 slots) was
+	// for the checks and the decode only.
+	t.root = nil
 	return cfg, nil
 }
 

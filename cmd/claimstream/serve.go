@@ -162,6 +162,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.pprof && o.metricsAddress == "" {
 		return errPprofWithoutMetrics
 	}
+	applyMemoryLimit(log) // serve_memlimit.go
 	// The pool file is parsed while the plane starts; an invalid one stops
 	// the start before the listeners or any write (startup_pool.go).
 	poolFile := loadPoolAsync(o.config)

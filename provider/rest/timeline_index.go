@@ -126,9 +126,12 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	if x.broken != nil {
 		return x.broken
 	}
+	building := !x.ok
 	if !x.ok {
 		// The views before the log's first event: empty, or a checkpoint
-		// when the log's start expired (then the index starts there).
+		// when the log's start expired (then the index starts there), or
+		// one older than any window, so a long log is not folded from its
+		// start to keep its last month.
 		b, err := x.store.Bounds(ctx)
 		if err != nil {
 			return err
@@ -139,6 +142,8 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 				x.broken = fmt.Errorf("the log's start expired and no checkpoint holds it: %v", err)
 				return x.broken
 			}
+			x.st, x.heldFrom = st, cp.Time
+		} else if st, cp := x.checkpointBeforeAnyWindow(ctx, b); st != nil {
 			x.st, x.heldFrom = st, cp.Time
 		} else {
 			x.st = projections.NewState()
@@ -152,8 +157,10 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	if err != nil || last <= x.st.Seq {
 		return err
 	}
+	began, from, folded := time.Now(), x.st.Seq+1, 0
 	err = x.store.Read(ctx, x.st.Seq+1, last, func(e events.Event) error {
 		x.fold(e)
+		folded++
 		return nil
 	})
 	if gaps := events.GapsOf(err); gaps != nil {
@@ -162,7 +169,44 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 		err = nil
 	}
 	x.prune()
+	if building && err == nil {
+		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond))
+	}
 	return err
+}
+
+// checkpointBeforeAnyWindow loads the newest checkpoint older than any
+// window the index answers (MaxTimelineWindow and a default window before
+// the newest checkpoint, so before the newest event too), for a log of
+// bounds b. It returns a nil state when there is none, or when the
+// checkpoints cannot be read (then the index folds the log from its
+// start, as it would without them).
+func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b events.Bounds) (*projections.State, projections.CheckpointInfo) {
+	if x.cps == nil {
+		return nil, projections.CheckpointInfo{}
+	}
+	cps, err := x.cps.List(ctx)
+	if err != nil {
+		x.log.Warn("timeline index: the checkpoints cannot be listed; folding the log from its start", "err", err)
+		return nil, projections.CheckpointInfo{}
+	}
+	if len(cps) == 0 {
+		return nil, projections.CheckpointInfo{}
+	}
+	newest := cps[len(cps)-1].Time
+	for i := len(cps) - 1; i >= 0; i-- {
+		cp := cps[i]
+		if cp.Seq > b.Last || cp.Time.Add(MaxTimelineWindow+DefaultTimelineWindow).After(newest) {
+			continue
+		}
+		st, err := x.cps.Load(ctx, cp.Seq)
+		if err != nil {
+			x.log.Warn("timeline index: a checkpoint cannot be read; folding the log from its start", "seq", cp.Seq, "err", err)
+			return nil, projections.CheckpointInfo{}
+		}
+		return st, cp
+	}
+	return nil, projections.CheckpointInfo{}
 }
 
 func (x *TimelineIndex) fold(e events.Event) {

@@ -58,6 +58,7 @@ type serveOptions struct {
 
 	sinks          string
 	metricsAddress string
+	pprof          bool // serve_pprof.go
 	otlpEndpoint   string
 
 	cluster clusterOptions
@@ -108,6 +109,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.eventSource, "event-source", "", eventSourceHelp)
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
+	f.BoolVar(&o.pprof, "pprof", false, pprofHelp)
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
 	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
 	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs and the leader Lease")
@@ -159,6 +161,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	o.timing = newStartupTimer(log, clock.RealClock{})
+	if o.pprof && o.metricsAddress == "" {
+		return errPprofWithoutMetrics
+	}
+	applyMemoryLimit(log) // serve_memlimit.go
 	// The pool file is parsed while the plane starts; an invalid one stops
 	// the start before the listeners or any write (startup_pool.go).
 	poolFile := loadPoolAsync(o.config)
@@ -225,6 +231,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.metricsAddress != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", tel.Handler())
+		if o.pprof {
+			mountPprof(mux)
+		}
 		intake.Go("metrics", func(ctx context.Context) error { return rest.ListenAndServe(ctx, o.metricsAddress, mux) })
 		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}

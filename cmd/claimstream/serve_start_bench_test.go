@@ -37,7 +37,14 @@ import (
 // log's end, as a plane that ran writes one every 10,000 events. It is
 // built once and kept under the temp dir.
 //
+// CLAIMSTREAM_BENCH_API=1 runs serve with its REST API (and so the
+// dashboard's timeline index, which folds the log at start);
+// CLAIMSTREAM_BENCH_STEADY=5m keeps each serve running that long after it
+// serves, the simulated cluster at work, and reports its VmRSS at the end
+// (steady-rss-MiB) and its highest VmRSS read every 10 s (max-rss-MiB).
+//
 //	go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 3x
+//	CLAIMSTREAM_BENCH_API=1 CLAIMSTREAM_BENCH_STEADY=5m go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 1x
 func BenchmarkServeStart(b *testing.B) {
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("CLAIMSTREAM_BENCH_EVENTS")); err == nil && v > 0 {
@@ -49,20 +56,43 @@ func BenchmarkServeStart(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(root, "complete")); err != nil {
 		buildServeBenchDir(b, bin, root, poolFile, data, n)
 	}
+	var m serveBenchMode
+	m.api = os.Getenv("CLAIMSTREAM_BENCH_API") == "1"
+	if v := os.Getenv("CLAIMSTREAM_BENCH_STEADY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("CLAIMSTREAM_BENCH_STEADY: %v", err)
+		}
+		m.steady = d
+	}
 	var starts []time.Duration
-	var rss, hwm []float64
+	var rss, hwm, steady, maxRSS []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		run := startServeProcess(b, bin, poolFile, data)
+		run := startServeProcess(b, bin, poolFile, data, m)
 		starts = append(starts, run.answered)
 		rss, hwm = append(rss, run.rssMiB), append(hwm, run.hwmMiB)
+		steady, maxRSS = append(steady, run.steadyMiB), append(maxRSS, run.maxMiB)
 		// Printed, not logged: a benchmark's log is cut to a few lines.
 		fmt.Printf("run %d: provider answered after %v; VmRSS %.0f MiB, VmHWM %.0f MiB\n%s\n", i+1, run.answered.Round(time.Millisecond), run.rssMiB, run.hwmMiB, run.phases)
+		if m.steady > 0 {
+			fmt.Printf("run %d: after %v serving: VmRSS %.0f MiB (highest %.0f MiB); CPU %.1f s\n", i+1, m.steady, run.steadyMiB, run.maxMiB, run.cpuSeconds)
+		}
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(median(starts).Milliseconds()), "start-ms")
 	b.ReportMetric(median(rss), "rss-MiB")
 	b.ReportMetric(median(hwm), "hwm-MiB")
+	if m.steady > 0 {
+		b.ReportMetric(median(steady), "steady-rss-MiB")
+		b.ReportMetric(median(maxRSS), "max-rss-MiB")
+	}
+}
+
+// serveBenchMode is how the benchmark runs serve.
+type serveBenchMode struct {
+	api    bool          // with the REST API (and the timeline index)
+	steady time.Duration // how long to keep serve running once it serves
 }
 
 func median[T int64 | float64 | time.Duration](xs []T) T {
@@ -114,7 +144,7 @@ func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
 	if err := os.WriteFile(poolFile, []byte(serveBenchPool()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	first := startServeProcess(b, bin, poolFile, data)
+	first := startServeProcess(b, bin, poolFile, data, serveBenchMode{})
 	b.Logf("first start (pool of 10,000 slots applied) in %v\n%s", first.serving.Round(time.Millisecond), first.phases)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -201,15 +231,22 @@ type serveRun struct {
 	rssMiB   float64       // VmRSS once serving, its start-up memory returned
 	hwmMiB   float64       // VmHWM (peak RSS) once serving
 	phases   string        // the start-up phase lines
+
+	// With serveBenchMode.steady: VmRSS at its end, the highest VmRSS
+	// read every 10 s until then, and the process's CPU time.
+	steadyMiB, maxMiB, cpuSeconds float64
 }
 
 // startServeProcess runs serve on data until it serves, measures it, and
 // stops it with SIGTERM.
-func startServeProcess(b *testing.B, bin, poolFile, data string) serveRun {
+func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMode) serveRun {
 	b.Helper()
-	addr := freeAddr(b)
+	addr, api := freeAddr(b), ""
+	if m.api {
+		api = freeAddr(b)
+	}
 	cmd := exec.Command(bin, "serve", "--config", poolFile, "--data-dir", data, "--grpc-address", addr, "--plaintext",
-		"--api-address=", "--metrics-address=", "--config-poll", "1h", "--log-level", "info")
+		"--api-address="+api, "--metrics-address=", "--config-poll", "1h", "--log-level", "info")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -309,11 +346,43 @@ func startServeProcess(b *testing.B, bin, poolFile, data string) serveRun {
 		b.Fatalf("serve did not apply the pool file in 5m\n%s", lines())
 	}
 	run.rssMiB, run.hwmMiB = procMemory(b, cmd.Process.Pid)
+	if m.steady > 0 {
+		end := time.Now().Add(m.steady)
+		run.maxMiB = run.rssMiB
+		for time.Now().Before(end) {
+			select {
+			case <-exited:
+				b.Fatalf("serve exited while running: %v\n%s", waitErr, lines())
+			case <-time.After(min(10*time.Second, time.Until(end))):
+			}
+			run.steadyMiB, _ = procMemory(b, cmd.Process.Pid)
+			run.maxMiB = max(run.maxMiB, run.steadyMiB)
+		}
+		run.cpuSeconds = procCPUSeconds(b, cmd.Process.Pid)
+	}
 	stop()
 	mu.Lock()
 	run.phases = strings.Join(phases, "\n")
 	mu.Unlock()
 	return run
+}
+
+// procCPUSeconds reads the user and system CPU time of a process from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s).
+func procCPUSeconds(b *testing.B, pid int) float64 {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces: count from its ")".
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return (utime + stime) / 100
 }
 
 // procMemory reads VmRSS and VmHWM (MiB) of a process.

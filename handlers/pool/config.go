@@ -44,7 +44,7 @@ type Config struct {
 	Groups []Group
 	Slots  []Slot
 
-	tree *tree // lines of the file, for errors found when reconciling
+	lines *fileLines // lines of the file, for errors found when reconciling
 }
 
 // Group is one declared node group.
@@ -121,6 +121,9 @@ func Parse(source string, data []byte) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, fail(problems)
 	}
+	// The Config keeps the file's lines for problems found when it is
+	// reconciled (fileLines); the tree and its document (tens of MiB at
+	// 10,000 slots) were for the checks and the decode only.
 	return cfg, nil
 }
 
@@ -193,7 +196,7 @@ func syntaxProblem(data []byte, err error) *Problem {
 // failure here means the schema and the event types disagree; it is still
 // reported against the file.
 func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Config, []Problem) {
-	cfg := &Config{Source: source, tree: t}
+	cfg := &Config{Source: source, lines: linesOf(t)}
 	root, _ := t.root.(map[string]any)
 	groups, _ := root["groups"].([]any)
 	slots, _ := root["slots"].([]any)

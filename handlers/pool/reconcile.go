@@ -312,12 +312,12 @@ func sortedNames[V any](m map[string]V) []string {
 func (c *Config) groupProblem(i int, field, format string, args ...any) Problem {
 	g := c.Groups[i]
 	p := Problem{Line: g.Line, Path: "groups[" + strconv.Itoa(i) + "]." + field, Msg: fmt.Sprintf(format, args...)}
-	if c.tree != nil && g.at != "" {
+	if c.lines != nil && g.at != "" {
 		ptr := g.at + "/" + field
-		if line := c.tree.line(ptr); line > 0 {
+		if line := c.lines.line(ptr); line > 0 {
 			p.Line = line
 		}
-		p.Path = c.tree.path(ptr)
+		p.Path = c.lines.path(ptr)
 	}
 	return p
 }
@@ -327,9 +327,9 @@ func (c *Config) groupProblem(i int, field, format string, args ...any) Problem 
 func (c *Config) problem(i int, field, format string, args ...any) Problem {
 	sl := c.Slots[i]
 	p := Problem{Line: sl.Line, Path: "slots[" + strconv.Itoa(i) + "]." + field, Msg: fmt.Sprintf(format, args...)}
-	if c.tree != nil && sl.at != "" {
+	if c.lines != nil && sl.at != "" {
 		ptr := sl.at + "/" + field
-		p.Line, p.Path = c.tree.line(ptr), c.tree.path(ptr)
+		p.Line, p.Path = c.lines.line(ptr), c.lines.path(ptr)
 	}
 	return p
 }

@@ -40,21 +40,36 @@ type TimelineIndex struct {
 	slots    map[string]*slotLine
 	// eventsAt is the time (Unix ms) of each folded event, for the counts.
 	eventsAt []int64
+	// phases names the codes of indexBar.phase; phaseCode is its inverse.
+	phases    []string
+	phaseCode map[string]uint8
 }
 
+// slotLine is one slot's history. It is held for as long as serve runs,
+// for every slot and a month of claims (hundreds of thousands of
+// intervals at 10,000 slots), so an interval is 24 bytes: its bounds as
+// Unix nanoseconds, its phase as a code of TimelineIndex.phases and its
+// claim as an index into the slot's claims, each name held once.
 type slotLine struct {
 	declared time.Time
 	retired  time.Time // zero while in the pool
 	bars     []indexBar
-	open     indexBar // phase "" when none
+	open     indexBar // phase noPhase when none
+	claims   []string // the claims of bars and open, in order
 	fails    []indexFail
 }
 
 type indexBar struct {
-	start, end time.Time
-	phase      string
-	claim      string
+	start, end int64 // Unix nanoseconds
+	claim      int32 // index into slotLine.claims; -1: none
+	phase      uint8 // code of TimelineIndex.phases
 }
+
+// noPhase is the phase code of no open interval.
+const noPhase = 0
+
+// noBar is a slot's open interval when it has none.
+var noBar = indexBar{claim: -1, phase: noPhase}
 
 type indexFail struct {
 	at            time.Time
@@ -68,7 +83,8 @@ func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *sl
 	if log == nil {
 		log = slog.Default()
 	}
-	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}}
+	// Code 0 is no phase; the views' phases get theirs as they are seen.
+	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}, phases: []string{""}, phaseCode: map[string]uint8{"": noPhase}}
 }
 
 // Run keeps the index current until ctx ends: it folds the log now, then
@@ -110,9 +126,12 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	if x.broken != nil {
 		return x.broken
 	}
+	building := !x.ok
 	if !x.ok {
 		// The views before the log's first event: empty, or a checkpoint
-		// when the log's start expired (then the index starts there).
+		// when the log's start expired (then the index starts there), or
+		// one older than any window, so a long log is not folded from its
+		// start to keep its last month.
 		b, err := x.store.Bounds(ctx)
 		if err != nil {
 			return err
@@ -123,6 +142,8 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 				x.broken = fmt.Errorf("the log's start expired and no checkpoint holds it: %v", err)
 				return x.broken
 			}
+			x.st, x.heldFrom = st, cp.Time
+		} else if st, cp := x.checkpointBeforeAnyWindow(ctx, b); st != nil {
 			x.st, x.heldFrom = st, cp.Time
 		} else {
 			x.st = projections.NewState()
@@ -136,8 +157,10 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	if err != nil || last <= x.st.Seq {
 		return err
 	}
+	began, from, folded := time.Now(), x.st.Seq+1, 0
 	err = x.store.Read(ctx, x.st.Seq+1, last, func(e events.Event) error {
 		x.fold(e)
+		folded++
 		return nil
 	})
 	if gaps := events.GapsOf(err); gaps != nil {
@@ -146,7 +169,44 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 		err = nil
 	}
 	x.prune()
+	if building && err == nil {
+		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond))
+	}
 	return err
+}
+
+// checkpointBeforeAnyWindow loads the newest checkpoint older than any
+// window the index answers (MaxTimelineWindow and a default window before
+// the newest checkpoint, so before the newest event too), for a log of
+// bounds b. It returns a nil state when there is none, or when the
+// checkpoints cannot be read (then the index folds the log from its
+// start, as it would without them).
+func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b events.Bounds) (*projections.State, projections.CheckpointInfo) {
+	if x.cps == nil {
+		return nil, projections.CheckpointInfo{}
+	}
+	cps, err := x.cps.List(ctx)
+	if err != nil {
+		x.log.Warn("timeline index: the checkpoints cannot be listed; folding the log from its start", "err", err)
+		return nil, projections.CheckpointInfo{}
+	}
+	if len(cps) == 0 {
+		return nil, projections.CheckpointInfo{}
+	}
+	newest := cps[len(cps)-1].Time
+	for i := len(cps) - 1; i >= 0; i-- {
+		cp := cps[i]
+		if cp.Seq > b.Last || cp.Time.Add(MaxTimelineWindow+DefaultTimelineWindow).After(newest) {
+			continue
+		}
+		st, err := x.cps.Load(ctx, cp.Seq)
+		if err != nil {
+			x.log.Warn("timeline index: a checkpoint cannot be read; folding the log from its start", "seq", cp.Seq, "err", err)
+			return nil, projections.CheckpointInfo{}
+		}
+		return st, cp
+	}
+	return nil, projections.CheckpointInfo{}
 }
 
 func (x *TimelineIndex) fold(e events.Event) {
@@ -173,7 +233,7 @@ func (x *TimelineIndex) fold(e events.Event) {
 			if c := x.st.Claims[ref.Claim]; c != nil && c.Reason != "" {
 				reason = c.Reason
 			}
-			l.fails = append(l.fails, indexFail{at: e.Time, claim: ref.Claim, reason: reason})
+			l.fails = append(l.fails, indexFail{at: e.Time, claim: l.claimName(ref.Claim), reason: reason})
 		}
 	}
 }
@@ -184,31 +244,74 @@ func (x *TimelineIndex) observe(slot string, t time.Time) {
 	sl := x.st.Slots[slot]
 	if sl == nil || sl.Retired {
 		if l != nil && l.retired.IsZero() {
-			l.close(t)
+			x.close(l, t)
 			l.retired = t
 		}
 		return
 	}
 	if l == nil {
-		l = &slotLine{declared: t}
+		l = &slotLine{declared: t, open: noBar}
 		x.slots[slot] = l
 	} else if !l.retired.IsZero() {
 		l.retired = time.Time{} // declared again
 	}
-	phase, claim := timelinePhase(x.st, slot)
-	if l.open.phase == phase && l.open.claim == claim {
+	phaseName, claim := timelinePhase(x.st, slot)
+	phase := x.code(phaseName)
+	if l.open.phase == phase && l.claimOf(l.open) == claim {
 		return
 	}
-	l.close(t)
-	l.open = indexBar{start: t, phase: phase, claim: claim}
+	x.close(l, t)
+	l.open = indexBar{start: t.UnixNano(), phase: phase, claim: l.claimIndex(claim)}
 }
 
-func (l *slotLine) close(t time.Time) {
-	if o := l.open; o.phase != "" && o.phase != string(projections.SlotOff) && t.After(o.start) {
-		o.end = t
+// code is the phase code of name, given on first sight.
+func (x *TimelineIndex) code(name string) uint8 {
+	c, ok := x.phaseCode[name]
+	if !ok {
+		c = uint8(len(x.phases)) // a handful of phases: TimelinePhases and the views'
+		x.phases = append(x.phases, name)
+		x.phaseCode[name] = c
+	}
+	return c
+}
+
+// close ends l's open interval at t, keeping it unless it was off.
+func (x *TimelineIndex) close(l *slotLine, t time.Time) {
+	o := l.open
+	if name := x.phases[o.phase]; name != "" && name != string(projections.SlotOff) && t.UnixNano() > o.start {
+		o.end = t.UnixNano()
 		l.bars = append(l.bars, o)
 	}
-	l.open = indexBar{}
+	l.open = noBar
+}
+
+// claimOf is the claim of b ("" for none).
+func (l *slotLine) claimOf(b indexBar) string {
+	if b.claim < 0 {
+		return ""
+	}
+	return l.claims[b.claim]
+}
+
+// claimIndex is the index of claim in l.claims, added if it is not the
+// last one (a slot's claims come one after the other); -1 for none.
+func (l *slotLine) claimIndex(claim string) int32 {
+	if claim == "" {
+		return -1
+	}
+	if n := len(l.claims); n > 0 && l.claims[n-1] == claim {
+		return int32(n - 1)
+	}
+	l.claims = append(l.claims, claim)
+	return int32(len(l.claims) - 1)
+}
+
+// claimName is claim, held once: the slot's copy when it has one.
+func (l *slotLine) claimName(claim string) string {
+	if n := len(l.claims); n > 0 && l.claims[n-1] == claim {
+		return l.claims[n-1]
+	}
+	return claim
 }
 
 // prune drops what ended more than MaxTimelineWindow before the newest
@@ -218,18 +321,59 @@ func (x *TimelineIndex) prune() {
 	if !cut.After(x.heldFrom) {
 		return
 	}
+	cutNs := cut.UnixNano()
 	for name, l := range x.slots {
-		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end.After(cut) })
-		l.bars = append(l.bars[:0:0], l.bars[i:]...)
-		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })
-		l.fails = append(l.fails[:0:0], l.fails[j:]...)
 		if !l.retired.IsZero() && l.retired.Before(cut) {
 			delete(x.slots, name)
+			continue
 		}
+		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end > cutNs })
+		l.bars = trimmed(l.bars, i)
+		l.dropClaimsBefore()
+		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })
+		l.fails = trimmed(l.fails, j)
 	}
 	k := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > cut.UnixMilli() })
-	x.eventsAt = append(x.eventsAt[:0:0], x.eventsAt[k:]...)
+	x.eventsAt = trimmed(x.eventsAt, k)
 	x.heldFrom = cut
+}
+
+// trimmed is s without its first i elements. It copies (so the dropped
+// ones are freed) only when it drops some or when s holds much more room
+// than it uses: prune runs after every batch of events, and copying every
+// slot's history each time would be most of the index's work.
+func trimmed[T any](s []T, i int) []T {
+	if i == 0 && cap(s) <= len(s)+len(s)/4+8 {
+		return s
+	}
+	return append(s[:0:0], s[i:]...)
+}
+
+// dropClaimsBefore drops the claims no kept interval refers to (those of
+// the intervals prune dropped), renumbering the rest.
+func (l *slotLine) dropClaimsBefore() {
+	first := int32(len(l.claims))
+	for _, b := range l.bars {
+		if b.claim >= 0 {
+			first = b.claim
+			break
+		}
+	}
+	if l.open.claim >= 0 {
+		first = min(first, l.open.claim)
+	}
+	if first == 0 {
+		return
+	}
+	l.claims = append(l.claims[:0:0], l.claims[first:]...)
+	for i := range l.bars {
+		if l.bars[i].claim >= 0 {
+			l.bars[i].claim -= first
+		}
+	}
+	if l.open.claim >= 0 {
+		l.open.claim -= first
+	}
 }
 
 // errNotHeld: the window reaches before what the index holds.
@@ -275,8 +419,8 @@ func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Tim
 	out.SlotGroups = make([]int, len(names))
 	out.Bars, out.Failures = []int64{}, []int64{}
 	groupIdx := map[string]int{}
-	emit := func(row int, br indexBar, stop time.Time) {
-		s, e := br.start, stop
+	emit := func(l *slotLine, row int, br indexBar, stop time.Time) {
+		s, e := time.Unix(0, br.start).UTC(), stop
 		if s.Before(since) {
 			s = since
 		}
@@ -287,20 +431,21 @@ func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Tim
 			return
 		}
 		c := -1
-		if br.claim != "" {
-			c = intern(b.claimIdx, &out.Claims, br.claim)
+		if claim := l.claimOf(br); claim != "" {
+			c = intern(b.claimIdx, &out.Claims, claim)
 		}
-		out.Bars = append(out.Bars, int64(row), b.ms(s), b.ms(e), int64(b.phaseIdx[br.phase]), int64(c))
+		out.Bars = append(out.Bars, int64(row), b.ms(s), b.ms(e), int64(b.phaseIdx[x.phases[br.phase]]), int64(c))
 	}
 	for row, name := range names {
 		l := x.slots[name]
 		out.SlotGroups[row] = intern(groupIdx, &out.Groups, group(name))
-		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end.After(since) })
-		for ; i < len(l.bars) && l.bars[i].start.Before(until); i++ {
-			emit(row, l.bars[i], l.bars[i].end)
+		sinceNs, untilNs := since.UnixNano(), until.UnixNano()
+		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end > sinceNs })
+		for ; i < len(l.bars) && l.bars[i].start < untilNs; i++ {
+			emit(l, row, l.bars[i], time.Unix(0, l.bars[i].end).UTC())
 		}
-		if o := l.open; o.phase != "" && o.phase != string(projections.SlotOff) && o.start.Before(until) {
-			emit(row, o, end)
+		if o := l.open; o.phase != noPhase && x.phases[o.phase] != string(projections.SlotOff) && o.start < untilNs {
+			emit(l, row, o, end)
 		}
 		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(since) })
 		for ; j < len(l.fails) && !l.fails[j].at.After(until); j++ {

@@ -1,0 +1,117 @@
+package rest
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// foldLifecycles folds, into a fresh index, a pool of slots and n whole
+// claim lifecycles on them in turn (created to collected, seconds apart),
+// as serve's benchmark log holds them. It returns the index.
+func foldLifecycles(slots, n int) *TimelineIndex {
+	x := NewTimelineIndex(nil, nil, nil)
+	x.st, x.ok = projections.NewState(), true
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var seq uint64
+	fold := func(d events.Data) {
+		seq++
+		at = at.Add(time.Second)
+		x.fold(events.Event{Seq: seq, Time: at, Type: d.EventType(), Aggregate: events.AggregateOf(d), Data: d})
+	}
+	fold(events.GroupDeclared{Ref: events.Ref{Group: "g"}})
+	for s := range slots {
+		slot := fmt.Sprintf("node-%d.lan", s)
+		fold(events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: "g"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot}})
+	}
+	for i := range n {
+		slot := fmt.Sprintf("node-%d.lan", i%slots)
+		r := events.Ref{Claim: fmt.Sprintf("%s-%06x", slot, i), Slot: slot, Group: "g", Attempt: 1}
+		for _, d := range []events.Data{
+			events.ClaimCreated{Ref: r, RequestedAt: at, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
+				DeadlineAt: at.Add(projections.DefaultBudget), Budget: events.Duration(projections.DefaultBudget), TTL: events.Duration(time.Hour)},
+			events.ClaimBooting{Ref: r, StartupJob: r.Claim + "-start-1"},
+			events.ClaimReady{Ref: r, Node: slot},
+			events.ScaleDownRequested{Ref: r, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Group: "g", Nodes: []string{slot}}},
+			events.ShutdownFired{Ref: r, Job: r.Claim + "-stop-1", ShutdownAttempt: 1},
+			events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown},
+			events.ClaimCollected{Ref: r},
+		} {
+			fold(d)
+		}
+	}
+	x.prune()
+	return x
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// The index keeps a second copy of each slot's history for the dashboard,
+// for as long as serve runs: at 10,000 slots and a month of claims, the
+// largest thing serve holds. Each interval is held compactly (its bounds
+// as integers, its phase as a small code, its claim's name once per
+// claim), so 20,000 claim lifecycles on 1,000 slots (100,000 intervals)
+// hold under 8 MiB with the claims' names, the events' times and the
+// views the index folds (10.4 MiB when each interval held two time.Time
+// and two strings).
+func TestTimelineIndexHoldsIntervalsCompactly(t *testing.T) {
+	before := heapInUse()
+	x := foldLifecycles(1000, 20_000)
+	held := heapInUse() - before
+	bars := 0
+	for _, l := range x.slots {
+		bars += len(l.bars)
+	}
+	runtime.KeepAlive(x)
+	t.Logf("%d intervals of %d slots: %.2f MiB held, %.0f bytes an interval", bars, len(x.slots), float64(held)/(1<<20), float64(held)/float64(bars))
+	if bars < 80_000 {
+		t.Fatalf("%d intervals folded, want about 100,000 (5 phases of 20,000 claims)", bars)
+	}
+	if held > 8<<20 {
+		t.Errorf("the index holds %.2f MiB for %d intervals, want under 8 MiB", float64(held)/(1<<20), bars)
+	}
+}
+
+// Pruning drops the names of the claims whose intervals it dropped, and
+// the intervals kept still name their own claims.
+func TestTimelineIndexPruneDropsTheClaimsOfDroppedIntervals(t *testing.T) {
+	x := foldLifecycles(2, 10)
+	l := x.slots["node-0.lan"]
+	if len(l.claims) != 5 || len(l.bars) == 0 {
+		t.Fatalf("node-0.lan holds %d claims and %d intervals, want 5 claims", len(l.claims), len(l.bars))
+	}
+	// Forty days later, one more claim on node-0.lan: the others are older
+	// than any window.
+	later := time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC)
+	r := events.Ref{Claim: "node-0.lan-late", Slot: "node-0.lan", Group: "g", Attempt: 1}
+	for i, d := range []events.Data{
+		events.ClaimCreated{Ref: r, RequestedAt: later, RequestedBy: "carol", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
+			DeadlineAt: later.Add(projections.DefaultBudget), Budget: events.Duration(projections.DefaultBudget), TTL: events.Duration(time.Hour)},
+		events.ClaimBooting{Ref: r, StartupJob: r.Claim + "-start-1"},
+	} {
+		x.fold(events.Event{Seq: x.st.Seq + 1, Time: later.Add(time.Duration(i) * time.Minute), Type: d.EventType(), Aggregate: events.AggregateOf(d), Data: d})
+	}
+	x.prune()
+	// Kept: the slot's rest up to the late claim (no claim), its pending
+	// interval, and its booting one open.
+	n := len(l.bars)
+	if n != 2 || len(l.claims) != 1 || l.claimOf(l.bars[0]) != "" || l.claimOf(l.bars[n-1]) != r.Claim || l.claimOf(l.open) != r.Claim {
+		t.Fatalf("after the prune node-0.lan holds intervals %+v, open %+v, claims %q; want its rest, then the late claim pending, then booting", l.bars, l.open, l.claims)
+	}
+	if got := x.phases[l.bars[n-1].phase]; got != string(projections.SlotPending) {
+		t.Errorf("kept interval's phase %q, want pending", got)
+	}
+	if got := x.phases[l.open.phase]; got != string(projections.SlotBooting) {
+		t.Errorf("open interval's phase %q, want booting", got)
+	}
+}

@@ -106,6 +106,14 @@ func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string)
 	}
 }
 
+// Generation counts the writes and deletes of the objects Versions and
+// WorkVersions follow (Options.Generation).
+func (f *Fake) Generation() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
+}
+
 // WorkVersions returns the newest resourceVersion of every workload object
 // the built-in scaler lists (Options.WorkVersions), Jobs of every namespace
 // included. The map is shared like Versions'.

@@ -82,6 +82,9 @@ type StoreConfig struct {
 	// Health, when set, is checked before every append (an unwritable log
 	// refuses at once) and told of every failed one.
 	Health *LogHealth
+	// Memory keeps the stream in memory instead of files: for a throwaway
+	// log (a what-if run's), never for the record.
+	Memory bool
 }
 
 func (c StoreConfig) withDefaults() StoreConfig {
@@ -134,11 +137,15 @@ type Store struct {
 func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
 	cfg = cfg.withDefaults()
 	s := &Store{js: js, cfg: cfg, subjects: Subjects{Prefix: cfg.Prefix}}
+	storage := jetstream.FileStorage
+	if cfg.Memory {
+		storage = jetstream.MemoryStorage
+	}
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:               cfg.Stream,
 		Description:        "claimstream event log",
 		Subjects:           []string{s.subjects.All()},
-		Storage:            jetstream.FileStorage,
+		Storage:            storage,
 		Retention:          jetstream.LimitsPolicy,
 		MaxAge:             cfg.MaxAge,
 		Replicas:           cfg.Replicas,

@@ -77,7 +77,7 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 	if cfg.Fence != nil {
 		cfg.Cluster = Fenced(cfg.Cluster, cfg.Fence)
 	}
-	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace}
+	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace, cache: &viewCache{}}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
@@ -218,6 +218,9 @@ type base struct {
 	views   *projections.Runner
 	log     *slog.Logger
 	ns      string
+	// cache shares one view of a slot between the reactors of a pass
+	// (viewcache.go); nil builds a view on every read.
+	cache *viewCache
 }
 
 func (b base) now() time.Time { return b.clock.Now().UTC() }
@@ -256,37 +259,48 @@ type slotView struct {
 func (b base) view(slot string) slotView {
 	var v slotView
 	b.views.Read(func(s *projections.State) {
-		sl := s.Slots[slot]
-		if sl == nil {
+		if b.cache != nil {
+			v = b.cache.get(s, slot, func() slotView { return buildView(s, slot) })
 			return
 		}
-		v.Exists = true
-		v.Active = !sl.Retired && sl.Group != ""
-		v.Slot = *sl
-		v.Slot.Claims = slices.Clone(sl.Claims)
-		v.Slot.Node.Taints = slices.Clone(sl.Node.Taints)
-		if sl.LastShutdown != nil {
-			ls := *sl.LastShutdown
-			v.Slot.LastShutdown = &ls
-		}
-		if g := s.Groups[sl.Group]; g != nil {
-			v.GroupOK, v.Group = true, g.Spec
-		}
-		if c := s.LiveOfSlot(slot); c != nil {
-			v.Live = copyClaim(c)
-			v.LiveStopJobs = StopJobsFired(c)
-		}
-		if n := len(sl.Claims); n > 0 {
-			if c := s.Claims[sl.Claims[n-1]]; c != nil {
-				v.Newest = copyClaim(c)
-			}
-		}
-		for _, name := range sl.Claims {
-			if c := s.Claims[name]; c != nil && c.Phase.IsTerminal() {
-				v.Terminal = append(v.Terminal, *copyClaim(c))
-			}
-		}
+		v = buildView(s, slot)
 	})
+	return v
+}
+
+// buildView copies the slot's view out of s.
+func buildView(s *projections.State, slot string) slotView {
+	var v slotView
+	sl := s.Slots[slot]
+	if sl == nil {
+		return v
+	}
+	v.Exists = true
+	v.Active = !sl.Retired && sl.Group != ""
+	v.Slot = *sl
+	v.Slot.Claims = slices.Clone(sl.Claims)
+	v.Slot.Node.Taints = slices.Clone(sl.Node.Taints)
+	if sl.LastShutdown != nil {
+		ls := *sl.LastShutdown
+		v.Slot.LastShutdown = &ls
+	}
+	if g := s.Groups[sl.Group]; g != nil {
+		v.GroupOK, v.Group = true, g.Spec
+	}
+	if c := s.LiveOfSlot(slot); c != nil {
+		v.Live = copyClaim(c)
+		v.LiveStopJobs = StopJobsFired(c)
+	}
+	if n := len(sl.Claims); n > 0 {
+		if c := s.Claims[sl.Claims[n-1]]; c != nil {
+			v.Newest = copyClaim(c)
+		}
+	}
+	for _, name := range sl.Claims {
+		if c := s.Claims[name]; c != nil && c.Phase.IsTerminal() {
+			v.Terminal = append(v.Terminal, *copyClaim(c))
+		}
+	}
 	return v
 }
 

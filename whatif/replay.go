@@ -76,7 +76,7 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 	if err != nil {
 		return r, fmt.Errorf("temporary log: %w", err)
 	}
-	if r.store, err = events.OpenStore(ctx, js, events.StoreConfig{Logger: discard}); err != nil {
+	if r.store, err = events.OpenStore(ctx, js, events.StoreConfig{Logger: discard, Memory: true}); err != nil {
 		return r, fmt.Errorf("temporary log: %w", err)
 	}
 	r.views = projections.NewRunner(r.store, projections.RunnerOptions{Logger: discard})

@@ -36,6 +36,10 @@ type Options struct {
 	// caches (started by the first Workload call) to reach: by resource
 	// ("pods", "jobs", ...), the resourceVersion of every "<ns>/<name>".
 	WorkVersions func() map[string]map[string]string
+	// Generation, when set with Versions, counts the writes Versions
+	// knows of (Fake.Generation): Settle returns at once when nothing was
+	// written since it last found the caches caught up (settle.go).
+	Generation func() uint64
 }
 
 // Cluster implements handlers.Cluster over a Kubernetes API.
@@ -59,6 +63,9 @@ type Cluster struct {
 	workMu       sync.Mutex
 	runCtx       context.Context
 	work         *workInformers
+
+	generation func() uint64
+	settled    settledAt
 }
 
 var _ handlers.Cluster = (*Cluster)(nil)
@@ -68,7 +75,7 @@ func New(client kubernetes.Interface, opts Options) *Cluster {
 	if opts.Namespace == "" {
 		opts.Namespace = "claimstream"
 	}
-	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions}
+	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation}
 	c.nodeFactory = informers.NewSharedInformerFactory(client, opts.Resync)
 	c.jobFactory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithNamespace(opts.Namespace))
 	c.nodes = c.nodeFactory.Core().V1().Nodes().Informer()
@@ -142,9 +149,14 @@ func (c *Cluster) Settle(ctx context.Context) error {
 	if c.versions == nil {
 		return nil
 	}
+	at, unchanged := c.unchangedSinceSettled()
+	if unchanged {
+		return nil
+	}
 	for i := 0; ; i++ {
 		nodes, jobs := c.versions()
 		if sameVersions(c.nodes.GetStore(), nodes, "") && sameVersions(c.jobs.GetStore(), jobs, c.namespace+"/") && c.settledWork() {
+			c.markSettled(at)
 			return nil
 		}
 		if err := ctx.Err(); err != nil {

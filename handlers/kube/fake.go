@@ -33,8 +33,21 @@ type Fake struct {
 	// work: the workload resources the built-in scaler lists, by resource,
 	// "<ns>/<name>" -> resourceVersion.
 	work map[string]map[string]string
+	// gen counts the writes and deletes of stamped objects; versionsAt
+	// holds the copies Versions and WorkVersions last made, by namespace
+	// ("" for WorkVersions), and the gen they were made at. Settle asks
+	// for them many times between two writes (a replayed week, millions of
+	// times), so an unchanged cluster is not copied again.
+	gen        uint64
+	versionsAt map[string]versionsCopy
 
 	tracker *stampTracker
+}
+
+type versionsCopy struct {
+	gen         uint64
+	nodes, jobs map[string]string
+	work        map[string]map[string]string
 }
 
 // fakeWatchBuffer is how many events a fake watch holds before the fake
@@ -57,7 +70,7 @@ func NewFake() *Fake {
 	// 10ms a write at a few thousand objects (a 10,000-slot pool did not
 	// run), and nothing here applies server-side patches.
 	f := &Fake{Clientset: fake.NewSimpleClientset(), //nolint:staticcheck // see above
-		nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}}
+		nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}, versionsAt: map[string]versionsCopy{}}
 	t := &stampTracker{ObjectTracker: f.Tracker(), f: f}
 	f.tracker = t
 	f.ReactionChain = nil
@@ -67,11 +80,16 @@ func NewFake() *Fake {
 }
 
 // Versions returns the newest resourceVersion of every Node and of every
-// Job of namespace ns (keyed by name).
+// Job of namespace ns (keyed by name). The maps are shared with later
+// calls until the next write: read them, never change them.
 func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string) {
+	key := "ns/" + ns
 	return func() (map[string]string, map[string]string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if c, ok := f.versionsAt[key]; ok && c.gen == f.gen {
+			return c.nodes, c.jobs
+		}
 		nodes := make(map[string]string, len(f.nodes))
 		for k, v := range f.nodes {
 			nodes[k] = v
@@ -83,16 +101,28 @@ func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string)
 				jobs[k[len(prefix):]] = v
 			}
 		}
+		f.versionsAt[key] = versionsCopy{gen: f.gen, nodes: nodes, jobs: jobs}
 		return nodes, jobs
 	}
 }
 
+// Generation counts the writes and deletes of the objects Versions and
+// WorkVersions follow (Options.Generation).
+func (f *Fake) Generation() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
+}
+
 // WorkVersions returns the newest resourceVersion of every workload object
 // the built-in scaler lists (Options.WorkVersions), Jobs of every namespace
-// included.
+// included. The map is shared like Versions'.
 func (f *Fake) WorkVersions() map[string]map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if c, ok := f.versionsAt["work"]; ok && c.gen == f.gen {
+		return c.work
+	}
 	out := map[string]map[string]string{"jobs": {}}
 	for _, res := range workResources {
 		out[res] = map[string]string{}
@@ -103,6 +133,7 @@ func (f *Fake) WorkVersions() map[string]map[string]string {
 	for k, v := range f.jobs {
 		out["jobs"][k] = v
 	}
+	f.versionsAt["work"] = versionsCopy{gen: f.gen, work: out}
 	return out
 }
 
@@ -134,6 +165,7 @@ func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
 	t.f.rv++
+	t.f.gen++
 	rv := strconv.FormatUint(t.f.rv, 10)
 	obj = obj.DeepCopyObject()
 	m, _ = meta.Accessor(obj)
@@ -189,6 +221,7 @@ func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, 
 	if err := t.ObjectTracker.Delete(gvr, ns, name, opts...); err != nil {
 		return err
 	}
+	t.f.gen++
 	switch {
 	case gvr == nodesGVR:
 		delete(t.f.nodes, name)

@@ -73,7 +73,7 @@ func NewWorld(cfg WorldConfig) *World {
 func (w *World) Start(ctx context.Context) error {
 	ictx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	w.Cluster = kube.New(w.Fake, kube.Options{Namespace: w.cfg.Namespace, Versions: w.Fake.Versions(w.cfg.Namespace), WorkVersions: w.Fake.WorkVersions})
+	w.Cluster = kube.New(w.Fake, kube.Options{Namespace: w.cfg.Namespace, Versions: w.Fake.Versions(w.cfg.Namespace), WorkVersions: w.Fake.WorkVersions, Generation: w.Fake.Generation})
 	w.Cluster.Start(ictx)
 	if !w.Cluster.WaitForSync(ictx) {
 		cancel()

@@ -1,0 +1,70 @@
+package handlers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/projections"
+)
+
+// TestSlotViewIsBuiltOncePerFoldedEvent: the reactors of a pass share one
+// view of a slot while nothing is folded (reading it again copies
+// nothing), and the next folded event gives a fresh view.
+func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
+	ctx := context.Background()
+	st, _ := eventstest.NewStore(t)
+	views := projections.NewRunner(st, projections.RunnerOptions{})
+	if err := views.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- views.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	append := func(ws ...events.Write) {
+		t.Helper()
+		res, err := st.AppendWrites(ctx, ws...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := views.WaitFor(ctx, res.Last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	append(
+		events.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 1}}}}},
+		events.Write{Aggregate: events.SlotAggregate("s"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "s", Group: "g", Cause: "test"}}}}},
+	)
+	b := base{views: views, cache: &viewCache{}}
+	if v := b.view("s"); !v.Exists || !v.Active || v.Live != nil {
+		t.Fatalf("declared slot: exists %v, active %v, live %v", v.Exists, v.Active, v.Live)
+	}
+	slotSeq := func() (seq uint64) {
+		views.Read(func(s *projections.State) { seq = s.Slots["s"].Seq })
+		return seq
+	}
+	ref := events.Ref{Claim: "c1", Slot: "s", Group: "g", Attempt: 1, Cause: "test"}
+	append(events.Write{Aggregate: events.SlotAggregate("s"), Expected: slotSeq(), Events: []events.Event{{Time: at, Data: events.ClaimCreated{
+		Ref: ref, RequestedAt: at, RequestedBy: "test", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
+		DeadlineAt: at.Add(12 * time.Minute), Budget: events.Duration(12 * time.Minute), TTL: events.Duration(time.Hour),
+	}}}})
+	v := b.view("s")
+	if v.Live == nil || v.Live.Name != "c1" || v.Newest == nil || v.Newest.Name != "c1" {
+		t.Fatalf("after ClaimCreated the view has live %v, newest %v; want c1", v.Live, v.Newest)
+	}
+	phase := v.Live.Phase
+	// Building it copies the slot and its claims (several allocations);
+	// reading it again, only the read's closure may allocate.
+	if allocs := testing.AllocsPerRun(100, func() { b.view("s") }); allocs > 1 {
+		t.Errorf("reading an unchanged slot's view allocates %.0f times, want at most 1", allocs)
+	}
+
+	append(events.Write{Aggregate: events.SlotAggregate("s"), Expected: slotSeq(), Events: []events.Event{{Time: at.Add(time.Second), Data: events.ClaimBooting{Ref: ref, StartupJob: "c1-start-1"}}}})
+	if v := b.view("s"); v.Live == nil || v.Live.Phase == phase {
+		t.Fatalf("after ClaimBooting the view still shows phase %v", phase)
+	}
+}

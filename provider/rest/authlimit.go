@@ -1,0 +1,287 @@
+package rest
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
+)
+
+// Failed authentications are throttled per client address, on the API
+// (a missing or wrong bearer token) and on the dashboard's login form (a
+// wrong token) alike, from one budget per address: a burst, then a steady
+// rate. An address over its budget is answered 429 with Retry-After
+// before its token is even looked at, so a guesser on the LAN gets a few
+// tries a second at most, and the server does no hashing for it.
+// Successful requests never touch the budget.
+
+// Surfaces of an authentication failure (the metric's surface label).
+const (
+	AuthSurfaceAPI       = "api"
+	AuthSurfaceDashboard = "dashboard"
+)
+
+// Outcomes of an authentication failure (the metric's outcome label):
+// refused is a token checked and found wrong (or missing); throttled is a
+// request turned away, unchecked, because its address is over its budget.
+const (
+	AuthRefused   = "refused"
+	AuthThrottled = "throttled"
+)
+
+// Defaults of AuthLimitOptions.
+const (
+	DefaultAuthFailureBurst = 10
+	DefaultAuthFailureEvery = time.Second
+	DefaultAuthMaxClients   = 10000
+	DefaultAuthClientIdle   = 10 * time.Minute
+	// authWarnPerEpisode is how many refusals of an episode get their
+	// own WARN line; the rest are told in summaries.
+	authWarnPerEpisode = 3
+	// authSummaryEvery is how often a continuing episode is summed up.
+	authSummaryEvery = time.Minute
+)
+
+// AuthLimitOptions configure an AuthLimiter; the zero value takes the
+// defaults.
+type AuthLimitOptions struct {
+	// Burst is how many failures an address may have at once
+	// (DefaultAuthFailureBurst).
+	Burst int
+	// Every is how often an address gets one more failure back
+	// (DefaultAuthFailureEvery).
+	Every time.Duration
+	// MaxClients caps the addresses remembered; past it the one idle
+	// longest is forgotten (DefaultAuthMaxClients).
+	MaxClients int
+	// Idle is how long an address is remembered after its last failure
+	// (DefaultAuthClientIdle).
+	Idle time.Duration
+	// Clock times the budgets (the real clock if nil).
+	Clock  clock.PassiveClock
+	Logger *slog.Logger
+	// OnFailure, when set, is told of every failure by surface and
+	// outcome (the metrics).
+	OnFailure func(surface, outcome string)
+}
+
+// AuthLimiter throttles failed authentications per client address. One
+// limiter serves the API and the dashboard, so their failures share an
+// address's budget. It is safe for concurrent use.
+type AuthLimiter struct {
+	opts AuthLimitOptions
+	log  *slog.Logger
+
+	mu sync.Mutex
+	// clients are the addresses with recent failures, least recently
+	// active evicted first past MaxClients, expired after Idle.
+	clients *cache.LRUExpireCache
+}
+
+// authClient is one address's budget and its current episode: from its
+// first failure with a full budget until the budget is full again.
+type authClient struct {
+	lim *rate.Limiter
+
+	episodeStart time.Time
+	refused      int  // refusals in the episode
+	warned       int  // refusals of the episode logged one by one
+	throttling   bool // the episode's throttling line is logged
+
+	// The window since the last summary line.
+	windowStart     time.Time
+	windowRefused   int
+	windowThrottled int
+	windowUnlogged  int
+}
+
+// NewAuthLimiter returns a limiter with o's settings, defaults for the
+// unset ones.
+func NewAuthLimiter(o AuthLimitOptions) *AuthLimiter {
+	if o.Burst <= 0 {
+		o.Burst = DefaultAuthFailureBurst
+	}
+	if o.Every <= 0 {
+		o.Every = DefaultAuthFailureEvery
+	}
+	if o.MaxClients <= 0 {
+		o.MaxClients = DefaultAuthMaxClients
+	}
+	if o.Idle <= 0 {
+		o.Idle = DefaultAuthClientIdle
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.OnFailure == nil {
+		o.OnFailure = func(string, string) {}
+	}
+	return &AuthLimiter{opts: o, log: o.Logger, clients: cache.NewLRUExpireCacheWithClock(o.MaxClients, o.Clock)}
+}
+
+// ClientKey is the budget a request is counted against: the host part of
+// its RemoteAddr (never a header the client writes, such as
+// X-Forwarded-For). An IPv6 client is counted by its /64, the block one
+// host is commonly handed, so it cannot dodge its budget by stepping
+// through its own addresses.
+func ClientKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().String()
+	}
+	return addr.String()
+}
+
+// Throttled reports whether the request's address is over its budget of
+// failures and, if so, how long until it may try again; the request is
+// then counted as throttled on surface. An address with no failures is
+// never throttled.
+func (l *AuthLimiter) Throttled(r *http.Request, surface string) (retryAfter time.Duration, throttled bool) {
+	key := ClientKey(r.RemoteAddr)
+	now := l.opts.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.clients.Get(key)
+	if !ok {
+		return 0, false
+	}
+	c := v.(*authClient)
+	tokens := c.lim.TokensAt(now)
+	if tokens >= 1 {
+		return 0, false
+	}
+	l.clients.Add(key, c, l.opts.Idle)
+	c.windowThrottled++
+	if !c.throttling {
+		c.throttling = true
+		l.log.Warn(fmt.Sprintf("throttling failed authentications from %s: %d refused in the last %d s", key, c.refused, seconds(now.Sub(c.episodeStart))),
+			"remote", key, "surface", surface, "refused", c.refused, "retry_after_s", seconds(l.wait(tokens)))
+	}
+	l.summarize(key, c, now)
+	l.opts.OnFailure(surface, AuthThrottled)
+	return l.wait(tokens), true
+}
+
+// Refused counts a failed authentication of the request's address on
+// surface, against its budget. The first few of an episode are logged as
+// msg (a WARN line with the address), the rest only in the episode's
+// summaries, so a guesser cannot flood the log.
+func (l *AuthLimiter) Refused(r *http.Request, surface, msg string, attrs ...any) {
+	key := ClientKey(r.RemoteAddr)
+	now := l.opts.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var c *authClient
+	if v, ok := l.clients.Get(key); ok {
+		c = v.(*authClient)
+	} else {
+		c = &authClient{lim: rate.NewLimiter(rate.Every(l.opts.Every), l.opts.Burst)}
+	}
+	if c.lim.TokensAt(now) >= float64(l.opts.Burst) {
+		// A full budget: the address stopped long enough that this is
+		// a new episode.
+		c.episodeStart, c.refused, c.warned, c.throttling = now, 0, 0, false
+		c.windowStart, c.windowRefused, c.windowThrottled, c.windowUnlogged = now, 0, 0, 0
+	}
+	c.lim.AllowN(now, 1)
+	l.clients.Add(key, c, l.opts.Idle)
+	c.refused++
+	c.windowRefused++
+	switch {
+	case c.warned < authWarnPerEpisode:
+		c.warned++
+		l.log.Warn(msg, append([]any{"remote", key, "surface", surface}, attrs...)...)
+	case c.warned == authWarnPerEpisode:
+		c.warned++
+		c.windowUnlogged++
+		l.log.Warn(fmt.Sprintf("further failed authentications from %s are summed up once a minute while they go on", key), "remote", key, "surface", surface)
+	default:
+		c.windowUnlogged++
+	}
+	l.summarize(key, c, now)
+	l.opts.OnFailure(surface, AuthRefused)
+}
+
+// summarize logs one line for a continuing episode at most every
+// authSummaryEvery, if anything went unlogged since the last one.
+func (l *AuthLimiter) summarize(key string, c *authClient, now time.Time) {
+	if now.Sub(c.windowStart) < authSummaryEvery {
+		return
+	}
+	if c.windowUnlogged > 0 || c.windowThrottled > 0 {
+		l.log.Warn(fmt.Sprintf("failed authentications from %s go on: %d refused, %d throttled in the last %d s", key, c.windowRefused, c.windowThrottled, seconds(now.Sub(c.windowStart))),
+			"remote", key, "refused", c.windowRefused, "throttled", c.windowThrottled)
+	}
+	c.windowStart, c.windowRefused, c.windowThrottled, c.windowUnlogged = now, 0, 0, 0
+}
+
+// wait is how long until a budget with tokens has one failure left.
+func (l *AuthLimiter) wait(tokens float64) time.Duration {
+	return time.Duration((1 - tokens) * float64(l.opts.Every))
+}
+
+// clientCount is how many addresses are remembered and not yet expired
+// (never more than MaxClients).
+func (l *AuthLimiter) clientCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.clients.Keys())
+}
+
+// seconds rounds d up to whole seconds, at least 1: a Retry-After of 0
+// would invite an immediate retry that is refused again.
+func seconds(d time.Duration) int {
+	s := int(math.Ceil(d.Seconds()))
+	if s < 1 {
+		return 1
+	}
+	return s
+}
+
+// RetryAfterSeconds is the Retry-After value of a throttled answer.
+func RetryAfterSeconds(d time.Duration) int { return seconds(d) }
+
+// throttled answers 429 to a request whose address is over its budget of
+// failed authentications, before its token is checked.
+func (s *server) throttled(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.AuthLimit == nil {
+		return false
+	}
+	wait, over := s.opts.AuthLimit.Throttled(r, AuthSurfaceAPI)
+	if !over {
+		return false
+	}
+	secs := RetryAfterSeconds(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, http.StatusTooManyRequests, "ResourceExhausted",
+		fmt.Sprintf("too many failed authentications from this address; try again in %d s", secs))
+	return true
+}
+
+// refused counts a failed authentication against the request's address.
+func (s *server) refused(r *http.Request, msg string) {
+	if s.opts.AuthLimit == nil {
+		return
+	}
+	s.opts.AuthLimit.Refused(r, AuthSurfaceAPI, "api request refused: "+msg, "method", r.Method, "path", r.URL.Path)
+}

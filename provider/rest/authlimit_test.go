@@ -3,8 +3,10 @@ package rest_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -175,4 +177,37 @@ func TestClientKey(t *testing.T) {
 			t.Errorf("ClientKey(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzClientKey: any RemoteAddr gives a key without panicking; an IP
+// address gives its own (IPv4) or its /64's (IPv6), whatever the port.
+func FuzzClientKey(f *testing.F) {
+	for _, s := range []string{"192.0.2.7:40001", "[2001:db8::1]:80", "[fe80::1%eth0]:1", "[::ffff:10.0.0.1]:2", "", ":", "[", "a:b:c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		key := rest.ClientKey(remote)
+		host, _, err := net.SplitHostPort(remote)
+		if err != nil {
+			return
+		}
+		addr, err := netip.ParseAddr(host)
+		if err != nil {
+			return
+		}
+		addr = addr.Unmap()
+		if addr.Is4() {
+			if key != addr.String() {
+				t.Fatalf("ClientKey(%q) = %q, want %s", remote, key, addr)
+			}
+			return
+		}
+		p, err := netip.ParsePrefix(key)
+		if err != nil || p.Bits() != 64 || !p.Contains(addr.WithZone("")) {
+			t.Fatalf("ClientKey(%q) = %q, want the /64 holding %s", remote, key, addr)
+		}
+		if other := rest.ClientKey(net.JoinHostPort(addr.WithZone("").String(), "1")); other != key {
+			t.Fatalf("ClientKey(%q) = %q but the same host on another port %q", remote, key, other)
+		}
+	})
 }

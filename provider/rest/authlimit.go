@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +73,11 @@ type AuthLimitOptions struct {
 	// OnFailure, when set, is told of every failure by surface and
 	// outcome (the metrics).
 	OnFailure func(surface, outcome string)
+	// TrustedProxies are the reverse proxies in front of the API: a
+	// request whose connection comes from one of them is counted against
+	// the client its X-Forwarded-For names (ForwardedClient). Empty: the
+	// header is ignored, as any client may write it.
+	TrustedProxies []netip.Prefix
 }
 
 // AuthLimiter throttles failed authentications per client address. One
@@ -132,8 +138,8 @@ func NewAuthLimiter(o AuthLimitOptions) *AuthLimiter {
 }
 
 // ClientKey is the budget a request is counted against: the host part of
-// its RemoteAddr (never a header the client writes, such as
-// X-Forwarded-For). An IPv6 client is counted by its /64, the block one
+// its RemoteAddr, never a header the client writes (X-Forwarded-For
+// counts only from a trusted proxy: ForwardedClient). An IPv6 client is counted by its /64, the block one
 // host is commonly handed, so it cannot dodge its budget by stepping
 // through its own addresses.
 func ClientKey(remoteAddr string) string {
@@ -145,11 +151,73 @@ func ClientKey(remoteAddr string) string {
 	if err != nil {
 		return host
 	}
-	addr = addr.Unmap().WithZone("")
+	return addrKey(addr.Unmap().WithZone(""))
+}
+
+// addrKey is the budget of an address: itself, or an IPv6 address's /64.
+func addrKey(addr netip.Addr) string {
 	if addr.Is6() {
 		return netip.PrefixFrom(addr, 64).Masked().String()
 	}
 	return addr.String()
+}
+
+// clientKey is the budget r counts against: its connection's address,
+// or, from a trusted proxy, the client X-Forwarded-For names.
+func (l *AuthLimiter) clientKey(r *http.Request) string {
+	if len(l.opts.TrustedProxies) == 0 {
+		return ClientKey(r.RemoteAddr)
+	}
+	return ForwardedClient(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), l.opts.TrustedProxies)
+}
+
+// ForwardedClient is the ClientKey of the client behind trusted proxies:
+// X-Forwarded-For read from its right end (the entry the proxy next to
+// us wrote), past every entry that is itself a trusted proxy. An entry
+// that is not an address ends the walk at the hop before it: what lies
+// left of it is the client's own writing. A connection from an address
+// that is not a trusted proxy is its own client, whatever it sends.
+func ForwardedClient(remoteAddr string, forwardedFor []string, trusted []netip.Prefix) string {
+	isTrusted := func(a netip.Addr) bool {
+		for _, p := range trusted {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	client, ok := parseHostAddr(remoteAddr)
+	if !ok || !isTrusted(client) {
+		return ClientKey(remoteAddr)
+	}
+	var hops []string
+	for _, v := range forwardedFor {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, ok := parseHostAddr(strings.TrimSpace(hops[i]))
+		if !ok {
+			break
+		}
+		client = a
+		if !isTrusted(a) {
+			break
+		}
+	}
+	return addrKey(client)
+}
+
+// parseHostAddr is the IP address of "ip", "ip:port" or "[ipv6]:port".
+func parseHostAddr(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone(""), true
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		if a, err := netip.ParseAddr(host); err == nil {
+			return a.Unmap().WithZone(""), true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // Throttled reports whether the request's address is over its budget of
@@ -157,7 +225,7 @@ func ClientKey(remoteAddr string) string {
 // then counted as throttled on surface. An address with no failures is
 // never throttled.
 func (l *AuthLimiter) Throttled(r *http.Request, surface string) (retryAfter time.Duration, throttled bool) {
-	key := ClientKey(r.RemoteAddr)
+	key := l.clientKey(r)
 	now := l.opts.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -187,7 +255,7 @@ func (l *AuthLimiter) Throttled(r *http.Request, surface string) (retryAfter tim
 // msg (a WARN line with the address), the rest only in the episode's
 // summaries, so a guesser cannot flood the log.
 func (l *AuthLimiter) Refused(r *http.Request, surface, msg string, attrs ...any) {
-	key := ClientKey(r.RemoteAddr)
+	key := l.clientKey(r)
 	now := l.opts.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -211,3 +211,83 @@ func FuzzClientKey(f *testing.F) {
 		}
 	})
 }
+
+func TestForwardedClient(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	for _, c := range []struct {
+		remote string
+		xff    []string
+		want   string
+	}{
+		{"192.0.2.7:1", []string{"203.0.113.1"}, "192.0.2.7"},                   // not a proxy: its own client
+		{"10.0.0.1:1", nil, "10.0.0.1"},                                         // a proxy with no header
+		{"10.0.0.1:1", []string{"203.0.113.1"}, "203.0.113.1"},                  // one proxy
+		{"10.0.0.1:1", []string{"198.51.100.9, 203.0.113.1"}, "203.0.113.1"},    // the client's own left part is not believed
+		{"10.0.0.1:1", []string{"203.0.113.1, 10.2.3.4"}, "203.0.113.1"},        // two proxies
+		{"10.0.0.1:1", []string{"203.0.113.1", "10.2.3.4"}, "203.0.113.1"},      // two headers
+		{"10.0.0.1:1", []string{"198.51.100.9, garbage, 10.2.3.4"}, "10.2.3.4"}, // stops at a non-address
+		{"10.0.0.1:1", []string{"203.0.113.1:5555"}, "203.0.113.1"},             // with a port
+		{"[fd00::1]:1", []string{"2001:db8:1:2::5"}, "2001:db8:1:2::/64"},       // IPv6
+		{"10.0.0.1:1", []string{"10.9.9.9"}, "10.9.9.9"},                        // only proxies: the farthest
+	} {
+		if got := rest.ForwardedClient(c.remote, c.xff, trusted); got != c.want {
+			t.Errorf("ForwardedClient(%q, %q) = %q, want %q", c.remote, c.xff, got, c.want)
+		}
+	}
+}
+
+// TestClientsBehindATrustedProxyHaveTheirOwnBudgets: behind a trusted
+// proxy each client named by X-Forwarded-For is throttled alone; without
+// the option the header is ignored (a guesser cannot buy budgets by
+// writing it).
+func TestClientsBehindATrustedProxyHaveTheirOwnBudgets(t *testing.T) {
+	h := handlerstest.New(t)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	get := func(api http.Handler, remote, xff string) int {
+		req := httptest.NewRequest("GET", "/api/v1/groups", nil)
+		req.RemoteAddr = remote
+		req.Header.Set("X-Forwarded-For", xff)
+		req.Header.Set("Authorization", "Bearer guess")
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	behind := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: "right-token", AuthLimit: rest.NewAuthLimiter(rest.AuthLimitOptions{
+		Clock: clk, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}})})
+	for i := 0; i < 10; i++ {
+		get(behind, "10.0.0.1:3000", "203.0.113.1")
+	}
+	if got := get(behind, "10.0.0.1:3000", "203.0.113.1"); got != http.StatusTooManyRequests {
+		t.Errorf("11th guess of a client behind the proxy: %d, want 429", got)
+	}
+	if got := get(behind, "10.0.0.1:3000", "203.0.113.2"); got != http.StatusUnauthorized {
+		t.Errorf("another client behind the proxy: %d, want 401", got)
+	}
+
+	direct := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: "right-token", AuthLimit: rest.NewAuthLimiter(rest.AuthLimitOptions{Clock: clk})})
+	for i := 0; i < 10; i++ {
+		get(direct, "192.0.2.7:3000", fmt.Sprintf("203.0.113.%d", i))
+	}
+	if got := get(direct, "192.0.2.7:3000", "203.0.113.99"); got != http.StatusTooManyRequests {
+		t.Errorf("11th guess with a made-up X-Forwarded-For and no trusted proxy: %d, want 429", got)
+	}
+}
+
+// FuzzForwardedClient: any header gives a key without panicking; a
+// connection that is not from a trusted proxy is its own client.
+func FuzzForwardedClient(f *testing.F) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	f.Add("10.0.0.1:1", "203.0.113.1, 10.2.3.4")
+	f.Add("192.0.2.7:1", "203.0.113.1")
+	f.Add("10.0.0.1:1", "[2001:db8::1]:80,,garbage")
+	f.Fuzz(func(t *testing.T, remote, xff string) {
+		got := rest.ForwardedClient(remote, []string{xff}, trusted)
+		host, _, err := net.SplitHostPort(remote)
+		if err != nil {
+			return
+		}
+		if a, err := netip.ParseAddr(host); err == nil && !trusted[0].Contains(a.Unmap()) && got != rest.ClientKey(remote) {
+			t.Fatalf("ForwardedClient(%q, %q) = %q from an untrusted connection, want %q", remote, xff, got, rest.ClientKey(remote))
+		}
+	})
+}

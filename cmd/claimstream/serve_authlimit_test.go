@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,5 +81,26 @@ func TestServeThrottlesFailedAuthentications(t *testing.T) {
 	}
 	if strings.Contains(body, `claimstream_auth_failures_total{outcome="throttled",surface="api"} 0`+"\n") {
 		t.Error("no throttled request counted")
+	}
+}
+
+// TestServeRefusesABadTrustedProxy: a --api-trusted-proxies entry that is
+// not an address stops serve before it touches its data dir.
+func TestServeRefusesABadTrustedProxy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: dir, stream: "CLAIMSTREAM",
+		noFsync: true, logLevel: "error", apiAddress: freeAddr(t), apiToken: "limit-token",
+		authLimit: authLimitFlags{trustedProxies: []string{"10.0.0.0/8", "proxy.lan"}}}
+	err := runServe(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), `--api-trusted-proxies: "proxy.lan" is neither an IP address nor a CIDR`) {
+		t.Fatalf("serve with a bad trusted proxy: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the data dir was touched: %v", err)
+	}
+	good := authLimitFlags{trustedProxies: []string{"10.1.2.3", "192.168.0.0/16", "fd00::/8"}}
+	got, err := good.trusted()
+	if err != nil || fmt.Sprint(got) != "[10.1.2.3/32 192.168.0.0/16 fd00::/8]" {
+		t.Errorf("trusted() = %v, %v", got, err)
 	}
 }

@@ -220,24 +220,39 @@ func parseHostAddr(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// Throttled reports whether the request's address is over its budget of
-// failures and, if so, how long until it may try again; the request is
-// then counted as throttled on surface. An address with no failures is
-// never throttled.
-func (l *AuthLimiter) Throttled(r *http.Request, surface string) (retryAfter time.Duration, throttled bool) {
+// Check runs check, the comparison of the request's token, unless the
+// request's address is over its budget of failures: then it answers
+// AuthThrottled and how long until the address may try again, without
+// running check. A check that fails answers AuthRefused and is counted
+// against the address (the first few of an episode logged as refusal, a
+// WARN line with the address and attrs; the rest only summed up); one
+// that passes answers "" and spends nothing. Checks are run one at a
+// time, so concurrent guesses cannot overrun the budget.
+func (l *AuthLimiter) Check(r *http.Request, surface string, check func() bool, refusal string, attrs ...any) (retryAfter time.Duration, outcome string) {
 	key := l.clientKey(r)
-	now := l.opts.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v, ok := l.clients.Get(key)
-	if !ok {
-		return 0, false
+	now := l.opts.Clock.Now()
+	var c *authClient
+	if v, ok := l.clients.Get(key); ok {
+		c = v.(*authClient)
+		if tokens := c.lim.TokensAt(now); tokens < 1 {
+			l.throttled(key, c, surface, now, tokens)
+			return l.wait(tokens), AuthThrottled
+		}
 	}
-	c := v.(*authClient)
-	tokens := c.lim.TokensAt(now)
-	if tokens >= 1 {
-		return 0, false
+	if check() {
+		return 0, ""
 	}
+	if c == nil {
+		c = &authClient{lim: rate.NewLimiter(rate.Every(l.opts.Every), l.opts.Burst)}
+	}
+	l.refused(key, c, surface, now, refusal, attrs)
+	return 0, AuthRefused
+}
+
+// throttled counts and logs a request turned away.
+func (l *AuthLimiter) throttled(key string, c *authClient, surface string, now time.Time, tokens float64) {
 	l.clients.Add(key, c, l.opts.Idle)
 	c.windowThrottled++
 	if !c.throttling {
@@ -247,24 +262,11 @@ func (l *AuthLimiter) Throttled(r *http.Request, surface string) (retryAfter tim
 	}
 	l.summarize(key, c, now)
 	l.opts.OnFailure(surface, AuthThrottled)
-	return l.wait(tokens), true
 }
 
-// Refused counts a failed authentication of the request's address on
-// surface, against its budget. The first few of an episode are logged as
-// msg (a WARN line with the address), the rest only in the episode's
-// summaries, so a guesser cannot flood the log.
-func (l *AuthLimiter) Refused(r *http.Request, surface, msg string, attrs ...any) {
-	key := l.clientKey(r)
-	now := l.opts.Clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var c *authClient
-	if v, ok := l.clients.Get(key); ok {
-		c = v.(*authClient)
-	} else {
-		c = &authClient{lim: rate.NewLimiter(rate.Every(l.opts.Every), l.opts.Burst)}
-	}
+// refused spends one failure of the address's budget, and logs it while
+// the episode is young.
+func (l *AuthLimiter) refused(key string, c *authClient, surface string, now time.Time, msg string, attrs []any) {
 	if c.lim.TokensAt(now) >= float64(l.opts.Burst) {
 		// A full budget: the address stopped long enough that this is
 		// a new episode.
@@ -329,27 +331,23 @@ func seconds(d time.Duration) int {
 // RetryAfterSeconds is the Retry-After value of a throttled answer.
 func RetryAfterSeconds(d time.Duration) int { return seconds(d) }
 
-// throttled answers 429 to a request whose address is over its budget of
-// failed authentications, before its token is checked.
-func (s *server) throttled(w http.ResponseWriter, r *http.Request) bool {
+// checkToken runs check through the limiter, if any: "" when the token is
+// good, else AuthRefused or AuthThrottled (with the wait).
+func (s *server) checkToken(r *http.Request, check func() bool, refusal string) (time.Duration, string) {
 	if s.opts.AuthLimit == nil {
-		return false
+		if check() {
+			return 0, ""
+		}
+		return 0, AuthRefused
 	}
-	wait, over := s.opts.AuthLimit.Throttled(r, AuthSurfaceAPI)
-	if !over {
-		return false
-	}
+	return s.opts.AuthLimit.Check(r, AuthSurfaceAPI, check, "api request refused: "+refusal, "method", r.Method, "path", r.URL.Path)
+}
+
+// writeThrottled answers 429 to a request whose address is over its
+// budget of failed authentications.
+func writeThrottled(w http.ResponseWriter, wait time.Duration) {
 	secs := RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeError(w, http.StatusTooManyRequests, "ResourceExhausted",
 		fmt.Sprintf("too many failed authentications from this address; try again in %d s", secs))
-	return true
-}
-
-// refused counts a failed authentication against the request's address.
-func (s *server) refused(r *http.Request, msg string) {
-	if s.opts.AuthLimit == nil {
-		return
-	}
-	s.opts.AuthLimit.Refused(r, AuthSurfaceAPI, "api request refused: "+msg, "method", r.Method, "path", r.URL.Path)
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +24,7 @@ func TestAuthLimiterStaysBounded(t *testing.T) {
 	for i := 0; i < 20000; i++ {
 		req := httptest.NewRequest("GET", "/", nil)
 		req.RemoteAddr = addr(i)
-		l.Refused(req, AuthSurfaceAPI, "refused")
+		l.Check(req, AuthSurfaceAPI, func() bool { return false }, "refused")
 	}
 	if n := l.clientCount(); n != DefaultAuthMaxClients {
 		t.Fatalf("%d addresses remembered after 20,000, want the cap %d", n, DefaultAuthMaxClients)
@@ -46,9 +49,7 @@ func TestAuthLimiterLogsOncePerEpisode(t *testing.T) {
 	req := httptest.NewRequest("GET", "/", nil)
 	req.RemoteAddr = "192.0.2.9:1000"
 	guess := func() {
-		if _, over := l.Throttled(req, AuthSurfaceAPI); !over {
-			l.Refused(req, AuthSurfaceAPI, "api request refused: wrong token")
-		}
+		l.Check(req, AuthSurfaceAPI, func() bool { return false }, "api request refused: wrong token")
 	}
 	for i := 0; i < 100; i++ {
 		guess()
@@ -92,5 +93,34 @@ func TestAuthLimiterLogsOncePerEpisode(t *testing.T) {
 	}
 	if got := count("throttling failed authentications from 192.0.2.9"); got != 1 {
 		t.Errorf("new episode: %d throttling lines, want 1:\n%s", got, buf.String())
+	}
+}
+
+// TestConcurrentGuessesStayWithinTheBudget: a hundred guesses at once from
+// one address get their tokens compared ten times, no more.
+func TestConcurrentGuessesStayWithinTheBudget(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	l := NewAuthLimiter(AuthLimitOptions{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	var compared atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := httptest.NewRequest("GET", "/", nil)
+			req.RemoteAddr = "192.0.2.1:1"
+			<-start
+			l.Check(req, AuthSurfaceAPI, func() bool {
+				compared.Add(1)
+				runtime.Gosched() // let the others in, were they not kept out
+				return false
+			}, "refused")
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if n := compared.Load(); n != DefaultAuthFailureBurst {
+		t.Errorf("%d tokens compared for 100 concurrent guesses, want %d", n, DefaultAuthFailureBurst)
 	}
 }

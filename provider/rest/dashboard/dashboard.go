@@ -252,12 +252,15 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	if d.throttled(w, r, next) {
+	wait, outcome := d.checkLogin(r, func() bool {
+		got := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
+		return d.opts.Token != "" && subtle.ConstantTimeCompare(got[:], d.token[:]) == 1
+	})
+	if outcome == "throttled" {
+		d.renderThrottled(w, wait, next)
 		return
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
-	if d.opts.Token == "" || subtle.ConstantTimeCompare(got[:], d.token[:]) != 1 {
-		d.refused(r)
+	if outcome != "" {
 		d.opts.OnLogin("wrong_token")
 		msg := "That is not the API token. It is in the api-token file of serve's data dir (or --api-token)."
 		if d.opts.Token == "" {

@@ -328,9 +328,6 @@ func seconds(d time.Duration) int {
 	return s
 }
 
-// RetryAfterSeconds is the Retry-After value of a throttled answer.
-func RetryAfterSeconds(d time.Duration) int { return seconds(d) }
-
 // checkToken runs check through the limiter, if any: "" when the token is
 // good, else AuthRefused or AuthThrottled (with the wait).
 func (s *server) checkToken(r *http.Request, check func() bool, refusal string) (time.Duration, string) {
@@ -346,7 +343,7 @@ func (s *server) checkToken(r *http.Request, check func() bool, refusal string) 
 // writeThrottled answers 429 to a request whose address is over its
 // budget of failed authentications.
 func writeThrottled(w http.ResponseWriter, wait time.Duration) {
-	secs := RetryAfterSeconds(wait)
+	secs := seconds(wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeError(w, http.StatusTooManyRequests, "ResourceExhausted",
 		fmt.Sprintf("too many failed authentications from this address; try again in %d s", secs))

@@ -55,6 +55,7 @@ type serveOptions struct {
 	apiTokenFile string
 	apiTLSCert   string
 	apiTLSKey    string
+	authLimit    authLimitFlags
 
 	sinks          string
 	metricsAddress string
@@ -106,6 +107,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API token (default <data-dir>/api-token, generated on first start)")
 	f.StringVar(&o.apiTLSCert, "api-tls-cert", "", "REST API server certificate (PEM file, re-read when it changes); without it the API is plain HTTP")
 	f.StringVar(&o.apiTLSKey, "api-tls-key", "", "REST API server key (PEM file)")
+	o.authLimit.addFlags(f)
 	f.StringVar(&o.eventSource, "event-source", "", eventSourceHelp)
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
@@ -159,6 +161,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	log, err := newLogger(o.logLevel, o.logFormat)
 	if err != nil {
 		return err
+	}
+	if _, err := o.authLimit.trusted(); err != nil {
+		return err // before the data dir is touched
 	}
 	o.timing = newStartupTimer(log, clock.RealClock{})
 	if o.pprof && o.metricsAddress == "" {
@@ -424,6 +429,9 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 		return nil, err
 	}
 	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), FreshReads: p.lead.leadership.FreshReads}
+	if ro.AuthLimit, err = p.authLimiter(o.authLimit); err != nil {
+		return nil, err
+	}
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}

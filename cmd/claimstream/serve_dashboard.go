@@ -21,7 +21,7 @@ func (p *plane) withDashboard(ro rest.Options, token string) (http.Handler, erro
 	ro.Timeline = p.timelines
 	p.costs = rest.NewCostIndex(p.store, p.log)
 	ro.Cost = p.costs
-	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log}
+	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit}
 	if p.tel != nil {
 		do.OnLogin, do.OnCSRFRefused = p.tel.Metrics.DashboardLogin, p.tel.Metrics.DashboardCSRFRefused
 	}

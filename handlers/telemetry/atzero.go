@@ -148,6 +148,7 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeSinkFailures, descSinkFailures, counter, nil, labelled("sink", sinks...)},
 		{scrapeSinkDelivered, descSinkDelivered, counter, nil, labelled("sink", sinks...)},
 		{scrapeSinkDead, descSinkDead, counter, nil, labelled("sink", sinks...)},
+		authZeros(),
 	}
 }
 

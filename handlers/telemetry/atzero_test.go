@@ -99,6 +99,7 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 	m.DeliveryFailed("alerts")
 	m.Delivered("alerts")
 	m.DeadLettered("alerts")
+	m.AuthFailure("api", "refused")
 	real := scrapeText(t, tel)
 
 	zh, rh := helps(zeros), helps(real)

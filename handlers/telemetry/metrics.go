@@ -84,6 +84,8 @@ type Metrics struct {
 	sinkNames atomic.Pointer[[]string]
 	// dashboard: logins and CSRF refusals (dashboard.go).
 	dashboard dashboardInstruments
+	// authFailures: failed authentications, API and dashboard (auth.go).
+	authFailures metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on meter.
@@ -134,6 +136,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(m.newViewInstruments(meter))
 	add(m.newKubeInstruments(meter))
 	add(m.newDashboardInstruments(meter))
+	add(m.newAuthInstruments(meter))
 	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -66,6 +66,9 @@ type Options struct {
 	// keeps it current with its Run); else one is built at the first
 	// request.
 	Cost *CostIndex
+	// AuthLimit, when set, throttles failed authentications per client
+	// address (authlimit.go); serve shares one with the dashboard.
+	AuthLimit *AuthLimiter
 }
 
 // server holds what the handlers need.
@@ -183,14 +186,21 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.NoAuth && (s.opts.Session == nil || !s.opts.Session(r)) {
-			got, ok := bearerToken(r.Header.Get("Authorization"))
-			digest := sha256.Sum256([]byte(got))
-			if s.opts.Token == "" || !ok || subtle.ConstantTimeCompare(digest[:], want[:]) != 1 {
+			msg := "missing or wrong bearer token"
+			if s.opts.Token == "" {
+				msg = "the server has no API token configured"
+			}
+			wait, outcome := s.checkToken(r, func() bool {
+				got, ok := bearerToken(r.Header.Get("Authorization"))
+				digest := sha256.Sum256([]byte(got))
+				return s.opts.Token != "" && ok && subtle.ConstantTimeCompare(digest[:], want[:]) == 1
+			}, msg)
+			switch outcome {
+			case AuthThrottled:
+				writeThrottled(w, wait)
+				return
+			case AuthRefused:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="claimstream"`)
-				msg := "missing or wrong bearer token"
-				if s.opts.Token == "" {
-					msg = "the server has no API token configured"
-				}
 				writeError(w, http.StatusUnauthorized, "Unauthenticated", msg)
 				return
 			}

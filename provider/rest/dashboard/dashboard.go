@@ -46,6 +46,9 @@ type Options struct {
 	// OnCSRFRefused, when set, is told of every write refused for its
 	// CSRF token.
 	OnCSRFRefused func()
+	// Throttle, when set, limits failed logins per client address
+	// (login_throttle.go; serve passes the API's rest.AuthLimiter).
+	Throttle LoginThrottle
 }
 
 // ContentSecurityPolicy is sent with every page: only this origin's own
@@ -249,9 +252,15 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	got := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
-	if d.opts.Token == "" || subtle.ConstantTimeCompare(got[:], d.token[:]) != 1 {
-		d.log.Warn("dashboard login refused: wrong token", "remote", r.RemoteAddr)
+	wait, outcome := d.checkLogin(r, func() bool {
+		got := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
+		return d.opts.Token != "" && subtle.ConstantTimeCompare(got[:], d.token[:]) == 1
+	})
+	if outcome == "throttled" {
+		d.renderThrottled(w, wait, next)
+		return
+	}
+	if outcome != "" {
 		d.opts.OnLogin("wrong_token")
 		msg := "That is not the API token. It is in the api-token file of serve's data dir (or --api-token)."
 		if d.opts.Token == "" {

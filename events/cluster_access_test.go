@@ -21,6 +21,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/freeport"
 )
 
 // The read-only identity holds on every replica: a subscriber connected to
@@ -166,14 +167,14 @@ func TestClusterRoutesOverTLS(t *testing.T) {
 	}
 }
 
+// freeAddr is a free port below the ephemeral range (internal/freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func writeTestCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey, string) {

@@ -3,7 +3,6 @@ package eventstest
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/freeport"
 )
 
 // ClusterPassword is the route secret of the clusters StartCluster makes.
@@ -99,12 +99,13 @@ func startCluster(t testing.TB, dirs []string, opts ClusterOptions) *Cluster {
 
 func freeLoopbackPort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range: the servers' own route connections take
+	// ephemeral ports, and one could take a route port picked from ":0".
+	addr, err := freeport.Addr()
 	if err != nil {
-		t.Fatalf("free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // Config is the embedded config of server i, as serve would build it.

@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/claimstream/claimstream/internal/freeport"
 )
 
 // Options of Start.
@@ -298,25 +299,10 @@ func TailFile(path string, n int64) string {
 	return string(b)
 }
 
-// FreePorts returns n distinct free TCP ports on 127.0.0.1.
-func FreePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
-}
+// FreePorts returns n distinct free TCP ports on 127.0.0.1, below the
+// kernel's ephemeral range (so no outgoing connection takes one before the
+// process it is meant for binds it).
+func FreePorts(n int) ([]int, error) { return freeport.Ports(n) }
 
 func waitHTTP(ctx context.Context, url string, hdr map[string]string, ok func(string) bool, timeout time.Duration) error {
 	return waitHTTPS(ctx, url, nil, hdr, ok, timeout)

@@ -16,11 +16,19 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // lowest is the lowest port picked (above the well-known and most
 // registered service ports).
 const lowest = 10000
+
+// handedOut holds the ports this process handed out: two calls a moment
+// apart must not name one port whose first taker has not bound it yet.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
 
 // Ports returns n distinct TCP ports free on 127.0.0.1 now, below the
 // kernel's ephemeral range when the range leaves room for it (else from
@@ -34,10 +42,18 @@ func Ports(n int) ([]int, error) {
 	}()
 	out := make([]int, 0, n)
 	below := ephemeralLow()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
 	for tries := 0; len(out) < n; tries++ {
 		addr := "127.0.0.1:0"
 		if below-lowest >= 1000 && tries < 100*n {
 			addr = "127.0.0.1:" + strconv.Itoa(lowest+rand.IntN(below-lowest))
+		}
+		if p, _ := strconv.Atoi(strings.TrimPrefix(addr, "127.0.0.1:")); handedOut.ports[p] {
+			continue
 		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -47,7 +63,9 @@ func Ports(n int) ([]int, error) {
 			continue // taken: pick another
 		}
 		held = append(held, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		handedOut.ports[port] = true
+		out = append(out, port)
 	}
 	return out, nil
 }

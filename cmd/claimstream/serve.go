@@ -153,7 +153,8 @@ type plane struct {
 
 	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
 	timelines *rest.TimelineIndex
-	// costs is the cost report's index (provider/rest/cost_index.go).
+	// costs is the cost index (provider/rest/cost_index.go): the cost
+	// report's and the cost counters' one read of the log.
 	costs *rest.CostIndex
 }
 
@@ -227,10 +228,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 	work := run.stage(context.WithoutCancel(ctx), "reactors and sinks")
 	defer stopServe(run, intake, work, views)
 
+	// One read of the log's history for the cost report and the cost
+	// counters alike (REST API on or off).
+	intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 	if api != nil {
 		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
 		intake.Go("timeline index", func(ctx context.Context) error { return p.timelines.Run(ctx, p.views) })
-		intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {
@@ -346,6 +349,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := p.startLeadership(ctx, o); err != nil {
 		return nil, err
 	}
+	p.costs = rest.NewCostIndex(p.store, log)
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
 		tel.Metrics.SetClock(p.clock)
@@ -353,7 +357,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 			return nil, err
 		}
 		tel.InstrumentService(p.service)
-		tel.Metrics.ObserveCost(ctx, p.store, p.views, p.clock, log)
+		tel.Metrics.ObserveCost(p.costs, p.clock)
 	}
 	ok = true
 	return p, nil

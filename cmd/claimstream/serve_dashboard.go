@@ -19,7 +19,6 @@ func (p *plane) withDashboard(ro rest.Options, token string) (http.Handler, erro
 	ro.Session = sessions.Authenticates
 	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
 	ro.Timeline = p.timelines
-	p.costs = rest.NewCostIndex(p.store, p.log)
 	ro.Cost = p.costs
 	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit}
 	if p.tel != nil {

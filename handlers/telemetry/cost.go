@@ -3,8 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -35,11 +34,20 @@ type costInstruments struct {
 	energy metric.Float64ObservableCounter
 	cost   metric.Float64ObservableCounter
 
-	mu      sync.Mutex
-	fold    *cost.Fold // nil until the history is folded
-	seq     uint64
-	pending []events.Event
-	clk     clock.PassiveClock
+	totals atomic.Pointer[costSource]
+}
+
+// CostTotals is where the cost counters take their figures: serve's cost
+// index (provider/rest CostIndex), which reads the log once for both the
+// cost report and the counters. SlotTotals is false while it is being
+// built.
+type CostTotals interface {
+	SlotTotals(end time.Time) ([]cost.SlotTotal, bool)
+}
+
+type costSource struct {
+	totals CostTotals
+	clk    clock.PassiveClock
 }
 
 func (m *Metrics) newCostInstruments(meter metric.Meter) error {
@@ -58,46 +66,11 @@ func (m *Metrics) newCostInstruments(meter metric.Meter) error {
 	return err
 }
 
-// ObserveCost folds the log's history into the cost counters in the
-// background, then every event the views fold. clk is the plane's clock:
-// a machine still up counts until its now.
-func (m *Metrics) ObserveCost(ctx context.Context, store *events.Store, views *projections.Runner, clk clock.PassiveClock, log *slog.Logger) {
-	c := &m.cost
-	c.clk = clk
-	views.Subscribe(func(e events.Event) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.fold == nil {
-			c.pending = append(c.pending, e)
-			return
-		}
-		if e.Seq > c.seq {
-			c.fold.Apply(e)
-			c.seq = e.Seq
-		}
-	})
-	go func() {
-		f := cost.NewFold(cost.BySlot, time.Time{}, time.Time{})
-		var seq uint64
-		err := store.Read(ctx, 1, 0, func(e events.Event) error {
-			f.Apply(e)
-			seq = e.Seq
-			return nil
-		})
-		if err != nil && ctx.Err() == nil {
-			// The counters then lack the history they could not read: say so.
-			log.Error("cost metrics: reading the log's history failed; the cost counters count from the events read", "err", err)
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, e := range c.pending {
-			if e.Seq > seq {
-				f.Apply(e)
-				seq = e.Seq
-			}
-		}
-		c.fold, c.seq, c.pending = f, seq, nil
-	}()
+// ObserveCost takes the cost counters' figures from totals at every
+// scrape. clk is the plane's clock: a machine still up counts until its
+// now. Until totals has read the log's history the counters stay at 0.
+func (m *Metrics) ObserveCost(totals CostTotals, clk clock.PassiveClock) {
+	m.cost.totals.Store(&costSource{totals: totals, clk: clk})
 }
 
 func (m *Metrics) observeCost(_ context.Context, o metric.Observer) error {
@@ -126,15 +99,14 @@ func (m *Metrics) observeCost(_ context.Context, o metric.Observer) error {
 		}
 	})
 	c := &m.cost
-	c.mu.Lock()
-	if c.fold != nil {
-		for _, t := range c.fold.SlotTotals(c.clk.Now().UTC()) {
+	if src := c.totals.Load(); src != nil {
+		totals, _ := src.totals.SlotTotals(src.clk.Now().UTC())
+		for _, t := range totals {
 			up[slotKey{t.Group, t.Slot}] += t.UpSeconds
 			energy[t.Group] += t.Joules
 			money[groupKey{t.Group, t.Currency}] += t.Cost
 		}
 	}
-	c.mu.Unlock()
 	for k, s := range up {
 		o.ObserveFloat64(c.up, s, metric.WithAttributes(attribute.String("group", k.group), attribute.String("slot", k.slot)))
 	}

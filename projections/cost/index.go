@@ -24,6 +24,11 @@ type Index struct {
 	// fold is the window-less fold whose accruals land here (Fold.rec): its
 	// slots' open intervals are what a report counts until its end.
 	fold *Fold
+	// totals is a window-less fold by slot that is never fed events: its
+	// rows are the running totals of every span as it is recorded, in the
+	// order the fold accrues them, so SlotTotals is the totals of
+	// NewFold(BySlot, ...) to the last bit, without a walk over the spans.
+	totals *Fold
 
 	// names are the slots, groups and requesters spans name.
 	names   []string
@@ -107,6 +112,7 @@ func NewIndex() *Index {
 		nameIDs: map[string]uint32{}, priceIDs: map[groupPrice]uint32{},
 	}
 	x.fold.rec = x
+	x.totals = NewFold(BySlot, time.Time{}, time.Time{})
 	return x
 }
 
@@ -177,6 +183,7 @@ func (x *Index) span(a attribution, on bool, from, to time.Time) {
 	if !on && !a.booting {
 		return
 	}
+	x.totals.add(a, on, from, to, x.totals.rows)
 	sp := span{from: nanos(from), to: nanos(to), owner: x.ownerOf(a), price: x.priceOf(a)}
 	if on {
 		sp.price |= spanUp
@@ -200,6 +207,7 @@ func (x *Index) span(a attribution, on bool, from, to time.Time) {
 
 // mark records a claim's boot (or failed boot) at t.
 func (x *Index) mark(a attribution, t time.Time, failed bool) {
+	x.totals.countAt(a, t, failed, x.totals.rows) // a boot makes a row, as in the fold
 	m := bootMark{at: nanos(t), owner: x.ownerOf(a), price: x.priceOf(a)}
 	if failed {
 		m.price |= spanUp

@@ -18,7 +18,8 @@ import (
 // CostIndex keeps the cost accounting of the whole log in memory
 // (cost.Index), so GET /api/v1/cost walks its spans instead of folding the
 // log from seq 1 per request (a million events: some 6 s of reading and
-// folding, against tens of milliseconds). It folds the log once, then each
+// folding, against tens of milliseconds), and the cost counters read its
+// running totals (SlotTotals): serve reads the log's history once for both. It folds the log once, then each
 // new event as Run sees it appended; a request first folds whatever Run
 // has not yet, so a report reflects every event appended before it.
 //
@@ -32,8 +33,10 @@ type CostIndex struct {
 
 	// catchMu: one fold of the log at a time.
 	catchMu sync.Mutex
-	idx     *cost.Index
-	// refused, when set, is why the index cannot answer (a damaged or
+	// idx is swapped for an empty one when the log is replaced (a
+	// restore); the counters read it without catchMu.
+	idx atomic.Pointer[cost.Index]
+	// refused, when set, is why the index cannot report (a damaged or
 	// expired log); it stays until the process restarts.
 	refused error
 
@@ -61,7 +64,9 @@ func NewCostIndex(store *events.Store, log *slog.Logger) *CostIndex {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &CostIndex{store: store, log: log, idx: cost.NewIndex()}
+	x := &CostIndex{store: store, log: log}
+	x.idx.Store(cost.NewIndex())
+	return x
 }
 
 // Run keeps the index current until ctx ends: it folds the log now (the
@@ -84,7 +89,11 @@ func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			// Once per streak; the next event retries.
-			x.log.Warn("cost index cannot follow the log; cost reports are refused until it does", "err", err)
+			if x.refusedNow() {
+				x.log.Warn("cost reports are refused until restart; the cost counters count the events the log holds", "err", err)
+			} else {
+				x.log.Warn("cost index cannot follow the log; cost reports are refused until it does", "err", err)
+			}
 			failing = true
 		case err == nil && failing:
 			x.log.Info("cost index follows the log again", "seq", x.seq.Load())
@@ -98,12 +107,24 @@ func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
 	}
 }
 
-// catchUp folds the events the index has not seen yet.
+// catchUp folds the events the index has not seen yet. A log whose start
+// expired, or with missing sequences, is still folded as far as it goes
+// (the cost counters count what it holds, as a fold from seq 1 would), but
+// its reports are refused: catchUp returns why.
 func (x *CostIndex) catchUp(ctx context.Context) error {
 	x.catchMu.Lock()
 	defer x.catchMu.Unlock()
-	if x.refused != nil {
-		return x.refused
+	last, err := x.store.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if last < x.seq.Load() {
+		// The log is shorter than what was folded: it was replaced (a
+		// restore). Start again from its first event.
+		x.log.Warn("the event log ends before what the cost index folded (restored?); rebuilding the cost index", "log_last", last, "folded", x.seq.Load())
+		x.idx.Store(cost.NewIndex())
+		x.seq.Store(0)
+		x.built.Store(false)
 	}
 	first := !x.built.Load()
 	if first && x.seq.Load() == 0 {
@@ -113,36 +134,26 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 		}
 		if b.Truncated() {
 			x.refused = &expiredLogError{first: b.First}
-			return x.refused
+			x.seq.Store(b.First - 1)
 		}
-	}
-	last, err := x.store.LastSeq(ctx)
-	if err != nil {
-		return err
-	}
-	if last < x.seq.Load() {
-		// The log is shorter than what was folded: it was replaced (a
-		// restore). Start again from its first event.
-		x.log.Warn("the event log ends before what the cost index folded (restored?); rebuilding the cost index", "log_last", last, "folded", x.seq.Load())
-		x.idx = cost.NewIndex()
-		x.seq.Store(0)
-		x.built.Store(false)
-		first = true
 	}
 	start := time.Now()
 	x.target.Store(last)
+	idx := x.idx.Load()
 	if last > x.seq.Load() {
 		err = x.store.Read(ctx, x.seq.Load()+1, last, func(e events.Event) error {
 			if e.Seq > x.seq.Load() {
-				x.idx.Apply(e)
+				idx.Apply(e)
 				x.seq.Store(e.Seq)
 			}
 			return nil
 		})
 	}
 	if gaps := events.GapsOf(err); gaps != nil {
-		x.refused = &damagedLogError{err: err}
-		return x.refused
+		if x.refused == nil {
+			x.refused = &damagedLogError{err: err}
+		}
+		err = nil
 	}
 	if err != nil {
 		return fmt.Errorf("cost index: reading the log from seq %d: %w", x.seq.Load()+1, err)
@@ -150,9 +161,9 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 	x.seq.Store(max(x.seq.Load(), last))
 	if first {
 		x.built.Store(true)
-		x.log.Info("cost index built", "events", last, "spans", x.idx.Spans(), "took", time.Since(start).Round(time.Millisecond))
+		x.log.Info("cost index built", "events", last, "spans", idx.Spans(), "took", time.Since(start).Round(time.Millisecond))
 	}
-	return nil
+	return x.refused
 }
 
 // Report is the cost report of [since, until) by dim over every event
@@ -170,10 +181,26 @@ func (x *CostIndex) Report(ctx context.Context, dim cost.Dimension, since, until
 	if err := x.catchUp(ctx); err != nil {
 		return cost.Report{}, err
 	}
+	return x.idx.Load().Report(dim, since, until, until), nil
+}
+
+// refusedNow reports whether the index refuses reports for good (a damaged
+// or expired log) rather than failing to read.
+func (x *CostIndex) refusedNow() bool {
 	x.catchMu.Lock()
-	idx := x.idx
-	x.catchMu.Unlock()
-	return idx.Report(dim, since, until, until), nil
+	defer x.catchMu.Unlock()
+	return x.refused != nil
+}
+
+// SlotTotals is every slot's cost so far, machines still up counted until
+// end: what the cost counters export (NewFold(BySlot, ...) of the log,
+// SlotTotals(end)). It reads no log: it is false until the index's first
+// fold reached the log's end, and covers the events Run has folded.
+func (x *CostIndex) SlotTotals(end time.Time) ([]cost.SlotTotal, bool) {
+	if !x.built.Load() {
+		return nil, false
+	}
+	return x.idx.Load().SlotTotals(end), true
 }
 
 // damagedLogError: the log has missing sequences; the report would

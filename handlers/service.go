@@ -36,8 +36,9 @@ type Service struct {
 	// TraceParent, when set, returns the W3C trace context of ctx to stamp
 	// on every event the command writes.
 	TraceParent func(context.Context) string
-	// OnAppend, when set, is told of every append (for metrics).
-	OnAppend func(took time.Duration, n int, err error)
+	// OnAppend, when set, is told of every append (for metrics), with the
+	// ctx of the command that made it (its trace; a test's marker).
+	OnAppend func(ctx context.Context, took time.Duration, n int, err error)
 	// Tracer, when set, traces every command ("claimstream.command <Type>")
 	// and every append ("claimstream.append"), and, when TraceParent is not
 	// set, stamps the W3C traceparent of the append's span on every event
@@ -207,7 +208,7 @@ func (s *Service) append(ctx context.Context, writes []events.Write) (events.App
 	out, err := s.store.AppendWrites(ctx, writes...)
 	took := time.Since(began)
 	if s.OnAppend != nil {
-		s.OnAppend(took, len(out.Events), err)
+		s.OnAppend(ctx, took, len(out.Events), err)
 	}
 	if span != nil {
 		n := 0

@@ -3,7 +3,6 @@ package sim_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,28 +20,29 @@ import (
 // and b never decided.
 func TestScalerStuckGroupDoesNotDelayOthers(t *testing.T) {
 	h := handlerstest.New(t)
-	// The hook holds the first append after it is armed: the command that
-	// made it keeps group a's lock until the test ends.
-	var armed atomic.Bool
+	// The hook holds the append of the test's command on group a (its ctx
+	// carries the marker): the command keeps group a's lock until the test
+	// ends. Appends of the reactors go on.
+	type stuckKey struct{}
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	h.Service.OnAppend = func(time.Duration, int, error) {
-		if armed.CompareAndSwap(true, false) {
+	h.Service.OnAppend = func(ctx context.Context, _ time.Duration, _ int, _ error) {
+		if ctx.Value(stuckKey{}) != nil {
 			once.Do(func() { close(held) })
 			<-release
 		}
 	}
 	w := startWorld(t, h, sim.Timing{PodsPerNode: 1})
 	// One slot in a: while a's lock is held, the items that may wait on it
-	// (scaler/a, strays/a, a-1) hold three of the four workers at most.
+	// (scaler/a, strays/a, a-1) take three of the four workers at most.
 	declare(t, h, "a", builtinSpec(1, 1), "a-1")
 	declare(t, h, "b", builtinSpec(1, 1), "b-1")
 	runQueued(t, h, w, w.Cluster)
 	t.Cleanup(func() { close(release) }) // before runQueued's cleanup waits for the workers
 
-	armed.Store(true)
 	go func() {
-		_, _ = h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
+		ctx := context.WithValue(context.Background(), stuckKey{}, true)
+		_, _ = h.Service.Execute(ctx, handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
 	}()
 	select {
 	case <-held:

@@ -89,7 +89,7 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 	m.shutdownLimits.Add(ctx, 1, g)
 	m.joinsRefused.Add(ctx, 1, g)
 	m.claimCreated(events.ClaimCreated{Ref: events.Ref{Group: "g"}, RequestedBy: "x"})
-	m.OnAppend(time.Millisecond, 1, nil)
+	m.OnAppend(ctx, time.Millisecond, 1, nil)
 	m.WorkDone("slot", time.Millisecond, false)
 	m.Reacted(time.Millisecond)
 	m.BackupDone(time.Now(), 0, nil)

@@ -251,7 +251,7 @@ func (m *Metrics) OnEvent(e events.Event) {
 }
 
 // OnAppend is the command service's OnAppend.
-func (m *Metrics) OnAppend(took time.Duration, _ int, err error) {
+func (m *Metrics) OnAppend(ctx context.Context, took time.Duration, _ int, err error) {
 	outcome := "ok"
 	switch {
 	case errors.Is(err, events.ErrConflict):
@@ -259,7 +259,7 @@ func (m *Metrics) OnAppend(took time.Duration, _ int, err error) {
 	case err != nil:
 		outcome = "error"
 	}
-	m.appendDuration.Record(context.Background(), took.Seconds(), metric.WithAttributes(attribute.String("outcome", outcome)))
+	m.appendDuration.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("outcome", outcome)))
 }
 
 // DeliveryFailed implements sinks.Metrics.

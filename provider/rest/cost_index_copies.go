@@ -186,4 +186,3 @@ func (x *CostIndex) saveCopyAtShutdown(ctx context.Context) {
 	defer cancel()
 	x.saveCopyIfDue(ctx, true)
 }
-

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstream/claimstream/projections"
@@ -40,8 +41,9 @@ type costCopies struct {
 	// writer, when set, says whether this replica writes the copies (the
 	// leader, as for the views' checkpoints).
 	writer func() bool
-	// saved is the seq of the newest copy written or loaded.
-	saved uint64
+	// saved is the seq of the newest copy written or loaded (atomic: a
+	// report's catch-up may load one while Run saves).
+	saved atomic.Uint64
 }
 
 // KeepCopies makes x save a copy of its index in cps every `every` events
@@ -89,7 +91,7 @@ func (c *costCopies) list(ctx context.Context) ([]costCopyInfo, error) {
 // reported and passed over for the next older one.
 func (x *CostIndex) loadCopy(ctx context.Context, last uint64) (*cost.Index, uint64) {
 	c := x.copies
-	c.saved = 0
+	c.saved.Store(0)
 	copies, err := c.list(ctx)
 	if err != nil {
 		x.log.Warn("cannot list the saved cost index copies; rebuilding the cost index from the log", "err", err)
@@ -120,7 +122,7 @@ func (x *CostIndex) loadCopy(ctx context.Context, last uint64) (*cost.Index, uin
 			x.log.Warn(fmt.Sprintf("cost index copy %s is damaged (%s); rebuilding from the log", in.name, strings.TrimPrefix(err.Error(), cost.ErrIndexDamaged.Error()+": ")))
 			continue
 		}
-		c.saved = seq
+		c.saved.Store(seq)
 		x.log.Info("cost index loaded from its saved copy", "copy", in.name, "bytes", len(b), "spans", idx.Spans())
 		return idx, seq
 	}
@@ -137,7 +139,7 @@ func (x *CostIndex) saveCopyIfDue(ctx context.Context, force bool) {
 	}
 	x.catchMu.Lock()
 	seq, refused, idx, lastID := x.seq.Load(), x.refused, x.idx.Load(), x.lastID
-	due := x.built.Load() && refused == nil && seq > c.saved && (force || seq-c.saved >= c.every)
+	due := x.built.Load() && refused == nil && seq > c.saved.Load() && (force || seq-c.saved.Load() >= c.every)
 	var b []byte
 	if due {
 		// Under catchMu: no event is folded while the copy is encoded.
@@ -157,7 +159,7 @@ func (x *CostIndex) saveCopyIfDue(ctx context.Context, force bool) {
 		x.log.Warn("cannot save a copy of the cost index; the next start folds more of the log", "copy", name, "err", err)
 		return
 	}
-	c.saved = seq
+	c.saved.Store(seq)
 	x.log.Info("cost index copy saved", "copy", name, "bytes", len(b), "took", time.Since(start).Round(time.Millisecond))
 	copies, err := c.list(ctx)
 	if err != nil {

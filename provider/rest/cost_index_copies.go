@@ -156,6 +156,9 @@ func (x *CostIndex) saveCopyIfDue(ctx context.Context, force bool) {
 		headers[costCopyEventHeader] = lastID
 	}
 	if err := c.store.PutNamed(ctx, name, headers, b); err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: saveCopyAtShutdown saves it again
+		}
 		x.log.Warn("cannot save a copy of the cost index; the next start folds more of the log", "copy", name, "err", err)
 		return
 	}

@@ -66,13 +66,15 @@ func BenchmarkServeStart(b *testing.B) {
 		m.steady = d
 	}
 	var starts []time.Duration
-	var rss, hwm, steady, maxRSS []float64
+	var rss, hwm, steady, maxRSS, costHWM []float64
+	var costReady []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		run := startServeProcess(b, bin, poolFile, data, m)
 		starts = append(starts, run.answered)
 		rss, hwm = append(rss, run.rssMiB), append(hwm, run.hwmMiB)
 		steady, maxRSS = append(steady, run.steadyMiB), append(maxRSS, run.maxMiB)
+		costReady, costHWM = append(costReady, run.costReady), append(costHWM, run.costHWMMiB)
 		// Printed, not logged: a benchmark's log is cut to a few lines.
 		fmt.Printf("run %d: provider answered after %v; VmRSS %.0f MiB, VmHWM %.0f MiB\n%s\n", i+1, run.answered.Round(time.Millisecond), run.rssMiB, run.hwmMiB, run.phases)
 		if m.steady > 0 {
@@ -83,6 +85,8 @@ func BenchmarkServeStart(b *testing.B) {
 	b.ReportMetric(float64(median(starts).Milliseconds()), "start-ms")
 	b.ReportMetric(median(rss), "rss-MiB")
 	b.ReportMetric(median(hwm), "hwm-MiB")
+	b.ReportMetric(float64(median(costReady).Milliseconds()), "cost-ready-ms")
+	b.ReportMetric(median(costHWM), "cost-hwm-MiB")
 	if m.steady > 0 {
 		b.ReportMetric(median(steady), "steady-rss-MiB")
 		b.ReportMetric(median(maxRSS), "max-rss-MiB")
@@ -231,6 +235,9 @@ type serveRun struct {
 	rssMiB   float64       // VmRSS once serving, its start-up memory returned
 	hwmMiB   float64       // VmHWM (peak RSS) once serving
 	phases   string        // the start-up phase lines
+	// costReady is exec to "cost index built"; costHWMMiB the VmHWM then.
+	costReady  time.Duration
+	costHWMMiB float64
 
 	// With serveBenchMode.steady: VmRSS at its end, the highest VmRSS
 	// read every 10 s until then, and the process's CPU time.
@@ -256,6 +263,8 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 	var phases, tail []string
 	serving := make(chan struct{})
 	scanned := make(chan struct{})
+	costReady := make(chan struct{})
+	var costBuilt time.Duration // under mu
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -268,7 +277,12 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 		for sc.Scan() {
 			line := sc.Text()
 			mu.Lock()
-			if strings.Contains(line, `msg="start-up phase"`) || strings.Contains(line, "views built") || strings.Contains(line, "loaded snapshot") || strings.Contains(line, `msg="start-up memory returned`) {
+			if strings.Contains(line, `msg="cost index built"`) && costBuilt == 0 {
+				costBuilt = time.Since(began)
+				close(costReady)
+			}
+			if strings.Contains(line, `msg="start-up phase"`) || strings.Contains(line, "views built") || strings.Contains(line, "loaded snapshot") || strings.Contains(line, `msg="start-up memory returned`) ||
+				strings.Contains(line, "cost index") {
 				phases = append(phases, line)
 			}
 			tail = append(tail, line)
@@ -360,8 +374,17 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 		}
 		run.cpuSeconds = procCPUSeconds(b, cmd.Process.Pid)
 	}
+	select {
+	case <-costReady:
+		_, run.costHWMMiB = procMemory(b, cmd.Process.Pid)
+	case <-exited:
+		b.Fatalf("serve exited: %v\n%s", waitErr, lines())
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("serve did not build the cost index in 5m\n%s", lines())
+	}
 	stop()
 	mu.Lock()
+	run.costReady = costBuilt
 	run.phases = strings.Join(phases, "\n")
 	mu.Unlock()
 	return run

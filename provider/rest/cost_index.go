@@ -26,7 +26,9 @@ import (
 // While the first fold is under way a request is refused with
 // CostIndexBuildingError (503, Retry-After) saying how far it is. A log
 // with missing sequences is refused (412) and a log whose start expired
-// (410), as the fold from seq 1 would be.
+// (410) unless a saved copy of the index covers what expired, as the fold
+// from seq 1 would be. With KeepCopies, a start loads the newest saved
+// copy and folds only the events after it.
 type CostIndex struct {
 	store *events.Store
 	log   *slog.Logger
@@ -39,6 +41,12 @@ type CostIndex struct {
 	// refused, when set, is why the index cannot report (a damaged or
 	// expired log); it stays until the process restarts.
 	refused error
+
+	// copies, when set, are the saved copies of the index a start
+	// continues from (KeepCopies, cost_index_copies.go); lastID is the ID
+	// of the last event folded, under catchMu.
+	copies *costCopies
+	lastID string
 
 	running atomic.Bool   // Run keeps the index current
 	built   atomic.Bool   // the first fold reached the log's end
@@ -86,6 +94,9 @@ func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
 	failing := false
 	for {
 		err := x.catchUp(ctx)
+		if err == nil {
+			x.saveCopyIfDue(ctx, false)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			// Once per streak; the next event retries.
@@ -101,6 +112,7 @@ func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
 		}
 		select {
 		case <-ctx.Done():
+			x.saveCopyAtShutdown(ctx)
 			return nil
 		case <-wake:
 		}
@@ -127,12 +139,21 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 		x.built.Store(false)
 	}
 	first := !x.built.Load()
+	var fromCopy uint64
 	if first && x.seq.Load() == 0 {
+		if x.copies != nil {
+			if idx, seq := x.loadCopy(ctx, last); idx != nil {
+				x.idx.Store(idx)
+				x.seq.Store(seq)
+				fromCopy = seq
+			}
+		}
 		b, err := x.store.Bounds(ctx)
 		if err != nil {
 			return err
 		}
-		if b.Truncated() {
+		// Expired events a saved copy folded are no loss.
+		if b.Truncated() && b.First > fromCopy+1 {
 			x.refused = &expiredLogError{first: b.First}
 			x.seq.Store(b.First - 1)
 		}
@@ -145,6 +166,7 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 			if e.Seq > x.seq.Load() {
 				idx.Apply(e)
 				x.seq.Store(e.Seq)
+				x.lastID = e.ID
 			}
 			return nil
 		})
@@ -161,7 +183,7 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 	x.seq.Store(max(x.seq.Load(), last))
 	if first {
 		x.built.Store(true)
-		x.log.Info("cost index built", "events", last, "spans", idx.Spans(), "took", time.Since(start).Round(time.Millisecond))
+		x.log.Info("cost index built", "events", last, "from_copy", fromCopy, "spans", idx.Spans(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return x.refused
 }

@@ -1,0 +1,145 @@
+package cost
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// An index built from events 1..k, saved, loaded and fed k+1..n reports
+// what the fold of 1..n reports, exactly, for random windows and every
+// dimension, and its slot totals are the fold's to the last bit; the
+// loaded copy encodes to the same bytes as the one saved.
+func TestPropertyIndexRoundTripContinues(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := genHistory(t)
+		h.evs = withPoolChanges(t, h.evs)
+		cut := rapid.IntRange(0, len(h.evs)).Draw(t, "cut")
+		x := NewIndex()
+		for _, e := range h.evs[:cut] {
+			x.Apply(e)
+		}
+		saved := x.MarshalIndex(uint64(cut))
+		y, seq, err := UnmarshalIndex(saved)
+		if err != nil {
+			t.Fatalf("loading the copy at %d: %v", cut, err)
+		}
+		if seq != uint64(cut) {
+			t.Fatalf("the copy covers seq %d, saved at %d", seq, cut)
+		}
+		if again := y.MarshalIndex(seq); !bytes.Equal(again, saved) {
+			t.Fatalf("the loaded copy encodes to %d bytes unlike the %d saved", len(again), len(saved))
+		}
+		for _, e := range h.evs[cut:] {
+			y.Apply(e)
+		}
+		start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		a := start.Add(time.Duration(rapid.IntRange(-3600, 30*3600).Draw(t, "since")) * time.Second)
+		b := a.Add(time.Duration(rapid.IntRange(1, 40*3600).Draw(t, "length")) * time.Second)
+		end := propUntil.Add(time.Hour)
+		for _, w := range [][2]time.Time{{propSince, propUntil}, {a, b}, {start.AddDate(-1, 0, 0), {}}} {
+			for _, dim := range Dimensions {
+				sameReport(t, "loaded and continued", h.evs, y, dim, w[0], w[1], end)
+			}
+		}
+		sameTotals(t, "loaded and continued", h.evs, y, end)
+		sameTotals(t, "loaded and continued, open", h.evs, y, start.AddDate(0, 0, 3))
+	})
+}
+
+// The transcripts' logs, saved halfway and at the end, continue exactly.
+func TestIndexRoundTripOnTranscripts(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.txt")
+	for _, file := range files {
+		evs, _ := readTranscript(t, file)
+		for _, cut := range []int{len(evs) / 2, len(evs)} {
+			x := NewIndex()
+			for _, e := range evs[:cut] {
+				x.Apply(e)
+			}
+			y, _, err := UnmarshalIndex(x.MarshalIndex(uint64(cut)))
+			if err != nil {
+				t.Fatalf("%s at %d: %v", file, cut, err)
+			}
+			for _, e := range evs[cut:] {
+				y.Apply(e)
+			}
+			first, last := evs[0].Time, evs[len(evs)-1].Time
+			for _, dim := range Dimensions {
+				sameReport(t, filepath.Base(file), evs, y, dim, first.Add(-time.Hour), last.AddDate(0, 0, 1), time.Time{})
+			}
+			sameTotals(t, filepath.Base(file), evs, y, last.AddDate(0, 0, 1))
+		}
+	}
+}
+
+// A copy with any byte changed, cut short, or of another version is
+// refused with ErrIndexDamaged, never loaded.
+func TestUnmarshalIndexRefusesDamage(t *testing.T) {
+	evs, _ := readTranscript(t, "testdata/worked-example.txt")
+	x := NewIndex()
+	for _, e := range evs {
+		x.Apply(e)
+	}
+	good := x.MarshalIndex(uint64(len(evs)))
+	for i := range good {
+		bad := bytes.Clone(good)
+		bad[i] ^= 0x10
+		if _, _, err := UnmarshalIndex(bad); !errors.Is(err, ErrIndexDamaged) {
+			t.Fatalf("byte %d of %d altered: %v, want ErrIndexDamaged", i, len(good), err)
+		}
+	}
+	for _, n := range []int{0, 3, 5, len(good) / 2, len(good) - 1} {
+		if _, _, err := UnmarshalIndex(good[:n]); !errors.Is(err, ErrIndexDamaged) {
+			t.Fatalf("cut to %d of %d bytes: %v, want ErrIndexDamaged", n, len(good), err)
+		}
+	}
+}
+
+// UnmarshalIndex never panics, and what it accepts encodes back to the
+// same bytes.
+func FuzzUnmarshalIndex(f *testing.F) {
+	f.Add(NewIndex().MarshalIndex(0))
+	f.Add([]byte("CSIX\x01"))
+	f.Add(seedIndex().MarshalIndex(7))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x, seq, err := UnmarshalIndex(b)
+		if err != nil {
+			if !errors.Is(err, ErrIndexDamaged) {
+				t.Fatalf("refused without ErrIndexDamaged: %v", err)
+			}
+			return
+		}
+		if again := x.MarshalIndex(seq); !bytes.Equal(again, b) {
+			t.Fatalf("accepted %d bytes that encode back to %d", len(b), len(again))
+		}
+		x.Report(ByClaim, time.Time{}, time.Time{}, time.Unix(2e9, 0))
+		x.SlotTotals(time.Unix(2e9, 0))
+	})
+}
+
+// seedIndex is an index of a small log with a claim, a boot, a pause and
+// machines up and down: every part of a copy.
+func seedIndex() *Index {
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	price := 1.5
+	x := NewIndex()
+	for i, d := range []events.Data{
+		events.GroupDeclared{Ref: events.Ref{Group: "g"}, Spec: events.GroupSpec{Cost: &events.Cost{PricePerHour: &price, PowerWatts: &price, Currency: "EUR"}}},
+		events.SlotDeclared{Ref: events.Ref{Slot: "a", Group: "g"}},
+		events.ClaimCreated{Ref: events.Ref{Slot: "a", Group: "g", Claim: "c1"}, RequestedBy: "ca"},
+		events.ClaimBooting{Ref: events.Ref{Slot: "a", Group: "g", Claim: "c1"}},
+		events.MachinePoweredOn{Ref: events.Ref{Slot: "a", Group: "g", Claim: "c1"}, At: at.Add(time.Minute), AtSource: events.AtObserved},
+		events.ClaimCompleted{Ref: events.Ref{Slot: "a", Group: "g", Claim: "c1"}},
+		events.UnclaimedShutdownPaused{Ref: events.Ref{Slot: "a", Group: "g"}, PausedUntil: at.Add(time.Hour)},
+	} {
+		x.Apply(events.Event{Seq: uint64(i + 1), Time: at.Add(time.Duration(i) * time.Minute), Data: d})
+	}
+	return x
+}

@@ -83,13 +83,7 @@ func NewCostIndex(store *events.Store, log *slog.Logger) *CostIndex {
 func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
 	x.running.Store(true)
 	defer x.running.Store(false)
-	wake := make(chan struct{}, 1)
-	unsubscribe := views.Subscribe(func(events.Event) {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
+	wake, unsubscribe := wakeOnEvents(views)
 	defer unsubscribe()
 	failing := false
 	for {

@@ -87,9 +87,10 @@ func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *sl
 	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}, phases: []string{""}, phaseCode: map[string]uint8{"": noPhase}}
 }
 
-// Run keeps the index current until ctx ends: it folds the log now, then
-// each batch of new events as views announces them.
-func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) error {
+// wakeOnEvents is a channel that holds one wake-up whenever views fold
+// events (many events between two reads make one wake-up), for a runner
+// that catches up from the log in batches.
+func wakeOnEvents(views *projections.Runner) (<-chan struct{}, func()) {
 	wake := make(chan struct{}, 1)
 	unsubscribe := views.Subscribe(func(events.Event) {
 		select {
@@ -97,6 +98,13 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 		default:
 		}
 	})
+	return wake, unsubscribe
+}
+
+// Run keeps the index current until ctx ends: it folds the log now, then
+// each batch of new events as views announces them.
+func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) error {
+	wake, unsubscribe := wakeOnEvents(views)
 	defer unsubscribe()
 	failing := false
 	for {

@@ -21,18 +21,24 @@ import (
 // wave between 5 and 95 machines, changed every 5 minutes), replayed under
 // the baseline and 3 candidate configs (maxSize 50, 80 and 100). Reports
 // the recorded events and the wall time of the what-if (all four runs).
-// WHATIF_BENCH_HOURS and WHATIF_BENCH_SLOTS shrink it.
+// WHATIF_BENCH_HOURS and WHATIF_BENCH_SLOTS shrink it. WHATIF_BENCH_FLAP=N
+// makes a busier log: the target also flaps by N machines every 5
+// minutes (N claims asked for, then released at the next step).
 //
 //	go test ./whatif/ -run '^$' -bench BenchmarkWhatIfWeek -benchtime 1x -timeout 60m
 func BenchmarkWhatIfWeek(b *testing.B) {
 	hours, slots := envInt("WHATIF_BENCH_HOURS", 7*24), envInt("WHATIF_BENCH_SLOTS", 100)
+	flap := 0
+	if v, err := strconv.Atoi(os.Getenv("WHATIF_BENCH_FLAP")); err == nil && v > 0 {
+		flap = v
+	}
 	r := newRecorder(b, poolYAML(events.ScalerClusterAutoscaler, slots, slots, 0), sim.Timing{})
 	from := r.h.Clock.Now()
 	began := time.Now()
 	live := 0
 	for step := 0; step < hours*12; step++ {
 		day := float64(step%288) / 288
-		want := int(float64(slots)*(0.5-0.45*math.Cos(2*math.Pi*day))) + step%3
+		want := int(float64(slots)*(0.5-0.45*math.Cos(2*math.Pi*day))) + step%3 + step%2*flap
 		want = min(max(want, 0), slots)
 		switch {
 		case want > live:

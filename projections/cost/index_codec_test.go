@@ -21,10 +21,7 @@ func TestPropertyIndexRoundTripContinues(t *testing.T) {
 		h := genHistory(t)
 		h.evs = withPoolChanges(t, h.evs)
 		cut := rapid.IntRange(0, len(h.evs)).Draw(t, "cut")
-		x := NewIndex()
-		for _, e := range h.evs[:cut] {
-			x.Apply(e)
-		}
+		x := indexOf(h.evs[:cut])
 		saved := x.MarshalIndex(uint64(cut))
 		y, seq, err := UnmarshalIndex(saved)
 		if err != nil {
@@ -55,14 +52,11 @@ func TestPropertyIndexRoundTripContinues(t *testing.T) {
 
 // The transcripts' logs, saved halfway and at the end, continue exactly.
 func TestIndexRoundTripOnTranscripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
+	files := transcriptFiles(t)
 	for _, file := range files {
 		evs, _ := readTranscript(t, file)
 		for _, cut := range []int{len(evs) / 2, len(evs)} {
-			x := NewIndex()
-			for _, e := range evs[:cut] {
-				x.Apply(e)
-			}
+			x := indexOf(evs[:cut])
 			y, _, err := UnmarshalIndex(x.MarshalIndex(uint64(cut)))
 			if err != nil {
 				t.Fatalf("%s at %d: %v", file, cut, err)
@@ -83,10 +77,7 @@ func TestIndexRoundTripOnTranscripts(t *testing.T) {
 // refused with ErrIndexDamaged, never loaded.
 func TestUnmarshalIndexRefusesDamage(t *testing.T) {
 	evs, _ := readTranscript(t, "testdata/worked-example.txt")
-	x := NewIndex()
-	for _, e := range evs {
-		x.Apply(e)
-	}
+	x := indexOf(evs)
 	good := x.MarshalIndex(uint64(len(evs)))
 	for i := range good {
 		bad := bytes.Clone(good)

@@ -59,10 +59,7 @@ func TestPropertyIndexEqualsFold(t *testing.T) {
 		// Fed in two parts: the report after the first is the first
 		// part's.
 		cut := rapid.IntRange(0, len(h.evs)).Draw(t, "cut")
-		x := NewIndex()
-		for _, e := range h.evs[:cut] {
-			x.Apply(e)
-		}
+		x := indexOf(h.evs[:cut])
 		dim := rapid.SampledFrom(Dimensions).Draw(t, "dim")
 		end := propUntil.Add(time.Hour)
 		sameReport(t, "first part", h.evs[:cut], x, dim, a, b, end)
@@ -112,16 +109,10 @@ func withPoolChanges(t *rapid.T, evs []events.Event) []events.Event {
 // The transcripts' logs: each of their reports, and windows before the
 // first event and into the future, by every dimension.
 func TestIndexEqualsFoldOnTranscripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no testdata/*.txt")
-	}
+	files := transcriptFiles(t)
 	for _, file := range files {
 		evs, reports := readTranscript(t, file)
-		x := NewIndex()
-		for _, e := range evs {
-			x.Apply(e)
-		}
+		x := indexOf(evs)
 		first, last := evs[0].Time, evs[len(evs)-1].Time
 		windows := [][2]time.Time{
 			{first.Add(-48 * time.Hour), last.Add(-time.Hour)},

@@ -46,10 +46,7 @@ func TestPropertyIndexSlotTotalsEqualFold(t *testing.T) {
 		start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 		end := start.Add(time.Duration(rapid.IntRange(-3600, 40*3600).Draw(t, "end")) * time.Second)
 		cut := rapid.IntRange(0, len(h.evs)).Draw(t, "cut")
-		x := NewIndex()
-		for _, e := range h.evs[:cut] {
-			x.Apply(e)
-		}
+		x := indexOf(h.evs[:cut])
 		sameTotals(t, "first part", h.evs[:cut], x, end)
 		for _, e := range h.evs[cut:] {
 			x.Apply(e)
@@ -62,16 +59,10 @@ func TestPropertyIndexSlotTotalsEqualFold(t *testing.T) {
 
 // The transcripts' logs: totals until their last event and a year on.
 func TestIndexSlotTotalsEqualFoldOnTranscripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no testdata/*.txt")
-	}
+	files := transcriptFiles(t)
 	for _, file := range files {
 		evs, _ := readTranscript(t, file)
-		x := NewIndex()
-		for _, e := range evs {
-			x.Apply(e)
-		}
+		x := indexOf(evs)
 		last := evs[len(evs)-1].Time
 		for _, end := range []time.Time{last, last.AddDate(1, 0, 0)} {
 			sameTotals(t, filepath.Base(file), evs, x, end)

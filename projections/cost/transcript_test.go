@@ -18,10 +18,7 @@ import (
 // their times (the log's order), then each "report" line's query, whose
 // rows must be the lines after it, exactly.
 func TestTranscripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no testdata/*.txt")
-	}
+	files := transcriptFiles(t)
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			evs, reports := readTranscript(t, file)
@@ -133,4 +130,23 @@ func TestReportJSON(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"rows":[]`) {
 		t.Fatalf("%s %v", b, err)
 	}
+}
+
+// transcriptFiles are the scripted logs under testdata/.
+func transcriptFiles(t testing.TB) []string {
+	t.Helper()
+	files, _ := filepath.Glob("testdata/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no testdata/*.txt")
+	}
+	return files
+}
+
+// indexOf is an index fed evs.
+func indexOf(evs []events.Event) *Index {
+	x := NewIndex()
+	for _, e := range evs {
+		x.Apply(e)
+	}
+	return x
 }

@@ -31,16 +31,7 @@ func foldLifecycles(slots, n int) *TimelineIndex {
 	for i := range n {
 		slot := fmt.Sprintf("node-%d.lan", i%slots)
 		r := events.Ref{Claim: fmt.Sprintf("%s-%06x", slot, i), Slot: slot, Group: "g", Attempt: 1}
-		for _, d := range []events.Data{
-			events.ClaimCreated{Ref: r, RequestedAt: at, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
-				DeadlineAt: at.Add(projections.DefaultBudget), Budget: events.Duration(projections.DefaultBudget), TTL: events.Duration(time.Hour)},
-			events.ClaimBooting{Ref: r, StartupJob: r.Claim + "-start-1"},
-			events.ClaimReady{Ref: r, Node: slot},
-			events.ScaleDownRequested{Ref: r, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Group: "g", Nodes: []string{slot}}},
-			events.ShutdownFired{Ref: r, Job: r.Claim + "-stop-1", ShutdownAttempt: 1},
-			events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown},
-			events.ClaimCollected{Ref: r},
-		} {
+		for _, d := range scaledDownLifecycle(r, slot, at) {
 			fold(d)
 		}
 	}

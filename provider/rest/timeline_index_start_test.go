@@ -44,16 +44,7 @@ func appendLifecycles(t *testing.T, st *events.Store, at time.Time, slots, n int
 	for i := range n {
 		slot := fmt.Sprintf("node-%d.lan", i%slots)
 		r := events.Ref{Claim: fmt.Sprintf("%s-%s-%d", slot, tag, i), Slot: slot, Group: "g", Attempt: 1, Cause: "test"}
-		for _, d := range []events.Data{
-			events.ClaimCreated{Ref: r, RequestedAt: at, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
-				DeadlineAt: at.Add(projections.DefaultBudget), Budget: events.Duration(projections.DefaultBudget), TTL: events.Duration(time.Hour)},
-			events.ClaimBooting{Ref: r, StartupJob: r.Claim + "-start-1"},
-			events.ClaimReady{Ref: r, Node: slot},
-			events.ScaleDownRequested{Ref: r, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Group: "g", Nodes: []string{slot}}},
-			events.ShutdownFired{Ref: r, Job: r.Claim + "-stop-1", ShutdownAttempt: 1},
-			events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown},
-			events.ClaimCollected{Ref: r},
-		} {
+		for _, d := range scaledDownLifecycle(r, slot, at) {
 			emit(d)
 		}
 	}
@@ -176,4 +167,19 @@ func barsOf(tl Timeline) string {
 		fmt.Fprintf(&b, "%s %d-%d %s %s\n", tl.Slots[tl.Bars[k]], tl.Bars[k+1], tl.Bars[k+2], tl.Phases[tl.Bars[k+3]], claim)
 	}
 	return b.String()
+}
+
+// scaledDownLifecycle is one claim of group "g" on slot, asked for by
+// cluster-autoscaler at at, from ClaimCreated to ClaimCollected.
+func scaledDownLifecycle(r events.Ref, slot string, at time.Time) []events.Data {
+	return []events.Data{
+		events.ClaimCreated{Ref: r, RequestedAt: at, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
+			DeadlineAt: at.Add(projections.DefaultBudget), Budget: events.Duration(projections.DefaultBudget), TTL: events.Duration(time.Hour)},
+		events.ClaimBooting{Ref: r, StartupJob: r.Claim + "-start-1"},
+		events.ClaimReady{Ref: r, Node: slot},
+		events.ScaleDownRequested{Ref: r, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Group: "g", Nodes: []string{slot}}},
+		events.ShutdownFired{Ref: r, Job: r.Claim + "-stop-1", ShutdownAttempt: 1},
+		events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown},
+		events.ClaimCollected{Ref: r},
+	}
 }

@@ -440,7 +440,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}
-	return p.withDashboard(ro, token)
+	return p.withDashboard(ro, token, o.retention.checkpointEvery)
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -43,6 +43,12 @@ type TimelineIndex struct {
 	// phases names the codes of indexBar.phase; phaseCode is its inverse.
 	phases    []string
 	phaseCode map[string]uint8
+
+	// copies, when set, are the saved copies of the index a start
+	// continues from (KeepCopies, timeline_index_copies.go); lastID is the
+	// ID of the last event folded.
+	copies *timelineCopies
+	lastID string
 }
 
 // slotLine is one slot's history. It is held for as long as serve runs,
@@ -109,6 +115,9 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 	failing := false
 	for {
 		err := x.catchUp(ctx)
+		if err == nil {
+			x.saveCopyIfDue(ctx, false)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			// Once per streak: requests fold their window from the log
@@ -121,6 +130,7 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 		}
 		select {
 		case <-ctx.Done():
+			x.saveCopyAtShutdown(ctx)
 			return nil
 		case <-wake:
 		}
@@ -134,7 +144,17 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	if x.broken != nil {
 		return x.broken
 	}
-	building := !x.ok
+	building, fromCopy := !x.ok, false
+	if !x.ok && x.copies != nil {
+		// A saved copy the log continues: only the events after it are
+		// folded.
+		b, err := x.store.Bounds(ctx)
+		if err != nil {
+			return err
+		}
+		fromCopy = x.loadCopy(ctx, b)
+		x.ok = fromCopy
+	}
 	if !x.ok {
 		// The views before the log's first event: empty, or a checkpoint
 		// when the log's start expired (then the index starts there), or
@@ -178,7 +198,7 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	}
 	x.prune()
 	if building && err == nil {
-		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond))
+		x.log.Info("timeline index built", "from_seq", from, "from_copy", fromCopy, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond))
 	}
 	return err
 }
@@ -224,6 +244,7 @@ func (x *TimelineIndex) fold(e events.Event) {
 		x.newest = e.Time
 	}
 	x.eventsAt = append(x.eventsAt, e.Time.UnixMilli())
+	x.lastID = e.ID
 	slot := ""
 	if e.Aggregate.Kind == events.KindSlot {
 		slot = e.Aggregate.Name
@@ -395,6 +416,11 @@ func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Tim
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.cut(since, until, end)
+}
+
+// cut is Timeline of what the index holds now; the caller holds x.mu.
+func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
 	if since.Before(x.heldFrom) {
 		return Timeline{}, errNotHeld
 	}

@@ -198,7 +198,7 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	}
 	x.prune()
 	if building && err == nil {
-		x.log.Info("timeline index built", "from_seq", from, "from_copy", fromCopy, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond))
+		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond), "from_copy", fromCopy)
 	}
 	return err
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // seedTimelineIndex is a small index with every part of a copy: slots with
-// intervals, an open interval, a claim that failed, a retired slot.
+// intervals, an open interval, a claim that failed, a retired slot, events
+// whose times are not in the log's order.
 func seedTimelineIndex() *TimelineIndex {
 	x := foldLifecycles(3, 7)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
@@ -32,6 +33,10 @@ func seedTimelineIndex() *TimelineIndex {
 		fold(d)
 	}
 	fold(events.SlotRetired{Ref: events.Ref{Slot: "node-2.lan", Group: "g"}})
+	// An event stamped before the one before it: the log's order is not
+	// always the time's.
+	at = at.Add(-2 * time.Hour)
+	fold(events.GroupDeclared{Ref: events.Ref{Group: "g"}})
 	return x
 }
 

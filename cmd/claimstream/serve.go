@@ -233,7 +233,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 	intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 	if api != nil {
 		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
-		intake.Go("timeline index", func(ctx context.Context) error { return p.timelines.Run(ctx, p.views) })
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {
@@ -270,7 +269,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
-	go releaseStartupMemory(log) // after the listeners: a full collection takes a moment
+	go releaseStartupMemory(log, p.startTimelineIndex(intake)) // after the listeners: a full collection takes a moment
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

@@ -116,7 +116,9 @@ func (m serveBenchMode) saveHeapProfile(b *testing.B, metrics, when string) {
 	if m.profiles == "" {
 		return
 	}
-	resp, err := http.Get("http://" + metrics + "/debug/pprof/heap")
+	// gc=1: what is live now, not at the last collection (with a heap
+	// that grows slowly, that may be the start's).
+	resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		b.Fatalf("heap profile: %v", err)
 	}

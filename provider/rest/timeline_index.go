@@ -49,6 +49,10 @@ type TimelineIndex struct {
 	// ID of the last event folded.
 	copies *timelineCopies
 	lastID string
+
+	// firstBuild is closed once the first build ended, built or not.
+	firstBuild     chan struct{}
+	firstBuildOnce sync.Once
 }
 
 // slotLine is one slot's history. It is held for as long as serve runs,
@@ -90,7 +94,7 @@ func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *sl
 		log = slog.Default()
 	}
 	// Code 0 is no phase; the views' phases get theirs as they are seen.
-	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}, phases: []string{""}, phaseCode: map[string]uint8{"": noPhase}}
+	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}, phases: []string{""}, phaseCode: map[string]uint8{"": noPhase}, firstBuild: make(chan struct{})}
 }
 
 // wakeOnEvents is a channel that holds one wake-up whenever views fold
@@ -137,10 +141,15 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 	}
 }
 
+// FirstBuild is closed once the index's first build (from a saved copy,
+// a checkpoint or the log) ended, whether it succeeded or not.
+func (x *TimelineIndex) FirstBuild() <-chan struct{} { return x.firstBuild }
+
 // catchUp folds the events the index has not seen yet.
 func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	defer x.firstBuildOnce.Do(func() { close(x.firstBuild) })
 	if x.broken != nil {
 		return x.broken
 	}

@@ -20,7 +20,7 @@ import (
 // checkpoint JSON), then a CRC-32C of everything before it.
 const (
 	timelineCopyMagic   = "CSTL"
-	timelineCopyVersion = 1
+	timelineCopyVersion = 2
 )
 
 var timelineCopyCRC = crc32.MakeTable(crc32.Castagnoli)
@@ -76,11 +76,13 @@ func (x *TimelineIndex) marshal() ([]byte, error) {
 		e.u(uint64(len(l.bars)))
 		prev = 0
 		for _, b := range l.bars {
+			// From the previous interval's end: mostly 0 (one phase
+			// follows another), one byte.
 			e.i(b.start - prev)
 			e.i(b.end - b.start)
 			e.u(uint64(b.claim + 1))
 			e.u(uint64(b.phase))
-			prev = b.start
+			prev = b.end
 		}
 		e.u(uint64(l.open.phase))
 		if l.open.phase != noPhase {
@@ -193,11 +195,11 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 		claim := func() int32 { return int32(d.ref(uint64(nc)+1, "claim")) - 1 }
 		nb := d.count()
 		l.bars = make([]indexBar, 0, nb)
-		var start int64
+		var prevEnd int64
 		for range nb {
-			start += d.i()
-			br := indexBar{start: start}
-			br.end = start + d.i()
+			br := indexBar{start: prevEnd + d.i()}
+			br.end = br.start + d.i()
+			prevEnd = br.end
 			br.claim = claim()
 			br.phase = uint8(d.ref(uint64(np), "phase"))
 			if br.end <= br.start || br.phase == noPhase {

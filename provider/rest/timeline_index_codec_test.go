@@ -135,7 +135,7 @@ func FuzzUnmarshalTimelineIndex(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
-	f.Add([]byte("CSTL\x01"))
+	f.Add([]byte("CSTL\x02"))
 	empty, err := foldLifecycles(1, 0).marshal()
 	if err != nil {
 		f.Fatal(err)

@@ -122,7 +122,17 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	var logs bytes.Buffer
 	second := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
 	second.KeepCopies(cps, 0, nil)
+	select {
+	case <-second.FirstBuild():
+		t.Fatal("FirstBuild closed before the index was built")
+	default:
+	}
 	sameTimelines(t, f, second)
+	select {
+	case <-second.FirstBuild():
+	default:
+		t.Fatal("FirstBuild not closed once the index was built")
+	}
 	if !strings.Contains(logs.String(), `msg="timeline index loaded from its saved copy" copy=`+names[0]) {
 		t.Fatalf("the index did not load the copy:\n%s", logs.String())
 	}

@@ -45,7 +45,8 @@ import (
 // (steady-rss-MiB) and its highest VmRSS read every 10 s (max-rss-MiB).
 // Each run prints RssAnon and RssFile too. CLAIMSTREAM_BENCH_PPROF=DIR runs
 // serve with --pprof and writes its heap profiles once serving and at the
-// steady run's end to DIR.
+// steady run's end to DIR. CLAIMSTREAM_BENCH_SERVE_ARGS adds flags to
+// serve (such as --serving-gc-percent=50).
 //
 //	go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 3x
 //	CLAIMSTREAM_BENCH_API=1 CLAIMSTREAM_BENCH_STEADY=5m go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 1x
@@ -296,6 +297,7 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 	} else {
 		args = append(args, "--metrics-address=")
 	}
+	args = append(args, strings.Fields(os.Getenv("CLAIMSTREAM_BENCH_SERVE_ARGS"))...)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()

@@ -57,14 +57,15 @@ type TimelineIndex struct {
 
 // slotLine is one slot's history. It is held for as long as serve runs,
 // for every slot and a month of claims (hundreds of thousands of
-// intervals at 10,000 slots), so an interval is 24 bytes: its bounds as
-// Unix nanoseconds, its phase as a code of TimelineIndex.phases and its
-// claim as an index into the slot's claims, each name held once.
+// intervals at 10,000 slots), so its closed intervals are a stream of
+// varints (barStream: 6 to 10 bytes each), its phase a code of
+// TimelineIndex.phases and its claim an index into the slot's claims, each
+// name held once.
 type slotLine struct {
 	declared time.Time
 	retired  time.Time // zero while in the pool
-	bars     []indexBar
-	open     indexBar // phase noPhase when none
+	bars     barStream // closed intervals (timeline_index_bars.go)
+	open     indexBar  // phase noPhase when none
 	claims   []string // the claims of bars and open, in order
 	fails    []indexFail
 }
@@ -318,7 +319,7 @@ func (x *TimelineIndex) close(l *slotLine, t time.Time) {
 	o := l.open
 	if name := x.phases[o.phase]; name != "" && name != string(projections.SlotOff) && t.UnixNano() > o.start {
 		o.end = t.UnixNano()
-		l.bars = append(l.bars, o)
+		l.bars.add(o)
 	}
 	l.open = noBar
 }
@@ -365,9 +366,9 @@ func (x *TimelineIndex) prune() {
 			delete(x.slots, name)
 			continue
 		}
-		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end > cutNs })
-		l.bars = trimmed(l.bars, i)
-		l.dropClaimsBefore()
+		if (l.bars.n > 0 && l.bars.firstEnd <= cutNs) || (l.bars.n == 0 && len(l.claims) > 0) {
+			l.dropBefore(cutNs)
+		}
 		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })
 		l.fails = trimmed(l.fails, j)
 	}
@@ -385,33 +386,6 @@ func trimmed[T any](s []T, i int) []T {
 		return s
 	}
 	return append(s[:0:0], s[i:]...)
-}
-
-// dropClaimsBefore drops the claims no kept interval refers to (those of
-// the intervals prune dropped), renumbering the rest.
-func (l *slotLine) dropClaimsBefore() {
-	first := int32(len(l.claims))
-	for _, b := range l.bars {
-		if b.claim >= 0 {
-			first = b.claim
-			break
-		}
-	}
-	if l.open.claim >= 0 {
-		first = min(first, l.open.claim)
-	}
-	if first == 0 {
-		return
-	}
-	l.claims = append(l.claims[:0:0], l.claims[first:]...)
-	for i := range l.bars {
-		if l.bars[i].claim >= 0 {
-			l.bars[i].claim -= first
-		}
-	}
-	if l.open.claim >= 0 {
-		l.open.claim -= first
-	}
 }
 
 // errNotHeld: the window reaches before what the index holds.
@@ -483,9 +457,14 @@ func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
 		l := x.slots[name]
 		out.SlotGroups[row] = intern(groupIdx, &out.Groups, group(name))
 		sinceNs, untilNs := since.UnixNano(), until.UnixNano()
-		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end > sinceNs })
-		for ; i < len(l.bars) && l.bars[i].start < untilNs; i++ {
-			emit(l, row, l.bars[i], time.Unix(0, l.bars[i].end).UTC())
+		for br := range l.bars.all() {
+			if br.end <= sinceNs {
+				continue
+			}
+			if br.start >= untilNs {
+				break
+			}
+			emit(l, row, br, time.Unix(0, br.end).UTC())
 		}
 		if o := l.open; o.phase != noPhase && x.phases[o.phase] != string(projections.SlotOff) && o.start < untilNs {
 			emit(l, row, o, end)

@@ -37,7 +37,7 @@ func (x *TimelineIndex) marshal() ([]byte, error) {
 	}
 	nbars := 0
 	for _, l := range x.slots {
-		nbars += len(l.bars)
+		nbars += l.bars.n
 	}
 	e := &tlEncoder{b: make([]byte, 0, 64+len(views)+len(x.eventsAt)*2+nbars*8)}
 	e.b = append(e.b, timelineCopyMagic...)
@@ -73,9 +73,9 @@ func (x *TimelineIndex) marshal() ([]byte, error) {
 		for _, c := range l.claims {
 			e.s(c)
 		}
-		e.u(uint64(len(l.bars)))
+		e.u(uint64(l.bars.n))
 		prev = 0
-		for _, b := range l.bars {
+		for b := range l.bars.all() {
 			// From the previous interval's end: mostly 0 (one phase
 			// follows another), one byte.
 			e.i(b.start - prev)
@@ -194,7 +194,6 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 		}
 		claim := func() int32 { return int32(d.ref(uint64(nc)+1, "claim")) - 1 }
 		nb := d.count()
-		l.bars = make([]indexBar, 0, nb)
 		var prevEnd int64
 		for range nb {
 			br := indexBar{start: prevEnd + d.i()}
@@ -205,7 +204,7 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 			if br.end <= br.start || br.phase == noPhase {
 				d.fail("slot %q: an interval that ends before it starts or has no phase", name)
 			}
-			l.bars = append(l.bars, br)
+			l.bars.add(br)
 		}
 		l.open = noBar
 		if p := uint8(d.ref(uint64(np), "phase")); p != noPhase {

@@ -66,7 +66,7 @@ type slotLine struct {
 	retired  time.Time // zero while in the pool
 	bars     barStream // closed intervals (timeline_index_bars.go)
 	open     indexBar  // phase noPhase when none
-	claims   []string // the claims of bars and open, in order
+	claims   []string  // the claims of bars and open, in order
 	fails    []indexFail
 }
 

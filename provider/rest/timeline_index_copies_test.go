@@ -208,3 +208,34 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// After each save only the newest two copies are kept.
+func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
+	f := resttest.Scripted(t)
+	cps := copyBucket(t, f)
+	var seqs []uint64
+	for i := range 3 {
+		if i > 0 {
+			// Another event after each run: each saves a new copy.
+			if i == 1 {
+				f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+			} else {
+				f.H.MustExec(handlers.Decommission{Slot: "node-2.lan", By: "dave", Reason: "fan"})
+			}
+			f.Step(time.Duration(131+10*i) * time.Minute)
+		}
+		idx := rest.NewTimelineIndex(f.H.Store, cps, nil)
+		idx.KeepCopies(cps, 1_000_000, nil)
+		runTimelineIndexOnce(t, f, idx)
+		seqs = append(seqs, f.H.Views.Seq())
+	}
+	names := timelineCopyNames(t, cps)
+	want := []string{copyName(seqs[1]), copyName(seqs[2])}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("copies after three runs: %v, want the newest two %v", names, want)
+	}
+}
+
+func copyName(seq uint64) string {
+	return "timeline-" + strings.Repeat("0", 20-len(itoa(seq))) + itoa(seq)
+}

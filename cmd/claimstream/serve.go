@@ -278,6 +278,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	go func() {
 		releaseStartupMemory(log, timelineBuilt) // after the listeners: a full collection takes a moment
 		applyServingGCPercent(log, o.servingGC, os.Getenv)
+		releaseSettledMemory(ctx, log, clock.RealClock{}) // serve_settled_memory.go
 	}()
 	select {
 	case <-ctx.Done():

@@ -327,7 +327,7 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 				close(costReady)
 			}
 			if strings.Contains(line, `msg="start-up phase"`) || strings.Contains(line, "views built") || strings.Contains(line, "loaded snapshot") || strings.Contains(line, `msg="start-up memory returned`) ||
-				strings.Contains(line, "cost index") || strings.Contains(line, "timeline index") {
+				strings.Contains(line, "cost index") || strings.Contains(line, "timeline index") || strings.Contains(line, "settled memory") {
 				phases = append(phases, line)
 			}
 			tail = append(tail, line)

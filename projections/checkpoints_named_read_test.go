@@ -30,7 +30,7 @@ func TestReadNamedReadsIntoOneBufferOfTheObjectsSize(t *testing.T) {
 	if err := cps.PutNamed(ctx, "big-1", nil, want); err != nil {
 		t.Fatal(err)
 	}
-	allocated := func(read func() ([]byte, error)) uint64 {
+	allocated := func(read func() ([]byte, error)) ([]byte, uint64) {
 		t.Helper()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -42,16 +42,15 @@ func TestReadNamedReadsIntoOneBufferOfTheObjectsSize(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("read %d bytes, not the %d written", len(got), len(want))
 		}
-		return after.TotalAlloc - before.TotalAlloc
+		return got, after.TotalAlloc - before.TotalAlloc
 	}
-	doubling := allocated(func() ([]byte, error) { return cps.GetNamed(ctx, "big-1") })
-	exact := allocated(func() ([]byte, error) { return cps.ReadNamed(ctx, "big-1") })
-	t.Logf("allocated to read %d MiB: %d MiB with GetNamed, %d MiB with ReadNamed", size>>20, doubling>>20, exact>>20)
-	// Both include the chunks as the client receives them and the embedded
-	// server's reads of them (in this process); the doubling buffer adds
-	// at least the object's size again.
-	if exact+size > doubling {
-		t.Fatalf("ReadNamed allocated %d MiB to read %d MiB (GetNamed %d MiB)", exact>>20, size>>20, doubling>>20)
+	doubled, doubling := allocated(func() ([]byte, error) { return cps.GetNamed(ctx, "big-1") })
+	exact, allocs := allocated(func() ([]byte, error) { return cps.ReadNamed(ctx, "big-1") })
+	// The allocations include the chunks as the client receives them and
+	// the embedded server's reads (in this process): a figure, not a test.
+	t.Logf("read %d MiB: GetNamed allocated %d MiB (its buffer holds %d MiB), ReadNamed %d MiB", size>>20, doubling>>20, cap(doubled)>>20, allocs>>20)
+	if cap(exact) != size {
+		t.Fatalf("ReadNamed's buffer holds %d bytes for an object of %d", cap(exact), size)
 	}
 	if _, err := cps.ReadNamed(ctx, "missing"); err == nil {
 		t.Fatal("read an object that does not exist")

@@ -60,6 +60,7 @@ type serveOptions struct {
 	sinks          string
 	metricsAddress string
 	pprof          bool // serve_pprof.go
+	servingGC      int  // serve_gc.go
 	otlpEndpoint   string
 
 	cluster clusterOptions
@@ -112,6 +113,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
 	f.BoolVar(&o.pprof, "pprof", false, pprofHelp)
+	f.IntVar(&o.servingGC, "serving-gc-percent", 0, servingGCPercentHelp)
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
 	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
 	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs and the leader Lease")
@@ -169,6 +171,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	o.timing = newStartupTimer(log, clock.RealClock{})
 	if o.pprof && o.metricsAddress == "" {
 		return errPprofWithoutMetrics
+	}
+	if err := checkServingGCPercent(o.servingGC); err != nil {
+		return err
 	}
 	applyMemoryLimit(log) // serve_memlimit.go
 	// The pool file is parsed while the plane starts; an invalid one stops
@@ -233,7 +238,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 	intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 	if api != nil {
 		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
-		intake.Go("timeline index", func(ctx context.Context) error { return p.timelines.Run(ctx, p.views) })
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {
@@ -270,7 +274,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
-	go releaseStartupMemory(log) // after the listeners: a full collection takes a moment
+	timelineBuilt := p.startTimelineIndex(intake) // serve_timeline_start.go
+	go func() {
+		releaseStartupMemory(log, timelineBuilt) // after the listeners: a full collection takes a moment
+		applyServingGCPercent(log, o.servingGC, os.Getenv)
+		releaseSettledMemory(ctx, log, clock.RealClock{}) // serve_settled_memory.go
+	}()
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
@@ -440,7 +449,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}
-	return p.withDashboard(ro, token)
+	return p.withDashboard(ro, token, o.retention.checkpointEvery)
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -13,11 +13,12 @@ import (
 // (/ui/, docs/dashboard.md): same address, same token. The dashboard's
 // sessions are accepted by the API; its timeline index is kept current by
 // serve ("timeline index").
-func (p *plane) withDashboard(ro rest.Options, token string) (http.Handler, error) {
+func (p *plane) withDashboard(ro rest.Options, token string, copiesEvery uint64) (http.Handler, error) {
 	// Sessions last wall-clock time, whatever clock the plane runs on.
 	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
 	ro.Session = sessions.Authenticates
 	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
+	p.timelines.KeepCopies(p.views.Checkpoints(), copiesEvery, p.leads) // saved copies beside the checkpoints
 	ro.Timeline = p.timelines
 	ro.Cost = p.costs
 	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit}

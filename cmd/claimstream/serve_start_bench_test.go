@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,10 @@ import (
 // CLAIMSTREAM_BENCH_STEADY=5m keeps each serve running that long after it
 // serves, the simulated cluster at work, and reports its VmRSS at the end
 // (steady-rss-MiB) and its highest VmRSS read every 10 s (max-rss-MiB).
+// Each run prints RssAnon and RssFile too. CLAIMSTREAM_BENCH_PPROF=DIR runs
+// serve with --pprof and writes its heap profiles once serving and at the
+// steady run's end to DIR. CLAIMSTREAM_BENCH_SERVE_ARGS adds flags to
+// serve (such as --serving-gc-percent=50).
 //
 //	go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 3x
 //	CLAIMSTREAM_BENCH_API=1 CLAIMSTREAM_BENCH_STEADY=5m go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 1x
@@ -65,20 +70,22 @@ func BenchmarkServeStart(b *testing.B) {
 		}
 		m.steady = d
 	}
+	m.profiles = os.Getenv("CLAIMSTREAM_BENCH_PPROF")
 	var starts []time.Duration
 	var rss, hwm, steady, maxRSS, costHWM []float64
 	var costReady []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		m.run = i + 1
 		run := startServeProcess(b, bin, poolFile, data, m)
 		starts = append(starts, run.answered)
 		rss, hwm = append(rss, run.rssMiB), append(hwm, run.hwmMiB)
 		steady, maxRSS = append(steady, run.steadyMiB), append(maxRSS, run.maxMiB)
 		costReady, costHWM = append(costReady, run.costReady), append(costHWM, run.costHWMMiB)
 		// Printed, not logged: a benchmark's log is cut to a few lines.
-		fmt.Printf("run %d: provider answered after %v; VmRSS %.0f MiB, VmHWM %.0f MiB\n%s\n", i+1, run.answered.Round(time.Millisecond), run.rssMiB, run.hwmMiB, run.phases)
+		fmt.Printf("run %d: provider answered after %v; VmRSS %.0f MiB (%s), VmHWM %.0f MiB\n%s\n", i+1, run.answered.Round(time.Millisecond), run.rssMiB, run.rssParts, run.hwmMiB, run.phases)
 		if m.steady > 0 {
-			fmt.Printf("run %d: after %v serving: VmRSS %.0f MiB (highest %.0f MiB); CPU %.1f s\n", i+1, m.steady, run.steadyMiB, run.maxMiB, run.cpuSeconds)
+			fmt.Printf("run %d: after %v serving: VmRSS %.0f MiB (%s; highest %.0f MiB); CPU %.1f s\n", i+1, m.steady, run.steadyMiB, run.steadyParts, run.maxMiB, run.cpuSeconds)
 		}
 	}
 	b.StopTimer()
@@ -97,6 +104,33 @@ func BenchmarkServeStart(b *testing.B) {
 type serveBenchMode struct {
 	api    bool          // with the REST API (and the timeline index)
 	steady time.Duration // how long to keep serve running once it serves
+	// profiles, when set (CLAIMSTREAM_BENCH_PPROF), is a directory the heap
+	// profiles once serving and at the steady run's end are written to.
+	profiles string
+	run      int
+}
+
+// saveHeapProfile writes serve's heap profile (serve --pprof) to
+// m.profiles as run<N>-<when>.pb.gz.
+func (m serveBenchMode) saveHeapProfile(b *testing.B, metrics, when string) {
+	b.Helper()
+	if m.profiles == "" {
+		return
+	}
+	// gc=1: what is live now, not at the last collection (with a heap
+	// that grows slowly, that may be the start's).
+	resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(m.profiles, fmt.Sprintf("run%d-%s.pb.gz", m.run, when)), body, 0o644); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func median[T int64 | float64 | time.Duration](xs []T) T {
@@ -242,18 +276,29 @@ type serveRun struct {
 	// With serveBenchMode.steady: VmRSS at its end, the highest VmRSS
 	// read every 10 s until then, and the process's CPU time.
 	steadyMiB, maxMiB, cpuSeconds float64
+	// rssParts and steadyParts: RssAnon and RssFile once serving and at
+	// the steady run's end.
+	rssParts, steadyParts string
 }
 
 // startServeProcess runs serve on data until it serves, measures it, and
 // stops it with SIGTERM.
 func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMode) serveRun {
 	b.Helper()
-	addr, api := freeAddr(b), ""
+	addr, api, metrics := freeAddr(b), "", ""
 	if m.api {
 		api = freeAddr(b)
 	}
-	cmd := exec.Command(bin, "serve", "--config", poolFile, "--data-dir", data, "--grpc-address", addr, "--plaintext",
-		"--api-address="+api, "--metrics-address=", "--config-poll", "1h", "--log-level", "info")
+	args := []string{"serve", "--config", poolFile, "--data-dir", data, "--grpc-address", addr, "--plaintext",
+		"--api-address=" + api, "--config-poll", "1h", "--log-level", "info"}
+	if m.profiles != "" {
+		metrics = freeAddr(b)
+		args = append(args, "--metrics-address="+metrics, "--pprof")
+	} else {
+		args = append(args, "--metrics-address=")
+	}
+	args = append(args, strings.Fields(os.Getenv("CLAIMSTREAM_BENCH_SERVE_ARGS"))...)
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -282,7 +327,7 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 				close(costReady)
 			}
 			if strings.Contains(line, `msg="start-up phase"`) || strings.Contains(line, "views built") || strings.Contains(line, "loaded snapshot") || strings.Contains(line, `msg="start-up memory returned`) ||
-				strings.Contains(line, "cost index") {
+				strings.Contains(line, "cost index") || strings.Contains(line, "timeline index") || strings.Contains(line, "settled memory") {
 				phases = append(phases, line)
 			}
 			tail = append(tail, line)
@@ -360,6 +405,8 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 		b.Fatalf("serve did not apply the pool file in 5m\n%s", lines())
 	}
 	run.rssMiB, run.hwmMiB = procMemory(b, cmd.Process.Pid)
+	run.rssParts = procRSSParts(b, cmd.Process.Pid)
+	m.saveHeapProfile(b, metrics, "serving")
 	if m.steady > 0 {
 		end := time.Now().Add(m.steady)
 		run.maxMiB = run.rssMiB
@@ -373,6 +420,8 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 			run.maxMiB = max(run.maxMiB, run.steadyMiB)
 		}
 		run.cpuSeconds = procCPUSeconds(b, cmd.Process.Pid)
+		run.steadyParts = procRSSParts(b, cmd.Process.Pid)
+		m.saveHeapProfile(b, metrics, "steady")
 	}
 	select {
 	case <-costReady:
@@ -406,6 +455,29 @@ func procCPUSeconds(b *testing.B, pid int) float64 {
 		b.Fatalf("/proc/%d/stat: %v %v", pid, err1, err2)
 	}
 	return (utime + stime) / 100
+}
+
+// procRSSParts is the RssAnon and RssFile of a process, as in
+// /proc/PID/status: the heap and stacks against the binary's pages.
+func procRSSParts(b *testing.B, pid int) string {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var parts []string
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "RssAnon" && k != "RssFile") {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			b.Fatalf("%s: %v", line, err)
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f MiB", k, kb/1024))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // procMemory reads VmRSS and VmHWM (MiB) of a process.

@@ -43,19 +43,30 @@ type TimelineIndex struct {
 	// phases names the codes of indexBar.phase; phaseCode is its inverse.
 	phases    []string
 	phaseCode map[string]uint8
+
+	// copies, when set, are the saved copies of the index a start
+	// continues from (KeepCopies, timeline_index_copies.go); lastID is the
+	// ID of the last event folded.
+	copies *timelineCopies
+	lastID string
+
+	// firstBuild is closed once the first build ended, built or not.
+	firstBuild     chan struct{}
+	firstBuildOnce sync.Once
 }
 
 // slotLine is one slot's history. It is held for as long as serve runs,
 // for every slot and a month of claims (hundreds of thousands of
-// intervals at 10,000 slots), so an interval is 24 bytes: its bounds as
-// Unix nanoseconds, its phase as a code of TimelineIndex.phases and its
-// claim as an index into the slot's claims, each name held once.
+// intervals at 10,000 slots), so its closed intervals are a stream of
+// varints (barStream: 6 to 10 bytes each), its phase a code of
+// TimelineIndex.phases and its claim an index into the slot's claims, each
+// name held once.
 type slotLine struct {
 	declared time.Time
 	retired  time.Time // zero while in the pool
-	bars     []indexBar
-	open     indexBar // phase noPhase when none
-	claims   []string // the claims of bars and open, in order
+	bars     barStream // closed intervals (timeline_index_bars.go)
+	open     indexBar  // phase noPhase when none
+	claims   []string  // the claims of bars and open, in order
 	fails    []indexFail
 }
 
@@ -84,7 +95,7 @@ func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *sl
 		log = slog.Default()
 	}
 	// Code 0 is no phase; the views' phases get theirs as they are seen.
-	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}, phases: []string{""}, phaseCode: map[string]uint8{"": noPhase}}
+	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}, phases: []string{""}, phaseCode: map[string]uint8{"": noPhase}, firstBuild: make(chan struct{})}
 }
 
 // wakeOnEvents is a channel that holds one wake-up whenever views fold
@@ -109,6 +120,9 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 	failing := false
 	for {
 		err := x.catchUp(ctx)
+		if err == nil {
+			x.saveCopyIfDue(ctx, false)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			// Once per streak: requests fold their window from the log
@@ -121,20 +135,36 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 		}
 		select {
 		case <-ctx.Done():
+			x.saveCopyAtShutdown(ctx)
 			return nil
 		case <-wake:
 		}
 	}
 }
 
+// FirstBuild is closed once the index's first build (from a saved copy,
+// a checkpoint or the log) ended, whether it succeeded or not.
+func (x *TimelineIndex) FirstBuild() <-chan struct{} { return x.firstBuild }
+
 // catchUp folds the events the index has not seen yet.
 func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	defer x.firstBuildOnce.Do(func() { close(x.firstBuild) })
 	if x.broken != nil {
 		return x.broken
 	}
-	building := !x.ok
+	building, fromCopy := !x.ok, false
+	if !x.ok && x.copies != nil {
+		// A saved copy the log continues: only the events after it are
+		// folded.
+		b, err := x.store.Bounds(ctx)
+		if err != nil {
+			return err
+		}
+		fromCopy = x.loadCopy(ctx, b)
+		x.ok = fromCopy
+	}
 	if !x.ok {
 		// The views before the log's first event: empty, or a checkpoint
 		// when the log's start expired (then the index starts there), or
@@ -178,7 +208,7 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	}
 	x.prune()
 	if building && err == nil {
-		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond))
+		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond), "from_copy", fromCopy)
 	}
 	return err
 }
@@ -224,6 +254,7 @@ func (x *TimelineIndex) fold(e events.Event) {
 		x.newest = e.Time
 	}
 	x.eventsAt = append(x.eventsAt, e.Time.UnixMilli())
+	x.lastID = e.ID
 	slot := ""
 	if e.Aggregate.Kind == events.KindSlot {
 		slot = e.Aggregate.Name
@@ -288,7 +319,7 @@ func (x *TimelineIndex) close(l *slotLine, t time.Time) {
 	o := l.open
 	if name := x.phases[o.phase]; name != "" && name != string(projections.SlotOff) && t.UnixNano() > o.start {
 		o.end = t.UnixNano()
-		l.bars = append(l.bars, o)
+		l.bars.add(o)
 	}
 	l.open = noBar
 }
@@ -335,9 +366,9 @@ func (x *TimelineIndex) prune() {
 			delete(x.slots, name)
 			continue
 		}
-		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end > cutNs })
-		l.bars = trimmed(l.bars, i)
-		l.dropClaimsBefore()
+		if (l.bars.n > 0 && l.bars.firstEnd <= cutNs) || (l.bars.n == 0 && len(l.claims) > 0) {
+			l.dropBefore(cutNs)
+		}
 		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })
 		l.fails = trimmed(l.fails, j)
 	}
@@ -357,33 +388,6 @@ func trimmed[T any](s []T, i int) []T {
 	return append(s[:0:0], s[i:]...)
 }
 
-// dropClaimsBefore drops the claims no kept interval refers to (those of
-// the intervals prune dropped), renumbering the rest.
-func (l *slotLine) dropClaimsBefore() {
-	first := int32(len(l.claims))
-	for _, b := range l.bars {
-		if b.claim >= 0 {
-			first = b.claim
-			break
-		}
-	}
-	if l.open.claim >= 0 {
-		first = min(first, l.open.claim)
-	}
-	if first == 0 {
-		return
-	}
-	l.claims = append(l.claims[:0:0], l.claims[first:]...)
-	for i := range l.bars {
-		if l.bars[i].claim >= 0 {
-			l.bars[i].claim -= first
-		}
-	}
-	if l.open.claim >= 0 {
-		l.open.claim -= first
-	}
-}
-
 // errNotHeld: the window reaches before what the index holds.
 var errNotHeld = errors.New("window not held")
 
@@ -395,6 +399,11 @@ func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Tim
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.cut(since, until, end)
+}
+
+// cut is Timeline of what the index holds now; the caller holds x.mu.
+func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
 	if since.Before(x.heldFrom) {
 		return Timeline{}, errNotHeld
 	}
@@ -448,9 +457,14 @@ func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Tim
 		l := x.slots[name]
 		out.SlotGroups[row] = intern(groupIdx, &out.Groups, group(name))
 		sinceNs, untilNs := since.UnixNano(), until.UnixNano()
-		i := sort.Search(len(l.bars), func(i int) bool { return l.bars[i].end > sinceNs })
-		for ; i < len(l.bars) && l.bars[i].start < untilNs; i++ {
-			emit(l, row, l.bars[i], time.Unix(0, l.bars[i].end).UTC())
+		for br := range l.bars.all() {
+			if br.end <= sinceNs {
+				continue
+			}
+			if br.start >= untilNs {
+				break
+			}
+			emit(l, row, br, time.Unix(0, br.end).UTC())
 		}
 		if o := l.open; o.phase != noPhase && x.phases[o.phase] != string(projections.SlotOff) && o.start < untilNs {
 			emit(l, row, o, end)

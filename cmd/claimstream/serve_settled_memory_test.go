@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// The settled collection runs settleDelay after serving starts, once, and
+// not at all when serve stops first.
+func TestReleaseSettledMemoryRunsOnceAfterTheDelay(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var out syncBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		releaseSettledMemory(context.Background(), slog.New(slog.NewTextHandler(&out, nil)), clk)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !clk.HasWaiters(); {
+		if time.Now().After(deadline) {
+			t.Fatal("no timer set in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(settleDelay - time.Second)
+	select {
+	case <-done:
+		t.Fatalf("collected before the delay: %s", out.String())
+	case <-time.After(100 * time.Millisecond):
+	}
+	clk.Step(time.Second)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not collected 30s after the delay passed")
+	}
+	if n := strings.Count(out.String(), `msg="settled memory returned to the system"`); n != 1 {
+		t.Fatalf("want one line, got %d: %s", n, out.String())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out = syncBuffer{}
+	releaseSettledMemory(ctx, slog.New(slog.NewTextHandler(&out, nil)), clk)
+	if out.String() != "" {
+		t.Fatalf("collected after serve stopped: %s", out.String())
+	}
+}

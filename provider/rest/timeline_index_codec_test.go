@@ -1,0 +1,164 @@
+package rest
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/events"
+)
+
+// seedTimelineIndex is a small index with every part of a copy: slots with
+// intervals, an open interval, a claim that failed, a retired slot, events
+// whose times are not in the log's order.
+func seedTimelineIndex() *TimelineIndex {
+	x := foldLifecycles(3, 7)
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	seq := x.st.Seq
+	fold := func(d events.Data) {
+		seq++
+		at = at.Add(time.Minute)
+		x.fold(events.Event{Seq: seq, ID: "seed-" + itoa(seq), Time: at, Type: d.EventType(), Aggregate: events.AggregateOf(d), Data: d})
+	}
+	r := events.Ref{Claim: "node-0.lan-failing", Slot: "node-0.lan", Group: "g", Attempt: 1}
+	for _, d := range scaledDownLifecycle(r, r.Slot, at)[:2] {
+		fold(d)
+	}
+	fold(events.ClaimFailed{Ref: r, Reason: "BootTimeout"})
+	r.Claim = "node-1.lan-open"
+	r.Slot = "node-1.lan"
+	for _, d := range scaledDownLifecycle(r, r.Slot, at)[:3] {
+		fold(d)
+	}
+	fold(events.SlotRetired{Ref: events.Ref{Slot: "node-2.lan", Group: "g"}})
+	// An event stamped before the one before it: the log's order is not
+	// always the time's.
+	at = at.Add(-2 * time.Hour)
+	fold(events.GroupDeclared{Ref: events.Ref{Group: "g"}})
+	return x
+}
+
+// A copy decodes to an index that encodes back to the same bytes and cuts
+// the same timelines.
+func TestTimelineIndexCopyRoundTrips(t *testing.T) {
+	x := seedTimelineIndex()
+	b, err := x.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := fromContents(t, b)
+	again, err := y.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, b) {
+		t.Fatalf("the decoded copy encodes to %d bytes, not the %d it was read from", len(again), len(b))
+	}
+	since, until := time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
+	if g, w := cutOf(t, y, since, until), cutOf(t, x, since, until); g != w {
+		t.Fatalf("from the copy:\n%s\nfrom the fold:\n%s", g, w)
+	}
+	if len(x.slots["node-0.lan"].fails) != 1 || !x.slots["node-2.lan"].retired.After(since) || x.slots["node-1.lan"].open.phase == noPhase {
+		t.Fatal("the seed lacks a failure, a retired slot or an open interval")
+	}
+}
+
+// A copy cut short or altered anywhere is refused as damaged.
+func TestTimelineIndexCopyRefusesDamage(t *testing.T) {
+	b, err := seedTimelineIndex().marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 4, 5, len(b) / 2, len(b) - 1} {
+		if _, err := unmarshalTimelineIndex(b[:n]); !errors.Is(err, ErrTimelineCopyDamaged) {
+			t.Fatalf("cut to %d of %d bytes: %v, want ErrTimelineCopyDamaged", n, len(b), err)
+		}
+	}
+	for _, i := range []int{4, 9, len(b) / 3, len(b) - 2} {
+		c := bytes.Clone(b)
+		c[i] ^= 1
+		if _, err := unmarshalTimelineIndex(c); !errors.Is(err, ErrTimelineCopyDamaged) {
+			t.Fatalf("byte %d altered: %v, want ErrTimelineCopyDamaged", i, err)
+		}
+	}
+}
+
+// fromContents is an index started from the copy b.
+func fromContents(t testing.TB, b []byte) *TimelineIndex {
+	t.Helper()
+	c, err := unmarshalTimelineIndex(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return indexOfContents(c)
+}
+
+func indexOfContents(c *timelineContents) *TimelineIndex {
+	y := NewTimelineIndex(nil, nil, nil)
+	y.st, y.heldFrom, y.newest, y.slots, y.eventsAt, y.phases, y.ok = c.st, c.heldFrom, c.newest, c.slots, c.eventsAt, c.phases, true
+	y.phaseCode = map[string]uint8{}
+	for i, p := range c.phases {
+		y.phaseCode[p] = uint8(i)
+	}
+	return y
+}
+
+// cutOf is x's timeline of [since, until), spelled out, without reading a
+// log (the index holds every event).
+func cutOf(t testing.TB, x *TimelineIndex, since, until time.Time) string {
+	t.Helper()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	tl, err := x.cut(since, until, until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return barsOf(tl) + fmtFailures(tl)
+}
+
+func fmtFailures(tl Timeline) string {
+	var b bytes.Buffer
+	for k := 0; k+3 < len(tl.Failures); k += 4 {
+		b.WriteString(tl.Slots[tl.Failures[k]] + " " + itoa(uint64(tl.Failures[k+1])) + " " + tl.Claims[tl.Failures[k+2]] + " " + tl.Reasons[tl.Failures[k+3]] + "\n")
+	}
+	return b.String()
+}
+
+// unmarshalTimelineIndex never panics; what it refuses wraps
+// ErrTimelineCopyDamaged, and what it accepts encodes back to a copy that
+// decodes again and cuts timelines.
+func FuzzUnmarshalTimelineIndex(f *testing.F) {
+	b, err := seedTimelineIndex().marshal()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte("CSTL\x02"))
+	empty, err := foldLifecycles(1, 0).marshal()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(empty)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := unmarshalTimelineIndex(b)
+		if err != nil {
+			if !errors.Is(err, ErrTimelineCopyDamaged) {
+				t.Fatalf("refused without ErrTimelineCopyDamaged: %v", err)
+			}
+			return
+		}
+		y := indexOfContents(c)
+		again, err := y.marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unmarshalTimelineIndex(again); err != nil {
+			t.Fatalf("an accepted copy encodes to one refused: %v", err)
+		}
+		cutOf(t, y, y.heldFrom, y.heldFrom.Add(1000*time.Hour))
+	})
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -1,0 +1,241 @@
+package rest_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/provider/rest"
+	"github.com/claimstream/claimstream/provider/rest/resttest"
+)
+
+// runTimelineIndexOnce runs idx as serve does until it is built, then
+// stops it (its copy is saved as Run ends).
+func runTimelineIndexOnce(t *testing.T, f *resttest.Fixture, idx *rest.TimelineIndex) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- idx.Run(ctx, f.H.Views) }()
+	now := f.H.Clock.Now().UTC()
+	if _, err := idx.Timeline(ctx, now.Add(-time.Hour), now, now); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the timeline index did not stop in 30s")
+	}
+}
+
+// copyBucket is a checkpoint bucket for the copies (the fixture's views
+// keep no checkpoints).
+func copyBucket(t *testing.T, f *resttest.Fixture) *projections.Checkpoints {
+	t.Helper()
+	cps, err := projections.OpenCheckpoints(context.Background(), f.H.Store.JetStream(), "TIMELINE_COPY_TEST", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cps
+}
+
+// timelineCopyNames are the saved copies of the timeline index, oldest
+// first.
+func timelineCopyNames(t *testing.T, cps *projections.Checkpoints) []string {
+	t.Helper()
+	objs, err := cps.ListNamed(context.Background(), "timeline-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// sameTimelines checks that idx cuts every window of the scripted history
+// (and what came after) exactly as folding the window from the log does.
+func sameTimelines(t *testing.T, f *resttest.Fixture, idx *rest.TimelineIndex) {
+	t.Helper()
+	ctx := context.Background()
+	end := f.H.Clock.Now().UTC()
+	var marks []time.Time
+	for at := handlerstest.Start.Add(-time.Minute); !at.After(end); at = at.Add(11 * time.Minute) {
+		marks = append(marks, at)
+	}
+	marks = append(marks, handlerstest.Start.Add(19*time.Minute), end)
+	sort.Slice(marks, func(i, j int) bool { return marks[i].Before(marks[j]) })
+	for i, since := range marks {
+		for _, until := range marks[i+1:] {
+			want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := idx.Timeline(ctx, since, until, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := canonical(got), canonical(want); g != w {
+				t.Fatalf("window %s..%s:\nindex\n%s\nfold\n%s", since.Format("15:04"), until.Format("15:04"), g, w)
+			}
+		}
+	}
+}
+
+var builtFromCopy = regexp.MustCompile(`msg="timeline index built" from_seq=(\d+) .* from_copy=true`)
+
+// A start loads the saved copy and folds only the events after it, and
+// answers every window exactly as the fold of the log does.
+func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
+	f := resttest.Scripted(t)
+	cps := copyBucket(t, f)
+	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
+	first.KeepCopies(cps, 1_000_000, nil) // only the copy at shutdown
+	runTimelineIndexOnce(t, f, first)
+	names := timelineCopyNames(t, cps)
+	if len(names) != 1 {
+		t.Fatalf("copies after a run: %v, want one", names)
+	}
+	copySeq := f.H.Views.Seq()
+	if want := "timeline-" + strings.Repeat("0", 20-len(itoa(copySeq))) + itoa(copySeq); names[0] != want {
+		t.Fatalf("copy %s, want %s (the last event folded)", names[0], want)
+	}
+
+	// Events after the copy: the next start folds only them.
+	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	f.Step(131 * time.Minute)
+	var logs bytes.Buffer
+	second := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	second.KeepCopies(cps, 0, nil)
+	select {
+	case <-second.FirstBuild():
+		t.Fatal("FirstBuild closed before the index was built")
+	default:
+	}
+	sameTimelines(t, f, second)
+	select {
+	case <-second.FirstBuild():
+	default:
+		t.Fatal("FirstBuild not closed once the index was built")
+	}
+	if !strings.Contains(logs.String(), `msg="timeline index loaded from its saved copy" copy=`+names[0]) {
+		t.Fatalf("the index did not load the copy:\n%s", logs.String())
+	}
+	m := builtFromCopy.FindStringSubmatch(logs.String())
+	if m == nil || m[1] != itoa(copySeq+1) {
+		t.Fatalf("want the events from seq %d folded after the copy:\n%s", copySeq+1, logs.String())
+	}
+}
+
+// A damaged copy is reported in one line and passed over for the older
+// copy, and with no usable copy left the index is built from the log: the
+// timelines are the log's either way.
+func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
+	f := resttest.Scripted(t)
+	ctx := context.Background()
+	cps := copyBucket(t, f)
+	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
+	first.KeepCopies(cps, 1_000_000, nil)
+	runTimelineIndexOnce(t, f, first)
+	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	f.Step(131 * time.Minute)
+	second := rest.NewTimelineIndex(f.H.Store, cps, nil)
+	second.KeepCopies(cps, 1_000_000, nil)
+	runTimelineIndexOnce(t, f, second)
+	names := timelineCopyNames(t, cps)
+	if len(names) != 2 {
+		t.Fatalf("copies after two runs: %v, want two", names)
+	}
+	older, newer := names[0], names[1]
+
+	// The newest copy with a byte altered: the older one is loaded.
+	b, err := cps.GetNamed(ctx, newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	if err := cps.PutNamed(ctx, newer, nil, b); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	third := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	third.KeepCopies(cps, 1_000_000, nil)
+	sameTimelines(t, f, third)
+	out := logs.String()
+	if n := strings.Count(out, "timeline index copy "+newer+" is damaged (checksum mismatch); trying an older copy or the log"); n != 1 {
+		t.Fatalf("want one line saying %s is damaged, got %d:\n%s", newer, n, out)
+	}
+	if !strings.Contains(out, `msg="timeline index loaded from its saved copy" copy=`+older) {
+		t.Fatalf("the older copy was not loaded:\n%s", out)
+	}
+
+	// Both damaged (the older cut short): built from the log.
+	b, err = cps.GetNamed(ctx, older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cps.PutNamed(ctx, older, nil, b[:len(b)/3]); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	fourth := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	fourth.KeepCopies(cps, 1_000_000, nil)
+	sameTimelines(t, f, fourth)
+	out = logs.String()
+	for _, name := range []string{newer, older} {
+		if n := strings.Count(out, "timeline index copy "+name+" is damaged"); n != 1 {
+			t.Fatalf("want one line saying %s is damaged, got %d:\n%s", name, n, out)
+		}
+	}
+	if strings.Contains(out, "loaded from its saved copy") || !regexp.MustCompile(`msg="timeline index built" from_seq=1 .* from_copy=false`).MatchString(out) {
+		t.Fatalf("want the index built from the log's start:\n%s", out)
+	}
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// After each save only the newest two copies are kept.
+func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
+	f := resttest.Scripted(t)
+	cps := copyBucket(t, f)
+	var seqs []uint64
+	for i := range 3 {
+		if i > 0 {
+			// Another event after each run: each saves a new copy.
+			if i == 1 {
+				f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+			} else {
+				f.H.MustExec(handlers.Decommission{Slot: "node-2.lan", By: "dave", Reason: "fan"})
+			}
+			f.Step(time.Duration(131+10*i) * time.Minute)
+		}
+		idx := rest.NewTimelineIndex(f.H.Store, cps, nil)
+		idx.KeepCopies(cps, 1_000_000, nil)
+		runTimelineIndexOnce(t, f, idx)
+		seqs = append(seqs, f.H.Views.Seq())
+	}
+	names := timelineCopyNames(t, cps)
+	want := []string{copyName(seqs[1]), copyName(seqs[2])}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("copies after three runs: %v, want the newest two %v", names, want)
+	}
+}
+
+func copyName(seq uint64) string {
+	return "timeline-" + strings.Repeat("0", 20-len(itoa(seq))) + itoa(seq)
+}

@@ -36,15 +36,6 @@ func (c *Checkpoints) PutNamed(ctx context.Context, name string, headers map[str
 	return nil
 }
 
-// GetNamed reads the object name of the checkpoint bucket.
-func (c *Checkpoints) GetNamed(ctx context.Context, name string) ([]byte, error) {
-	b, err := c.obj.GetBytes(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("read %s from the checkpoint bucket: %w", name, err)
-	}
-	return b, nil
-}
-
 // ListNamed lists the objects of the checkpoint bucket whose names start
 // with prefix, in the bucket's order.
 func (c *Checkpoints) ListNamed(ctx context.Context, prefix string) ([]NamedObject, error) {

@@ -7,13 +7,13 @@ import (
 	"io"
 )
 
-// maxNamedObject bounds what ReadNamed reads into memory at once.
+// maxNamedObject bounds what GetNamed reads into memory at once.
 const maxNamedObject = 1 << 30
 
-// ReadNamed reads the object name of the checkpoint bucket into one buffer
-// of its size. GetNamed's reader grows its buffer by doubling: for a copy
-// of tens of MB that is twice its size in garbage at start.
-func (c *Checkpoints) ReadNamed(ctx context.Context, name string) ([]byte, error) {
+// GetNamed reads the object name of the checkpoint bucket into one buffer
+// of its size (the object store's GetBytes grows its buffer by doubling:
+// for a copy of tens of MB that is twice its size in garbage at start).
+func (c *Checkpoints) GetNamed(ctx context.Context, name string) ([]byte, error) {
 	r, err := c.obj.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s from the checkpoint bucket: %w", name, err)

@@ -115,7 +115,7 @@ func (x *TimelineIndex) loadCopy(ctx context.Context, b events.Bounds) bool {
 				continue
 			}
 		}
-		raw, err := c.store.ReadNamed(ctx, in.name)
+		raw, err := c.store.GetNamed(ctx, in.name)
 		if err != nil {
 			x.log.Warn(fmt.Sprintf("timeline index copy %s cannot be read; trying an older copy or the log", in.name), "err", err)
 			continue

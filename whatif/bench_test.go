@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -66,16 +67,40 @@ func BenchmarkWhatIfWeek(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		stopProfile := profileWhatIf(b)
 		start, cpu0 := time.Now(), cpuTime()
 		rep, err := whatif.Run(context.Background(), r.h.Store, whatif.Options{From: from, To: to, Seed: 1, Candidates: cands})
 		if err != nil {
 			b.Fatal(err)
 		}
 		took, cpu := time.Since(start), cpuTime()-cpu0
+		stopProfile()
 		b.ReportMetric(took.Seconds(), "wall-s/whatif")
 		b.ReportMetric(cpu.Seconds(), "cpu-s/whatif")
 		b.ReportMetric(float64(last), "recorded-events")
 		b.Logf("what-if of %d events, 4 runs: %s; baseline %+v", last, took.Round(time.Millisecond), rep.Baseline)
+	}
+}
+
+// profileWhatIf writes a CPU profile of the timed what-if alone (not of
+// the recording before it) to the file WHATIF_BENCH_CPUPROFILE names.
+func profileWhatIf(b *testing.B) (stop func()) {
+	path := os.Getenv("WHATIF_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

@@ -77,7 +77,7 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 	if cfg.Fence != nil {
 		cfg.Cluster = Fenced(cfg.Cluster, cfg.Fence)
 	}
-	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace, cache: &viewCache{}}
+	b := base{clock: cfg.Clock, cluster: cfg.Cluster, svc: cfg.Service, views: cfg.Views, log: cfg.Log, ns: cfg.Namespace, cache: newViewCache(cfg.Views)}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}

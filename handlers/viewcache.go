@@ -3,16 +3,23 @@ package handlers
 import (
 	"sync"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/projections"
 )
 
-// viewCache keeps the slot views built from one state of the views: a
-// view is a function of the state and the slot alone, and the state
-// changes only by folding an event (its Seq moves) or by being replaced.
-// A pass runs a dozen reactors on each slot, every one of which reads the
-// slot's view; with nothing folded in between they share one copy instead
-// of a dozen (a third of a what-if replay's CPU went to those copies).
-// The reactors only read their view, never change it.
+// viewCache keeps the slot views built from the views: a view is a
+// function of the state and the slot alone. A pass runs a dozen reactors
+// on each slot, every one of which reads the slot's view; with nothing
+// folded for the slot in between they share one copy instead of a dozen
+// (a third of a what-if replay's CPU went to those copies). The reactors
+// only read their view, never change it.
+//
+// Told of every fold (newViewCache), it forgets only the view of the slot
+// an event names, and every view on an event that names none (a group's
+// spec, a size request) or when the views are replaced: a reactor's
+// append then costs its own slot's view again, not every slot's of the
+// pass. Not told (a bare &viewCache{}), it forgets every view whenever the
+// views' Seq moves.
 type viewCache struct {
 	mu    sync.Mutex
 	state *projections.State
@@ -20,8 +27,32 @@ type viewCache struct {
 	views map[string]slotView
 }
 
-// get returns the slot's view of s, building it at most once per state
-// and sequence (the caller holds the views' read lock).
+// newViewCache is a viewCache told of every fold of views.
+func newViewCache(views *projections.Runner) *viewCache {
+	c := &viewCache{}
+	views.Publish(c.folded)
+	return c
+}
+
+// folded runs under the views' write lock after each fold (e nil: the
+// views were replaced), so a reader under the read lock never finds a
+// view older than the state it reads.
+func (c *viewCache) folded(s *projections.State, e *events.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case e == nil || c.state != s || c.views == nil:
+		clear(c.views)
+	case e.Data == nil || e.Data.Reference().Slot == "":
+		clear(c.views)
+	default:
+		delete(c.views, e.Data.Reference().Slot)
+	}
+	c.state, c.seq = s, s.Seq
+}
+
+// get returns the slot's view of s, building it at most once until an
+// event changes it (the caller holds the views' read lock).
 func (c *viewCache) get(s *projections.State, slot string, build func() slotView) slotView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -33,9 +64,16 @@ func (c *viewCache) get(s *projections.State, slot string, build func() slotView
 		clear(c.views)
 	}
 	if v, ok := c.views[slot]; ok {
+		if verifyViewCache != nil {
+			verifyViewCache(slot, v, build())
+		}
 		return v
 	}
 	v := build()
 	c.views[slot] = v
 	return v
 }
+
+// verifyViewCache, when set (tests), is given every cached view handed
+// out with a fresh build of it.
+var verifyViewCache func(slot string, cached, fresh slotView)

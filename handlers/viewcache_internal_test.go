@@ -59,6 +59,9 @@ func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
 	phase := v.Live.Phase
 	// Building it copies the slot and its claims (several allocations);
 	// reading it again, only the read's closure may allocate.
+	verify := verifyViewCache
+	verifyViewCache = nil // it builds the view again to compare
+	defer func() { verifyViewCache = verify }()
 	if allocs := testing.AllocsPerRun(100, func() { b.view("s") }); allocs > 1 {
 		t.Errorf("reading an unchanged slot's view allocates %.0f times, want at most 1", allocs)
 	}
@@ -66,5 +69,71 @@ func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
 	append(events.Write{Aggregate: events.SlotAggregate("s"), Expected: slotSeq(), Events: []events.Event{{Time: at.Add(time.Second), Data: events.ClaimBooting{Ref: ref, StartupJob: "c1-start-1"}}}})
 	if v := b.view("s"); v.Live == nil || v.Live.Phase == phase {
 		t.Fatalf("after ClaimBooting the view still shows phase %v", phase)
+	}
+}
+
+// TestSlotViewIsKeptUntilItsSlotsEvent: a cache told of every fold keeps
+// a slot's view while events of other slots are folded (a reactor's
+// append on one slot does not cost every other slot's view of the pass),
+// and builds it again after an event of its own slot or of no slot.
+func TestSlotViewIsKeptUntilItsSlotsEvent(t *testing.T) {
+	ctx := context.Background()
+	st, _ := eventstest.NewStore(t)
+	views := projections.NewRunner(st, projections.RunnerOptions{})
+	if err := views.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- views.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	append := func(ws ...events.Write) {
+		t.Helper()
+		res, err := st.AppendWrites(ctx, ws...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := views.WaitFor(ctx, res.Last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	append(
+		events.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 2}}}}},
+		events.Write{Aggregate: events.SlotAggregate("s"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "s", Group: "g", Cause: "test"}}}}},
+		events.Write{Aggregate: events.SlotAggregate("u"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "u", Group: "g", Cause: "test"}}}}},
+	)
+	b := base{views: views, cache: newViewCache(views)}
+	verify := verifyViewCache
+	verifyViewCache = nil // it builds the view again to compare
+	defer func() { verifyViewCache = verify }()
+	b.view("s")
+	b.view("u")
+	slotSeq := func(slot string) (seq uint64) {
+		views.Read(func(s *projections.State) { seq = s.Slots[slot].Seq })
+		return seq
+	}
+	claim := func(slot, name string) {
+		t.Helper()
+		ref := events.Ref{Claim: name, Slot: slot, Group: "g", Attempt: 1, Cause: "test"}
+		append(events.Write{Aggregate: events.SlotAggregate(slot), Expected: slotSeq(slot), Events: []events.Event{{Time: at, Data: events.ClaimCreated{
+			Ref: ref, RequestedAt: at, RequestedBy: "test", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
+			DeadlineAt: at.Add(12 * time.Minute), Budget: events.Duration(12 * time.Minute), TTL: events.Duration(time.Hour),
+		}}}})
+	}
+	claim("u", "c-u")
+	if allocs := testing.AllocsPerRun(100, func() { b.view("s") }); allocs > 1 {
+		t.Errorf("after an event of slot u, reading slot s's view allocates %.0f times, want at most 1 (kept)", allocs)
+	}
+	if v := b.view("u"); v.Live == nil || v.Live.Name != "c-u" {
+		t.Fatalf("after ClaimCreated on u its view has live %v, want c-u", v.Live)
+	}
+	claim("s", "c-s")
+	if v := b.view("s"); v.Live == nil || v.Live.Name != "c-s" {
+		t.Fatalf("after ClaimCreated on s its view has live %v, want c-s", v.Live)
+	}
+	append(events.Write{Aggregate: events.GroupAggregate("g"), Expected: 1, Events: []events.Event{{Time: at, Data: events.GroupChanged{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 5}}}}})
+	if v := b.view("u"); v.Group.MaxSize != 5 {
+		t.Fatalf("after the group changed, slot u's view has maxSize %d, want 5", v.Group.MaxSize)
 	}
 }

@@ -92,7 +92,12 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 	if _, err := applier.Apply(ctx, cfg); err != nil {
 		return r, fmt.Errorf("run %s: apply the pool: %w", name, err)
 	}
-	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode}})
+	// Stepped: the reactors run the work items their events, cache changes
+	// and requeues mark due, as production's work queue does, not every
+	// slot at every instant; a full resync every MaxIdleJump, and a
+	// requeue waits as long as its reactor asked (up to that).
+	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode},
+		Stepped: true, Resync: MaxIdleJump, MaxRequeue: MaxIdleJump})
 	for _, sl := range cfg.Slots {
 		if m, ok := rec.Models[sl.Name]; ok {
 			r.world.Sim.SetKnobs(sl.Name, m.Knobs())
@@ -202,20 +207,23 @@ func (r *replayer) run(ctx context.Context, progress func(Progress)) (Outcome, e
 	return m.outcome(r.name), nil
 }
 
-// MaxIdleJump bounds how far the replay's clock jumps when no reactor asked
-// for a requeue and the simulated world has nothing due: the reactors'
-// periodic resync still runs that often.
+// MaxIdleJump bounds how far the replay's clock jumps when no work item is
+// due and the simulated world has nothing due: it is the replay's full
+// resync of every work item (production's is projections.ReconcilePeriod,
+// a safety net under the feeds; a replay jumps its clock past the instants
+// where nothing is due, see advance).
 const MaxIdleJump = 30 * time.Minute
 
 // advance drives the fake clock to until: a pass of the simulator and the
-// reactors, then a jump to the soonest of until, the requeue a reactor
-// asked for and the simulator's next action. Production resyncs every
-// projections.ReconcilePeriod; a replay needs no pass where nothing is due
+// reactors' due work items, then a jump to the soonest of until, the next
+// timer of the work items (a requeue, a retry or the resync) and the
+// simulator's next action. A replay needs no pass where nothing is due
 // (what makes a week replay in seconds), and a pass at the instants that
 // are is what the production loop would have done then.
 func (r *replayer) advance(ctx context.Context, until time.Time, report func()) error {
 	for {
-		if _, err := r.world.Pass(ctx); err != nil {
+		next, err := r.world.Pass(ctx)
+		if err != nil {
 			return err
 		}
 		now := r.clk.Now()
@@ -223,10 +231,7 @@ func (r *replayer) advance(ctx context.Context, until time.Time, report func()) 
 			return nil
 		}
 		at := until
-		if idle := now.Add(MaxIdleJump); idle.Before(at) {
-			at = idle
-		}
-		if d := r.world.Reactors.Asked(); d > 0 && now.Add(d).Before(at) {
+		if d := min(next, MaxIdleJump); now.Add(d).Before(at) {
 			at = now.Add(d)
 		}
 		if s, ok := r.world.Sim.NextAt(); ok && s.Before(at) {

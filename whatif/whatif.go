@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -81,8 +82,9 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 		rep.FellBack = []string{}
 	}
 	// The runs share nothing (each its own log, world and seeded draws),
-	// so they run side by side: most of a run's time is waiting on its own
-	// log and caches, not CPU.
+	// so they run side by side, as many at once as there are CPUs for Go
+	// to run on: more than that contend for them (a busy day on 2 cores:
+	// 4 at once took more wall time and more CPU than 2, docs/benchmarks.md).
 	runs := append([]Candidate{{Name: "baseline", Config: rec.Baseline}}, opts.Candidates...)
 	outs := make([]Outcome, len(runs))
 	errs := make([]error, len(runs))
@@ -95,7 +97,7 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 			opts.Progress(p)
 		}
 	}
-	sem := make(chan struct{}, ParallelRuns)
+	sem := make(chan struct{}, min(ParallelRuns, max(runtime.GOMAXPROCS(0), 1)))
 	var wg sync.WaitGroup
 	for i, c := range runs {
 		wg.Add(1)
@@ -118,7 +120,8 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 	return rep, nil
 }
 
-// ParallelRuns bounds the runs of one what-if that go at once.
+// ParallelRuns bounds the runs of one what-if that go at once (and
+// GOMAXPROCS does too).
 const ParallelRuns = 4
 
 // Replay is one run of the recording under cfg.

@@ -16,6 +16,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/whatif"
 )
 
@@ -228,5 +229,78 @@ func TestBurstyWorkUnderAShorterHoldAndALowerMaxSize(t *testing.T) {
 	}
 	if !(max2.WaitMinutes > base.WaitMinutes) {
 		t.Errorf("maxSize 2: %.3f pod-minutes waiting; baseline %.3f: want more", max2.WaitMinutes, base.WaitMinutes)
+	}
+}
+
+// TestTheSameWhatIfTwiceGivesTheSameAnswer: one seed, one answer. A
+// recording with bursts of pods on a built-in group and claims asked for
+// and released on a cluster-autoscaler group at once (many slots due at
+// the same instant) is replayed twice under the same candidates: the two
+// reports are the same, figure by figure.
+func TestTheSameWhatIfTwiceGivesTheSameAnswer(t *testing.T) {
+	r := newRecorder(t, poolYAML(events.ScalerBuiltin, 6, 6, 10*time.Minute), sim.Timing{PodsPerNode: 4})
+	from := r.h.Clock.Now()
+	r.bursts(t, 4, 14, 30*time.Minute, 12*time.Minute)
+	r.runFor(t, 30*time.Minute)
+	to := r.h.Clock.Now()
+	opts := whatif.Options{From: from, To: to, Seed: 5, Candidates: []whatif.Candidate{
+		{Name: "hold-5m.yaml", Config: parsePool(t, "hold-5m.yaml", poolYAML(events.ScalerBuiltin, 6, 6, 5*time.Minute))},
+		{Name: "max-3.yaml", Config: parsePool(t, "max-3.yaml", poolYAML(events.ScalerBuiltin, 6, 3, 10*time.Minute))},
+	}}
+	first, err := whatif.Run(context.Background(), r.h.Store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := whatif.Run(context.Background(), r.h.Store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Baseline.Boots == 0 || first.Baseline.Events == 0 {
+		t.Fatalf("the baseline booted nothing: %+v", first.Baseline)
+	}
+	a, _ := json.Marshal(first)
+	b, _ := json.Marshal(second)
+	if string(a) != string(b) {
+		t.Fatalf("the same what-if twice:\n%s\n%s", a, b)
+	}
+
+	ca := newRecorder(t, poolYAML(events.ScalerClusterAutoscaler, 30, 30, 0), sim.Timing{})
+	from = ca.h.Clock.Now()
+	for round := range 6 {
+		res, err := ca.h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 10 + round, RequestedBy: "cluster-autoscaler"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca.runFor(t, 10*time.Minute)
+		var nodes []handlers.NodeRef
+		ca.h.Read(func(s *projections.State) {
+			for _, c := range res.Claims() {
+				nodes = append(nodes, handlers.NodeRef{Name: s.Claims[c].Slot})
+			}
+		})
+		if _, err := ca.h.Service.Execute(context.Background(), handlers.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "cluster-autoscaler"}); err != nil {
+			t.Fatal(err)
+		}
+		ca.runFor(t, 10*time.Minute)
+	}
+	to = ca.h.Clock.Now()
+	opts = whatif.Options{From: from, To: to, Seed: 5, Candidates: []whatif.Candidate{
+		{Name: "max-12.yaml", Config: parsePool(t, "max-12.yaml", poolYAML(events.ScalerClusterAutoscaler, 30, 12, 0))},
+	}}
+	first, err = whatif.Run(context.Background(), ca.h.Store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err = whatif.Run(context.Background(), ca.h.Store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Baseline.Boots < 60 {
+		t.Fatalf("the baseline booted %d machines, want the 75 asked for", first.Baseline.Boots)
+	}
+	a, _ = json.Marshal(first)
+	b, _ = json.Marshal(second)
+	if string(a) != string(b) {
+		t.Fatalf("the same what-if twice:\n%s\n%s", a, b)
 	}
 }

@@ -40,6 +40,10 @@ type Options struct {
 	// knows of (Fake.Generation): Settle returns at once when nothing was
 	// written since it last found the caches caught up (settle.go).
 	Generation func() uint64
+	// Changes, when set with Generation, lists the writes after a
+	// generation (Fake.ChangesSince): a Settle after a write then checks
+	// only what was written (settle.go).
+	Changes func(since uint64) ([]Change, bool)
 }
 
 // Cluster implements handlers.Cluster over a Kubernetes API.
@@ -65,7 +69,9 @@ type Cluster struct {
 	work         *workInformers
 
 	generation func() uint64
+	changes    func(since uint64) ([]Change, bool)
 	settled    settledAt
+	handled    handledVersions
 }
 
 var _ handlers.Cluster = (*Cluster)(nil)
@@ -75,19 +81,19 @@ func New(client kubernetes.Interface, opts Options) *Cluster {
 	if opts.Namespace == "" {
 		opts.Namespace = "claimstream"
 	}
-	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation}
+	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation, changes: opts.Changes}
 	c.nodeFactory = informers.NewSharedInformerFactory(client, opts.Resync)
 	c.jobFactory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithNamespace(opts.Namespace))
 	c.nodes = c.nodeFactory.Core().V1().Nodes().Informer()
 	c.jobs = c.jobFactory.Batch().V1().Jobs().Informer()
 	_ = indexNodesByGroup(c.nodes) // fails only once started; NodesLabelled falls back
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { c.notify(); c.objectChanged(o) },
-		UpdateFunc: func(_, o any) { c.notify(); c.objectChanged(o) },
-		DeleteFunc: func(o any) { c.notify(); c.objectChanged(o) },
+	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "jobs": c.jobs} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.notify(); c.objectChanged(o); c.handled.note(name, o, false) },
+			UpdateFunc: func(_, o any) { c.notify(); c.objectChanged(o); c.handled.note(name, o, false) },
+			DeleteFunc: func(o any) { c.notify(); c.objectChanged(o); c.handled.note(name, o, true) },
+		})
 	}
-	_, _ = c.nodes.AddEventHandler(h)
-	_, _ = c.jobs.AddEventHandler(h)
 	return c
 }
 
@@ -141,8 +147,8 @@ func (c *Cluster) notify() {
 	c.mu.Unlock()
 }
 
-// Settle waits until the caches reflect every write the Versions truth
-// knows of. Without Versions it returns at once. The simulator and the
+// Settle waits until the caches, and the handlers that tell WatchObjects
+// and Changed, reflect every write the Versions truth knows of. Without Versions it returns at once. The simulator and the
 // tests call it between steps so that a pass on a fake clock reads what
 // the previous step wrote.
 func (c *Cluster) Settle(ctx context.Context) error {
@@ -153,40 +159,23 @@ func (c *Cluster) Settle(ctx context.Context) error {
 	if unchanged {
 		return nil
 	}
-	for i := 0; ; i++ {
+	if ok, err := c.settleChanges(ctx, at); ok {
+		if err == nil {
+			c.markSettled(at)
+		}
+		return err
+	}
+	for {
+		noted := c.handled.next()
 		nodes, jobs := c.versions()
-		if sameVersions(c.nodes.GetStore(), nodes, "") && sameVersions(c.jobs.GetStore(), jobs, c.namespace+"/") && c.settledWork() {
+		if c.handled.same("nodes", nodes, "") && c.handled.same("jobs", jobs, c.namespace+"/") && c.settledWork() {
 			c.markSettled(at)
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
+		if err := c.waitHandled(ctx, noted); err != nil {
 			return err
 		}
-		if i > 20 {
-			time.Sleep(50 * time.Microsecond)
-		} else {
-			// Yield to the informers' goroutines.
-			time.Sleep(0)
-		}
 	}
-}
-
-func sameVersions(store cache.Store, want map[string]string, prefix string) bool {
-	keys := store.ListKeys()
-	if len(keys) != len(want) {
-		return false
-	}
-	for name, rv := range want {
-		obj, ok, _ := store.GetByKey(prefix + name)
-		if !ok {
-			return false
-		}
-		m, err := metaOf(obj)
-		if err != nil || m.GetResourceVersion() != rv {
-			return false
-		}
-	}
-	return true
 }
 
 func metaOf(obj any) (metav1.Object, error) {

@@ -40,6 +40,10 @@ type Fake struct {
 	// times), so an unchanged cluster is not copied again.
 	gen        uint64
 	versionsAt map[string]versionsCopy
+	// changes are the writes and deletes after gen changesFrom, in order
+	// (ChangesSince), at most maxFakeChanges of them.
+	changes     []Change
+	changesFrom uint64
 
 	tracker *stampTracker
 }
@@ -167,15 +171,16 @@ func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object
 	t.f.rv++
 	t.f.gen++
 	rv := strconv.FormatUint(t.f.rv, 10)
+	if ns == "" {
+		ns = m.GetNamespace()
+	}
 	obj = obj.DeepCopyObject()
 	m, _ = meta.Accessor(obj)
 	m.SetResourceVersion(rv)
 	if err := write(obj); err != nil {
 		return err
 	}
-	if ns == "" {
-		ns = m.GetNamespace()
-	}
+	t.f.changed(gvr, ns, m.GetName(), rv)
 	switch {
 	case gvr == nodesGVR:
 		t.f.nodes[m.GetName()] = rv
@@ -222,6 +227,7 @@ func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, 
 		return err
 	}
 	t.f.gen++
+	t.f.changed(gvr, ns, name, "")
 	switch {
 	case gvr == nodesGVR:
 		delete(t.f.nodes, name)

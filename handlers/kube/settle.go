@@ -1,6 +1,19 @@
 package kube
 
-import "sync"
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+type cacheTombstone = cache.DeletedFinalStateUnknown
 
 // settledAt is the mark at which Settle last found the caches caught up:
 // a replayed week calls Settle millions of times, mostly with nothing
@@ -43,3 +56,192 @@ func (c *Cluster) markSettled(m settleMark) {
 	c.settled.last = m
 	c.settled.mu.Unlock()
 }
+
+// handledVersions are the resource versions the informers' handlers were
+// called with, by cache ("nodes", "jobs", or a workload resource) and
+// key: a handler runs after its cache took the change, so a Settle that
+// finds them caught up knows the caches are, and that the watchers of
+// WatchObjects and Changed were told (a stepped driver's next step then
+// sees every change the last one made, whatever the goroutines' order).
+type handledVersions struct {
+	mu sync.Mutex
+	by map[string]map[string]string
+	// noted is closed at the next note, so a Settle waits for the
+	// handlers instead of spinning (spinning took CPU from the runs of a
+	// what-if that go side by side).
+	noted chan struct{}
+}
+
+// next returns a channel closed at the next note.
+func (h *handledVersions) next() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.noted == nil {
+		h.noted = make(chan struct{})
+	}
+	return h.noted
+}
+
+func (h *handledVersions) note(cache string, o any, deleted bool) {
+	if t, ok := o.(cacheTombstone); ok {
+		o = t.Obj
+	}
+	m, err := metaOf(o)
+	if err != nil {
+		return
+	}
+	key := m.GetName()
+	if ns := m.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.noted != nil {
+		close(h.noted)
+		h.noted = nil
+	}
+	if h.by == nil {
+		h.by = map[string]map[string]string{}
+	}
+	if h.by[cache] == nil {
+		h.by[cache] = map[string]string{}
+	}
+	if deleted {
+		delete(h.by[cache], key)
+		return
+	}
+	h.by[cache][key] = m.GetResourceVersion()
+}
+
+// same reports whether the handlers of cache were called with exactly the
+// versions want holds (keys prefixed with prefix in the cache).
+func (h *handledVersions) same(cache string, want map[string]string, prefix string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	got := h.by[cache]
+	if len(got) != len(want) {
+		return false
+	}
+	for name, rv := range want {
+		if got[prefix+name] != rv {
+			return false
+		}
+	}
+	return true
+}
+
+// Change is one write (Version is the object's new resourceVersion) or
+// delete (Version "") of a Node, Job or workload object the Fake stamps.
+type Change struct {
+	// Cache is "nodes", "jobs" or a workload resource ("pods", ...).
+	Cache string
+	// Key is the name of a Node, "<ns>/<name>" of anything else.
+	Key     string
+	Version string
+	gen     uint64
+}
+
+// maxFakeChanges bounds the Fake's change log: a reader further behind
+// than that compares every object instead (Cluster.Settle).
+const maxFakeChanges = 1 << 15
+
+// changed logs one write or delete (f.mu held, f.gen already counted it).
+func (f *Fake) changed(gvr schema.GroupVersionResource, ns, name, rv string) {
+	ch := Change{Cache: gvr.Resource, Key: name, Version: rv, gen: f.gen}
+	if gvr != nodesGVR {
+		ch.Key = ns + "/" + name
+	}
+	if len(f.changes) >= maxFakeChanges {
+		drop := len(f.changes) / 2
+		f.changesFrom = f.changes[drop-1].gen
+		f.changes = slices.Delete(f.changes, 0, drop)
+	}
+	f.changes = append(f.changes, ch)
+}
+
+// ChangesSince returns the writes and deletes counted after generation
+// gen (Options.Changes), in order; ok is false when the log no longer
+// reaches back that far.
+func (f *Fake) ChangesSince(gen uint64) (changes []Change, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen < f.changesFrom {
+		return nil, false
+	}
+	i, _ := slices.BinarySearchFunc(f.changes, gen+1, func(c Change, g uint64) int { return cmp.Compare(c.gen, g) })
+	return slices.Clone(f.changes[i:]), true
+}
+
+// settleChanges waits until the handlers saw the changes written since
+// the last Settle found everything caught up (at most mark.gen behind):
+// a Settle after a write costs what was written, not every Node and Job
+// the cluster holds (a replayed week leaves tens of thousands of finished
+// Jobs). ok is false when it cannot tell (no change log, no earlier mark,
+// a workload informer started since, or the log no longer reaches back):
+// the caller compares everything.
+func (c *Cluster) settleChanges(ctx context.Context, at settleMark) (ok bool, err error) {
+	if c.changes == nil {
+		return false, nil
+	}
+	c.settled.mu.Lock()
+	last := c.settled.last
+	c.settled.mu.Unlock()
+	if !last.ok || last.work != at.work {
+		return false, nil
+	}
+	changes, ok := c.changes(last.gen)
+	if !ok {
+		return false, nil
+	}
+	// The newest version of each object counts.
+	type object struct{ cache, key string }
+	want := make(map[object]string, len(changes))
+	for _, ch := range changes {
+		switch {
+		case ch.Cache == "nodes":
+			want[object{"nodes", ch.Key}] = ch.Version
+		case ch.Cache == "jobs" && strings.HasPrefix(ch.Key, c.namespace+"/"):
+			want[object{"jobs", ch.Key}] = ch.Version
+		}
+		if at.work != nil && ch.Cache != "nodes" {
+			want[object{"work/" + ch.Cache, ch.Key}] = ch.Version
+		}
+	}
+	for {
+		noted := c.handled.next()
+		caught := true
+		c.handled.mu.Lock()
+		for o, rv := range want {
+			if got, seen := c.handled.by[o.cache][o.key]; got != rv || seen != (rv != "") {
+				caught = false
+				break
+			}
+		}
+		c.handled.mu.Unlock()
+		if caught {
+			return true, nil
+		}
+		if err := c.waitHandled(ctx, noted); err != nil {
+			return true, err
+		}
+	}
+}
+
+// waitHandled waits for the informers' handlers to note a change (noted,
+// taken before the check that failed) or ctx to end. A change the
+// handlers never note (the cache of an object nothing wrote through the
+// fake) is looked at again after a short while.
+func (c *Cluster) waitHandled(ctx context.Context, noted <-chan struct{}) error {
+	t := time.NewTimer(settleRecheck)
+	defer t.Stop()
+	select {
+	case <-noted:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// settleRecheck bounds a Settle's wait between two checks.
+const settleRecheck = 10 * time.Millisecond

@@ -47,13 +47,12 @@ func (c *Cluster) startWork() *workInformers {
 		"daemonsets":   f.Apps().V1().DaemonSets().Informer(),
 		"replicasets":  f.Apps().V1().ReplicaSets().Informer(),
 	}}
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.notify() },
-		UpdateFunc: func(any, any) { c.notify() },
-		DeleteFunc: func(any) { c.notify() },
-	}
-	for _, inf := range w.stores {
-		_, _ = inf.AddEventHandler(h)
+	for res, inf := range w.stores {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.notify(); c.handled.note("work/"+res, o, false) },
+			UpdateFunc: func(_, o any) { c.notify(); c.handled.note("work/"+res, o, false) },
+			DeleteFunc: func(o any) { c.notify(); c.handled.note("work/"+res, o, true) },
+		})
 		w.hasSynced = append(w.hasSynced, inf.HasSynced)
 	}
 	f.Start(c.runCtx.Done())
@@ -127,8 +126,8 @@ func (c *Cluster) settledWork() bool {
 		return true
 	}
 	want := c.workVersions()
-	for res, inf := range w.stores {
-		if !sameVersions(inf.GetStore(), want[res], "") {
+	for res := range w.stores {
+		if !c.handled.same("work/"+res, want[res], "") {
 			return false
 		}
 	}

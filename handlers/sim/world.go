@@ -37,6 +37,10 @@ type WorldConfig struct {
 	// Resync is a Stepped world's full resync period on its clock
 	// (default projections.ReconcilePeriod).
 	Resync time.Duration
+	// MaxRequeue, when set, is how far off a requeue a reactor asks for
+	// may be in a Stepped world (default projections.ReconcilePeriod, as
+	// on the work queue; handlers.Stepper.SetMaxRequeue).
+	MaxRequeue time.Duration
 }
 
 // World is a simulated cluster (fake clientset + machines) under the
@@ -73,7 +77,7 @@ func NewWorld(cfg WorldConfig) *World {
 func (w *World) Start(ctx context.Context) error {
 	ictx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	w.Cluster = kube.New(w.Fake, kube.Options{Namespace: w.cfg.Namespace, Versions: w.Fake.Versions(w.cfg.Namespace), WorkVersions: w.Fake.WorkVersions, Generation: w.Fake.Generation})
+	w.Cluster = kube.New(w.Fake, kube.Options{Namespace: w.cfg.Namespace, Versions: w.Fake.Versions(w.cfg.Namespace), WorkVersions: w.Fake.WorkVersions, Generation: w.Fake.Generation, Changes: w.Fake.ChangesSince})
 	w.Cluster.Start(ictx)
 	if !w.Cluster.WaitForSync(ictx) {
 		cancel()
@@ -156,6 +160,7 @@ func (w *World) reconcile(ctx context.Context) (time.Duration, error) {
 	}
 	if w.stepper == nil {
 		w.stepper = w.Reactors.NewStepper(w.cfg.Resync)
+		w.stepper.SetMaxRequeue(w.cfg.MaxRequeue)
 	}
 	ran, next, err := w.stepper.Step(ctx)
 	w.ItemsRun += ran

@@ -195,7 +195,7 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 	}
 	out := logs.String()
 	for _, want := range []string{
-		fmt.Sprintf("cost index copy %s is damaged (checksum mismatch); rebuilding from the log", costCopyName(8)),
+		fmt.Sprintf("cost index copy %s is damaged (checksum mismatch); trying an older copy or the log", costCopyName(8)),
 		fmt.Sprintf("cost index copy %s is ahead of the event log, which ends at seq 8", costCopyName(50)),
 		"from_copy=0",
 	} {

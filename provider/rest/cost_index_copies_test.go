@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +13,10 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/projections/cost"
 )
-
-// syncBuffer is a log sink a test reads while the index writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // costLog is a log of a group at 1 EUR/h and a slot whose machine goes on
 // and off every hour from t0, in store st.
@@ -143,7 +125,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 	}
 	l.power(2) // 20 events, the machine on 9 hours; the newest copy covers 18
 
-	var logs syncBuffer
+	var logs logcapture.Buffer
 	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
 	y.KeepCopies(cps, 4, nil)
 	if got, want := machineHours(t, y), machineHours(t, NewCostIndex(st, nil)); got != want || got != 9 {
@@ -187,7 +169,7 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
+	var logs logcapture.Buffer
 	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
 	y.KeepCopies(cps, 4, nil)
 	if got := machineHours(t, y); got != 3 {

@@ -29,15 +29,13 @@ type costCopies struct {
 	saved atomic.Uint64
 }
 
-// KeepCopies makes x save a copy of its index in cps every `every` events
-// (0: 10,000) and at a clean shutdown, and start from the newest copy the
-// log reaches. writer (nil: always) says whether this replica writes them.
-// Call it before Run.
-func (x *CostIndex) KeepCopies(cps *projections.Checkpoints, every uint64, writer func() bool) {
+// KeepCopies makes x save a copy of its index in cps as o says, and start from
+// the newest copy the log reaches. Call it before Run.
+func (x *CostIndex) KeepCopies(cps *projections.Checkpoints, o CopyOptions) {
 	if cps == nil {
 		return
 	}
-	x.copies = &costCopies{savedCopies: newSavedCopies("cost index", costCopyPrefix, costCopyEventHeader, cps, every, writer, x.log)}
+	x.copies = &costCopies{savedCopies: newSavedCopies("cost index", costCopyPrefix, costCopyEventHeader, cps, o, x.log)}
 }
 
 // loadCopy is the index of the newest saved copy whose seq is at most

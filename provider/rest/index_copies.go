@@ -31,6 +31,7 @@ type savedCopies struct {
 	// writer, when set, says whether this replica writes the copies (the
 	// leader, as for the views' checkpoints).
 	writer func() bool
+	onSave func(outcome string)
 	log    *slog.Logger
 }
 
@@ -44,11 +45,26 @@ const (
 	copyEveryDefault = 10_000
 )
 
-func newSavedCopies(what, prefix, eventHeader string, cps *projections.Checkpoints, every uint64, writer func() bool, log *slog.Logger) *savedCopies {
-	if every == 0 {
-		every = copyEveryDefault
+// CopyOptions say how an index keeps its saved copies (KeepCopies).
+type CopyOptions struct {
+	// Every is how many events apart copies are saved (0: 10,000); one is
+	// saved at a clean shutdown too.
+	Every uint64
+	// Writer (nil: always) says whether this replica writes them (the
+	// leader, as for the views' checkpoints).
+	Writer func() bool
+	// OnSave, when set, is told of every save: "saved" or "failed".
+	OnSave func(outcome string)
+}
+
+func newSavedCopies(what, prefix, eventHeader string, cps *projections.Checkpoints, o CopyOptions, log *slog.Logger) *savedCopies {
+	if o.Every == 0 {
+		o.Every = copyEveryDefault
 	}
-	return &savedCopies{what: what, prefix: prefix, eventHeader: eventHeader, store: cps, every: every, writer: writer, log: log}
+	if o.OnSave == nil {
+		o.OnSave = func(string) {}
+	}
+	return &savedCopies{what: what, prefix: prefix, eventHeader: eventHeader, store: cps, every: o.Every, writer: o.Writer, onSave: o.OnSave, log: log}
 }
 
 func (c *savedCopies) name(seq uint64) string { return copyName(c.prefix, seq) }
@@ -141,9 +157,11 @@ func (c *savedCopies) save(ctx context.Context, seq uint64, lastID string, b []b
 	if err := c.store.PutNamed(ctx, name, headers, b); err != nil {
 		if ctx.Err() == nil { // shutting down: the shutdown's save tries again
 			c.log.Warn(fmt.Sprintf("cannot save a copy of the %s; the next start folds more of the log", c.what), "copy", name, "err", err)
+			c.onSave("failed")
 		}
 		return false
 	}
+	c.onSave("saved")
 	c.log.Info(c.what+" copy saved", "copy", name, "bytes", len(b), "took", time.Since(start).Round(time.Millisecond))
 	copies, err := c.list(ctx)
 	if err != nil {

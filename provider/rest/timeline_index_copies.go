@@ -27,15 +27,13 @@ type timelineCopies struct {
 	saved uint64
 }
 
-// KeepCopies makes x save a copy of itself in cps every `every` events (0:
-// 10,000) and at a clean shutdown, and start from the newest copy the log
-// reaches. writer (nil: always) says whether this replica writes them. Call
-// it before Run.
-func (x *TimelineIndex) KeepCopies(cps *projections.Checkpoints, every uint64, writer func() bool) {
+// KeepCopies makes x save a copy of itself in cps as o says, and start from
+// the newest copy the log reaches. Call it before Run.
+func (x *TimelineIndex) KeepCopies(cps *projections.Checkpoints, o CopyOptions) {
 	if cps == nil {
 		return
 	}
-	x.copies = &timelineCopies{savedCopies: newSavedCopies("timeline index", timelineCopyPrefix, timelineCopyEventHeader, cps, every, writer, x.log)}
+	x.copies = &timelineCopies{savedCopies: newSavedCopies("timeline index", timelineCopyPrefix, timelineCopyEventHeader, cps, o, x.log)}
 }
 
 // loadCopy starts x from the newest saved copy that the log of bounds b

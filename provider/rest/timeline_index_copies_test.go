@@ -75,7 +75,7 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	f := resttest.Scripted(t)
 	cps := copyBucket(t, f)
 	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	first.KeepCopies(cps, 1_000_000, nil) // only the copy at shutdown
+	first.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000}) // only the copy at shutdown
 	runTimelineIndexOnce(t, f, first)
 	names := timelineCopyNames(t, cps)
 	if len(names) != 1 {
@@ -91,7 +91,7 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	f.Step(131 * time.Minute)
 	var logs bytes.Buffer
 	second := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	second.KeepCopies(cps, 0, nil)
+	second.KeepCopies(cps, rest.CopyOptions{Every: 0})
 	select {
 	case <-second.FirstBuild():
 		t.Fatal("FirstBuild closed before the index was built")
@@ -120,12 +120,12 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	ctx := context.Background()
 	cps := copyBucket(t, f)
 	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	first.KeepCopies(cps, 1_000_000, nil)
+	first.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, first)
 	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	f.Step(131 * time.Minute)
 	second := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	second.KeepCopies(cps, 1_000_000, nil)
+	second.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, second)
 	names := timelineCopyNames(t, cps)
 	if len(names) != 2 {
@@ -144,7 +144,7 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	third := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	third.KeepCopies(cps, 1_000_000, nil)
+	third.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 	sameTimelines(t, f, third, 11*time.Minute)
 	out := logs.String()
 	if n := strings.Count(out, "timeline index copy "+newer+" is damaged (checksum mismatch); trying an older copy or the log"); n != 1 {
@@ -164,7 +164,7 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	}
 	logs.Reset()
 	fourth := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	fourth.KeepCopies(cps, 1_000_000, nil)
+	fourth.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 	sameTimelines(t, f, fourth, 11*time.Minute)
 	out = logs.String()
 	for _, name := range []string{newer, older} {
@@ -195,7 +195,7 @@ func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
 			f.Step(time.Duration(131+10*i) * time.Minute)
 		}
 		idx := rest.NewTimelineIndex(f.H.Store, cps, nil)
-		idx.KeepCopies(cps, 1_000_000, nil)
+		idx.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 		runTimelineIndexOnce(t, f, idx)
 		seqs = append(seqs, f.H.Views.Seq())
 	}

@@ -53,14 +53,3 @@ type DemandObserved struct {
 
 func (ScaleRequested) EventType() Type { return TypeScaleRequested }
 func (DemandObserved) EventType() Type { return TypeDemandObserved }
-
-func init() {
-	catalog[TypeScaleRequested] = struct {
-		kind AggregateKind
-		new  func() Data
-	}{KindGroup, func() Data { return &ScaleRequested{} }}
-	catalog[TypeDemandObserved] = struct {
-		kind AggregateKind
-		new  func() Data
-	}{KindGroup, func() Data { return &DemandObserved{} }}
-}

@@ -62,17 +62,6 @@ type MachinePoweredOff struct {
 func (MachinePoweredOn) EventType() Type  { return TypeMachinePoweredOn }
 func (MachinePoweredOff) EventType() Type { return TypeMachinePoweredOff }
 
-func init() {
-	catalog[TypeMachinePoweredOn] = struct {
-		kind AggregateKind
-		new  func() Data
-	}{KindSlot, func() Data { return &MachinePoweredOn{} }}
-	catalog[TypeMachinePoweredOff] = struct {
-		kind AggregateKind
-		new  func() Data
-	}{KindSlot, func() Data { return &MachinePoweredOff{} }}
-}
-
 // Cost is what a machine costs while it is up (and booting): a cloud price
 // per hour and a power draw priced per kWh. In a group every field is the
 // group's; in a slot a set field overrides the group's (a slot has no

@@ -557,6 +557,8 @@ var catalog = map[Type]struct {
 	TypeGroupChanged:                {KindGroup, func() Data { return &GroupChanged{} }},
 	TypeGroupRetired:                {KindGroup, func() Data { return &GroupRetired{} }},
 	TypeScaleDecided:                {KindGroup, func() Data { return &ScaleDecided{} }},
+	TypeScaleRequested:              {KindGroup, func() Data { return &ScaleRequested{} }},
+	TypeDemandObserved:              {KindGroup, func() Data { return &DemandObserved{} }},
 	TypeSlotDeclared:                {KindSlot, func() Data { return &SlotDeclared{} }},
 	TypeSlotChanged:                 {KindSlot, func() Data { return &SlotChanged{} }},
 	TypeSlotRetired:                 {KindSlot, func() Data { return &SlotRetired{} }},
@@ -587,6 +589,8 @@ var catalog = map[Type]struct {
 	TypeLeaderElected:               {KindLeadership, func() Data { return &LeaderElected{} }},
 	TypeSizeIncreased:               {KindGroup, func() Data { return &SizeIncreased{} }},
 	TypeSizeDecreased:               {KindGroup, func() Data { return &SizeDecreased{} }},
+	TypeMachinePoweredOn:            {KindSlot, func() Data { return &MachinePoweredOn{} }},
+	TypeMachinePoweredOff:           {KindSlot, func() Data { return &MachinePoweredOff{} }},
 }
 
 // Types lists the catalog in a stable order.

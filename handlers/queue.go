@@ -181,14 +181,32 @@ func (r *Reactors) enqueueAll(w enqueuer, group string, at time.Time) {
 	}
 }
 
+// groupRecords are the group events that change nothing a slot's or a
+// stray host's reactor reads: the size events fold nothing (the claims of
+// their batch are folded from their own events, which name their slots),
+// and the demand facts only what the commands and the built-in scaler
+// read. They wake the group's scaler, not every slot of the group: a busy
+// group's calls would otherwise run every reactor on every slot of it.
+var groupRecords = map[events.Type]bool{
+	events.TypeSizeIncreased:  true,
+	events.TypeSizeDecreased:  true,
+	events.TypeScaleRequested: true,
+	events.TypeDemandObserved: true,
+}
+
 // onEvent enqueues what a folded event concerns: its slot and its group's
-// scaler, or every slot of its group when it names none (a group's spec)
-// and the group-level work.
+// scaler; for a group's record (groupRecords) the scaler only; or every
+// slot of its group when it names none (a group's spec) and the
+// group-level work.
 func (r *Reactors) onEvent(w enqueuer, e events.Event) {
 	ref := e.Data.Reference()
 	switch {
 	case ref.Slot != "":
 		w.add(slotKey(ref.Slot), e.Time)
+		if ref.Group != "" {
+			w.add(scalerKey(ref.Group), e.Time)
+		}
+	case groupRecords[e.Data.EventType()]:
 		if ref.Group != "" {
 			w.add(scalerKey(ref.Group), e.Time)
 		}

@@ -14,26 +14,7 @@ import (
 // view of a slot while nothing is folded (reading it again copies
 // nothing), and the next folded event gives a fresh view.
 func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
-	ctx := context.Background()
-	st, _ := eventstest.NewStore(t)
-	views := projections.NewRunner(st, projections.RunnerOptions{})
-	if err := views.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- views.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	append := func(ws ...events.Write) {
-		t.Helper()
-		res, err := st.AppendWrites(ctx, ws...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := views.WaitFor(ctx, res.Last); err != nil {
-			t.Fatal(err)
-		}
-	}
+	views, append := runningViews(t)
 	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	append(
 		events.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 1}}}}},
@@ -77,26 +58,7 @@ func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
 // append on one slot does not cost every other slot's view of the pass),
 // and builds it again after an event of its own slot or of no slot.
 func TestSlotViewIsKeptUntilItsSlotsEvent(t *testing.T) {
-	ctx := context.Background()
-	st, _ := eventstest.NewStore(t)
-	views := projections.NewRunner(st, projections.RunnerOptions{})
-	if err := views.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- views.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	append := func(ws ...events.Write) {
-		t.Helper()
-		res, err := st.AppendWrites(ctx, ws...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := views.WaitFor(ctx, res.Last); err != nil {
-			t.Fatal(err)
-		}
-	}
+	views, append := runningViews(t)
 	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	append(
 		events.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 2}}}}},
@@ -135,5 +97,31 @@ func TestSlotViewIsKeptUntilItsSlotsEvent(t *testing.T) {
 	append(events.Write{Aggregate: events.GroupAggregate("g"), Expected: 1, Events: []events.Event{{Time: at, Data: events.GroupChanged{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 5}}}}})
 	if v := b.view("u"); v.Group.MaxSize != 5 {
 		t.Fatalf("after the group changed, slot u's view has maxSize %d, want 5", v.Group.MaxSize)
+	}
+}
+
+// runningViews are views kept current on a fresh store, and an append that
+// returns once they have folded what it wrote.
+func runningViews(t *testing.T) (*projections.Runner, func(ws ...events.Write)) {
+	t.Helper()
+	ctx := context.Background()
+	st, _ := eventstest.NewStore(t)
+	views := projections.NewRunner(st, projections.RunnerOptions{})
+	if err := views.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- views.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return views, func(ws ...events.Write) {
+		t.Helper()
+		res, err := st.AppendWrites(ctx, ws...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := views.WaitFor(ctx, res.Last); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

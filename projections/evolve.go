@@ -93,15 +93,19 @@ var moves = map[events.Type]func(*State, events.Event) error{
 	events.TypeGroupDeclared: groupDeclared,
 	events.TypeGroupChanged:  groupChanged,
 	events.TypeGroupRetired:  groupRetired,
-	events.TypeScaleDecided:  scaleDecided,
+	// The built-in scaler's decision, then the Nodes it expects.
+	events.TypeScaleDecided: then(scaleDecided, scaleDecidedNodes),
+	// Demand facts (evolve_demand.go): a call and an observation, recorded.
+	events.TypeScaleRequested: scaleRequested,
+	events.TypeDemandObserved: demandObserved,
 
 	events.TypeSlotDeclared:       slotDeclared,
 	events.TypeSlotChanged:        slotChanged,
-	events.TypeSlotRetired:        slotRetired,
+	events.TypeSlotRetired:        then(slotRetired, hostOfRetiredSlot),
 	events.TypeSlotDecommissioned: slotDecommissioned,
 	events.TypeSlotRecommissioned: slotRecommissioned,
 
-	events.TypeClaimCreated:    claimCreated,
+	events.TypeClaimCreated:    then(claimCreated, hostOfNewClaim),
 	events.TypeClaimBooting:    claimMove(PhaseBooting),
 	events.TypeClaimReady:      claimMove(PhaseReady),
 	events.TypeClaimFailed:     claimMove(PhaseFailed),
@@ -117,8 +121,23 @@ var moves = map[events.Type]func(*State, events.Event) error{
 	events.TypeClaimCollected:              claimCollected,
 
 	events.TypeNodeObserved:    nodeObserved,
-	events.TypeHostJoined:      hostJoined,
+	events.TypeHostJoined:      then(hostJoined, hostJoinedClaim),
 	events.TypeHostJoinRefused: hostJoinRefused,
+
+	// Elastic hosts (evolve_hosts.go).
+	events.TypeHostExpected:  hostExpected,
+	events.TypeDrainStarted:  drainStarted,
+	events.TypeDrainTimedOut: drainTimedOut,
+
+	// Power facts (evolve_power.go).
+	events.TypeMachinePoweredOn:  powerFact,
+	events.TypeMachinePoweredOff: powerFact,
+
+	// Side effects recorded before they are carried out, and pauses
+	// (evolve_recorded.go).
+	events.TypeUnclaimedShutdownPaused: unclaimedShutdownPaused,
+	events.TypeNodeDeleteRequested:     nodeDeleteRequested,
+	events.TypeFailedInstanceDeleted:   failedInstanceDeleted,
 
 	events.TypeLeaderElected: leaderElected,
 

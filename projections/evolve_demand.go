@@ -23,11 +23,6 @@ type DemandObserved struct {
 	Running int       `json:"running"`
 }
 
-func init() {
-	moves[events.TypeScaleRequested] = scaleRequested
-	moves[events.TypeDemandObserved] = demandObserved
-}
-
 func scaleRequested(s *State, e events.Event) error {
 	d := e.Data.(events.ScaleRequested)
 	g := s.Groups[d.Group]

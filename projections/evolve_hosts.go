@@ -8,19 +8,9 @@ import (
 	"github.com/claimstream/claimstream/events"
 )
 
-// The folds of the elastic-host events (docs/design.md) and the additions to the
-// built-in scaler's decision. They are registered into the moves table
-// here rather than in evolve.go; the existing HostJoined and ScaleDecided
-// folds run first and these add what they record.
-func init() {
-	moves[events.TypeHostExpected] = hostExpected
-	moves[events.TypeDrainStarted] = drainStarted
-	moves[events.TypeDrainTimedOut] = drainTimedOut
-	moves[events.TypeHostJoined] = then(moves[events.TypeHostJoined], hostJoinedClaim)
-	moves[events.TypeScaleDecided] = then(moves[events.TypeScaleDecided], scaleDecidedNodes)
-	moves[events.TypeClaimCreated] = then(moves[events.TypeClaimCreated], hostOfNewClaim)
-	moves[events.TypeSlotRetired] = then(moves[events.TypeSlotRetired], hostOfRetiredSlot)
-}
+// The folds of the elastic-host events (docs/design.md) and what the
+// HostJoined, ScaleDecided, ClaimCreated and SlotRetired folds add for
+// hosts; the moves table (evolve.go) runs them after those folds (then).
 
 // then runs first, and next only if first applied.
 func then(first, next func(*State, events.Event) error) func(*State, events.Event) error {

@@ -16,11 +16,6 @@ type PowerFact struct {
 // PoweredOnRecorded reports whether the slot's last power fact says on.
 func (sl *Slot) PoweredOnRecorded() bool { return sl.Power != nil && sl.Power.On }
 
-func init() {
-	moves[events.TypeMachinePoweredOn] = powerFact
-	moves[events.TypeMachinePoweredOff] = powerFact
-}
-
 func powerFact(s *State, e events.Event) error {
 	var slot string
 	var f PowerFact

@@ -11,11 +11,6 @@ import (
 // out, or a pause or an end with no claim move of its own: the input law's
 // pause, a Node delete, and the deletion of a failed instance by
 // cluster-autoscaler.
-func init() {
-	moves[events.TypeUnclaimedShutdownPaused] = unclaimedShutdownPaused
-	moves[events.TypeNodeDeleteRequested] = nodeDeleteRequested
-	moves[events.TypeFailedInstanceDeleted] = failedInstanceDeleted
-}
 
 func unclaimedShutdownPaused(s *State, e events.Event) error {
 	d := e.Data.(events.UnclaimedShutdownPaused)

@@ -359,7 +359,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	p.costs = rest.NewCostIndex(p.store, log)
-	p.costs.KeepCopies(ropts.Checkpoints, o.retention.checkpointEvery, p.leads) // saved copies beside the checkpoints
+	p.costs.KeepCopies(ropts.Checkpoints, rest.CopyOptions{Every: o.retention.checkpointEvery, Writer: p.leads, OnSave: p.countCopySaves("cost")}) // saved copies beside the checkpoints
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
 		tel.Metrics.SetClock(p.clock)

@@ -18,7 +18,7 @@ func (p *plane) withDashboard(ro rest.Options, token string, copiesEvery uint64)
 	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
 	ro.Session = sessions.Authenticates
 	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
-	p.timelines.KeepCopies(p.views.Checkpoints(), copiesEvery, p.leads) // saved copies beside the checkpoints
+	p.timelines.KeepCopies(p.views.Checkpoints(), rest.CopyOptions{Every: copiesEvery, Writer: p.leads, OnSave: p.countCopySaves("timeline")}) // saved copies beside the checkpoints
 	ro.Timeline = p.timelines
 	ro.Cost = p.costs
 	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit}
@@ -26,4 +26,13 @@ func (p *plane) withDashboard(ro rest.Options, token string, copiesEvery uint64)
 		do.OnLogin, do.OnCSRFRefused = p.tel.Metrics.DashboardLogin, p.tel.Metrics.DashboardCSRFRefused
 	}
 	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), do)
+}
+
+// countCopySaves counts the saves of an index's copies
+// (claimstream_index_copy_saves_total); nil without telemetry.
+func (p *plane) countCopySaves(index string) func(outcome string) {
+	if p.tel == nil {
+		return nil
+	}
+	return func(outcome string) { p.tel.Metrics.IndexCopySave(index, outcome) }
 }

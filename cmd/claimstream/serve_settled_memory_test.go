@@ -8,13 +8,15 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 // The settled collection runs settleDelay after serving starts, once, and
 // not at all when serve stops first.
 func TestReleaseSettledMemoryRunsOnceAfterTheDelay(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var out syncBuffer
+	var out logcapture.Buffer
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -44,7 +46,7 @@ func TestReleaseSettledMemoryRunsOnceAfterTheDelay(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	out = syncBuffer{}
+	out = logcapture.Buffer{}
 	releaseSettledMemory(ctx, slog.New(slog.NewTextHandler(&out, nil)), clk)
 	if out.String() != "" {
 		t.Fatalf("collected after serve stopped: %s", out.String())

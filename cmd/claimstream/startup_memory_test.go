@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 var startupGarbage [][]byte
@@ -63,7 +65,7 @@ func TestReleaseStartupMemoryFreesPooledBuffers(t *testing.T) {
 // the timeline index's first build (its garbage is the start's too).
 func TestReleaseStartupMemoryWaitsForTheTimelineIndex(t *testing.T) {
 	built := make(chan struct{})
-	var out syncBuffer
+	var out logcapture.Buffer
 	done := make(chan struct{})
 	go func() { defer close(done); releaseStartupMemory(slog.New(slog.NewTextHandler(&out, nil)), built) }()
 	select {
@@ -80,22 +82,4 @@ func TestReleaseStartupMemoryWaitsForTheTimelineIndex(t *testing.T) {
 	if !strings.Contains(out.String(), `msg="start-up memory returned to the system"`) {
 		t.Fatalf("log: %q", out.String())
 	}
-}
-
-// syncBuffer is a log's output written by one goroutine and read by another.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -44,6 +44,41 @@ func TestSteppedWorldRunsALifecycleAndOnlyItsSlot(t *testing.T) {
 	}
 }
 
+// TestAGroupsCallsWakeItsScalerNotEverySlot: a call on a group writes
+// group events that fold nothing a slot's reactors read (ScaleRequested,
+// SizeIncreased): an accepted call runs the slot it claims and the group's
+// items, a refused one the group's scaler, not every slot of the group.
+func TestAGroupsCallsWakeItsScalerNotEverySlot(t *testing.T) {
+	ctx := context.Background()
+	h := handlerstest.New(t)
+	w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 1, Log: quiet, Stepped: true, Resync: time.Hour})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	declare(t, h, "g", events.GroupSpec{MaxSize: 150, ClaimTTL: events.Duration(time.Hour)}, handlerstest.Slots("n", 200)...)
+	if _, err := w.Pass(ctx); err != nil { // the start's look at every item
+		t.Fatal(err)
+	}
+	itemsOf := func(cmd handlers.Command) int {
+		t.Helper()
+		before := w.ItemsRun
+		if _, err := h.Service.Execute(ctx, cmd); err != nil && handlers.CodeOf(err) == 0 {
+			t.Fatal(err)
+		}
+		if _, err := w.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w.ItemsRun - before
+	}
+	if n := itemsOf(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}); n > 10 {
+		t.Fatalf("an accepted IncreaseSize of 1 on a 200-slot group ran %d work items", n)
+	}
+	if n := itemsOf(handlers.IncreaseSize{Group: "g", Delta: 500, RequestedBy: "test"}); n > 2 {
+		t.Fatalf("a refused IncreaseSize ran %d work items", n)
+	}
+}
+
 // TestSteppedWorldsOfOneSeedWriteTheSameLog: two Stepped worlds of the same
 // seed, asked the same (claims on many slots at once, then their release),
 // write the same events in the same order: a Step runs its due items in a

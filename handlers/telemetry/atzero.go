@@ -149,6 +149,7 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeSinkDelivered, descSinkDelivered, counter, nil, labelled("sink", sinks...)},
 		{scrapeSinkDead, descSinkDead, counter, nil, labelled("sink", sinks...)},
 		authZeros(),
+		indexCopyZeros(),
 	}
 }
 

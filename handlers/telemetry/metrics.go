@@ -86,6 +86,8 @@ type Metrics struct {
 	dashboard dashboardInstruments
 	// authFailures: failed authentications, API and dashboard (auth.go).
 	authFailures metric.Int64Counter
+	// indexCopySaves: saves of the indexes' copies (indexcopies.go).
+	indexCopySaves metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on meter.
@@ -137,6 +139,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(m.newKubeInstruments(meter))
 	add(m.newDashboardInstruments(meter))
 	add(m.newAuthInstruments(meter))
+	add(m.newIndexCopyInstruments(meter))
 	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

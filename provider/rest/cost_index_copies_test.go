@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +13,10 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/projections/cost"
 )
-
-// syncBuffer is a log sink a test reads while the index writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // costLog is a log of a group at 1 EUR/h and a slot whose machine goes on
 // and off every hour from t0, in store st.
@@ -129,7 +111,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 	l := newCostLog(t, st)
 
 	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, 4, nil)
+	x.KeepCopies(cps, CopyOptions{Every: 4})
 	for range 4 {
 		l.power(4)
 		if err := x.catchUp(ctx); err != nil {
@@ -143,9 +125,9 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 	}
 	l.power(2) // 20 events, the machine on 9 hours; the newest copy covers 18
 
-	var logs syncBuffer
+	var logs logcapture.Buffer
 	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
-	y.KeepCopies(cps, 4, nil)
+	y.KeepCopies(cps, CopyOptions{Every: 4})
 	if got, want := machineHours(t, y), machineHours(t, NewCostIndex(st, nil)); got != want || got != 9 {
 		t.Fatalf("from the copy: %v machine-hours, from the log %v (want 9)", got, want)
 	}
@@ -159,7 +141,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := NewCostIndex(st, nil)
-	z.KeepCopies(cps, 4, nil)
+	z.KeepCopies(cps, CopyOptions{Every: 4})
 	if got := machineHours(t, z); got != 1 {
 		t.Fatalf("from an empty copy at 18: %v machine-hours, want the 1 of events 19 and 20", got)
 	}
@@ -187,15 +169,15 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
+	var logs logcapture.Buffer
 	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
-	y.KeepCopies(cps, 4, nil)
+	y.KeepCopies(cps, CopyOptions{Every: 4})
 	if got := machineHours(t, y); got != 3 {
 		t.Fatalf("past bad copies: %v machine-hours, want 3", got)
 	}
 	out := logs.String()
 	for _, want := range []string{
-		fmt.Sprintf("cost index copy %s is damaged (checksum mismatch); rebuilding from the log", costCopyName(8)),
+		fmt.Sprintf("cost index copy %s is damaged (checksum mismatch); trying an older copy or the log", costCopyName(8)),
 		fmt.Sprintf("cost index copy %s is ahead of the event log, which ends at seq 8", costCopyName(50)),
 		"from_copy=0",
 	} {
@@ -233,7 +215,7 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	l := newCostLog(t, st)
 	l.power(1) // 3 events: the machine on since t0
 	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, 1, nil)
+	x.KeepCopies(cps, CopyOptions{Every: 1})
 	if err := x.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +231,7 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	l.power(1) // seq 4: off an hour after t0
 
 	y := NewCostIndex(st, nil)
-	y.KeepCopies(cps, 1, nil)
+	y.KeepCopies(cps, CopyOptions{Every: 1})
 	if got := machineHours(t, y); got != 1 {
 		t.Fatalf("over the expired start covered by the copy: %v machine-hours, want 1", got)
 	}
@@ -262,7 +244,7 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := NewCostIndex(st, nil)
-	z.KeepCopies(cps, 1, nil)
+	z.KeepCopies(cps, CopyOptions{Every: 1})
 	_, err = z.Report(ctx, cost.ByGroup, costLogT0, costLogT0.Add(time.Hour))
 	if _, ok := err.(*expiredLogError); !ok || !strings.Contains(err.Error(), "starts at seq 4") {
 		t.Fatalf("with a copy that ends before the log's start: %v, want the 410 error", err)
@@ -282,7 +264,7 @@ func TestCostIndexSavesACopyAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, 1000, nil)
+	x.KeepCopies(cps, CopyOptions{Every: 1000})
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx, views) }()
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/handlers"
-	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
@@ -68,35 +67,6 @@ func timelineCopyNames(t *testing.T, cps *projections.Checkpoints) []string {
 	return names
 }
 
-// sameTimelines checks that idx cuts every window of the scripted history
-// (and what came after) exactly as folding the window from the log does.
-func sameTimelines(t *testing.T, f *resttest.Fixture, idx *rest.TimelineIndex) {
-	t.Helper()
-	ctx := context.Background()
-	end := f.H.Clock.Now().UTC()
-	var marks []time.Time
-	for at := handlerstest.Start.Add(-time.Minute); !at.After(end); at = at.Add(11 * time.Minute) {
-		marks = append(marks, at)
-	}
-	marks = append(marks, handlerstest.Start.Add(19*time.Minute), end)
-	sort.Slice(marks, func(i, j int) bool { return marks[i].Before(marks[j]) })
-	for i, since := range marks {
-		for _, until := range marks[i+1:] {
-			want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, end)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := idx.Timeline(ctx, since, until, end)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g, w := canonical(got), canonical(want); g != w {
-				t.Fatalf("window %s..%s:\nindex\n%s\nfold\n%s", since.Format("15:04"), until.Format("15:04"), g, w)
-			}
-		}
-	}
-}
-
 var builtFromCopy = regexp.MustCompile(`msg="timeline index built" from_seq=(\d+) .* from_copy=true`)
 
 // A start loads the saved copy and folds only the events after it, and
@@ -105,7 +75,7 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	f := resttest.Scripted(t)
 	cps := copyBucket(t, f)
 	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	first.KeepCopies(cps, 1_000_000, nil) // only the copy at shutdown
+	first.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000}) // only the copy at shutdown
 	runTimelineIndexOnce(t, f, first)
 	names := timelineCopyNames(t, cps)
 	if len(names) != 1 {
@@ -121,13 +91,13 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	f.Step(131 * time.Minute)
 	var logs bytes.Buffer
 	second := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	second.KeepCopies(cps, 0, nil)
+	second.KeepCopies(cps, rest.CopyOptions{Every: 0})
 	select {
 	case <-second.FirstBuild():
 		t.Fatal("FirstBuild closed before the index was built")
 	default:
 	}
-	sameTimelines(t, f, second)
+	sameTimelines(t, f, second, 11*time.Minute)
 	select {
 	case <-second.FirstBuild():
 	default:
@@ -150,12 +120,12 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	ctx := context.Background()
 	cps := copyBucket(t, f)
 	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	first.KeepCopies(cps, 1_000_000, nil)
+	first.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, first)
 	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	f.Step(131 * time.Minute)
 	second := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	second.KeepCopies(cps, 1_000_000, nil)
+	second.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, second)
 	names := timelineCopyNames(t, cps)
 	if len(names) != 2 {
@@ -174,8 +144,8 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	third := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	third.KeepCopies(cps, 1_000_000, nil)
-	sameTimelines(t, f, third)
+	third.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
+	sameTimelines(t, f, third, 11*time.Minute)
 	out := logs.String()
 	if n := strings.Count(out, "timeline index copy "+newer+" is damaged (checksum mismatch); trying an older copy or the log"); n != 1 {
 		t.Fatalf("want one line saying %s is damaged, got %d:\n%s", newer, n, out)
@@ -194,8 +164,8 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	}
 	logs.Reset()
 	fourth := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	fourth.KeepCopies(cps, 1_000_000, nil)
-	sameTimelines(t, f, fourth)
+	fourth.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
+	sameTimelines(t, f, fourth, 11*time.Minute)
 	out = logs.String()
 	for _, name := range []string{newer, older} {
 		if n := strings.Count(out, "timeline index copy "+name+" is damaged"); n != 1 {
@@ -225,7 +195,7 @@ func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
 			f.Step(time.Duration(131+10*i) * time.Minute)
 		}
 		idx := rest.NewTimelineIndex(f.H.Store, cps, nil)
-		idx.KeepCopies(cps, 1_000_000, nil)
+		idx.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 		runTimelineIndexOnce(t, f, idx)
 		seqs = append(seqs, f.H.Views.Seq())
 	}

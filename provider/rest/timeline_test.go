@@ -338,30 +338,7 @@ func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
 	f := resttest.Scripted(t)
 	ctx := context.Background()
 	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
-	end := f.H.Clock.Now().UTC()
-	var marks []time.Time
-	for at := handlerstest.Start.Add(-time.Minute); !at.After(end); at = at.Add(7 * time.Minute) {
-		marks = append(marks, at)
-	}
-	marks = append(marks, handlerstest.Start.Add(19*time.Minute), end)
-	sort.Slice(marks, func(i, j int) bool { return marks[i].Before(marks[j]) })
-	compared := 0
-	for i, since := range marks {
-		for _, until := range marks[i+1:] {
-			want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, end)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := idx.Timeline(ctx, since, until, end)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g, w := canonical(got), canonical(want); g != w {
-				t.Fatalf("window %s..%s:\nindex\n%s\nfold\n%s", since.Format("15:04"), until.Format("15:04"), g, w)
-			}
-			compared++
-		}
-	}
+	compared := sameTimelines(t, f, idx, 7*time.Minute)
 	t.Logf("compared %d windows", compared)
 	// A new event reaches the index at the next request.
 	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
@@ -407,4 +384,37 @@ func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
 	if err != nil || !strings.Contains(canonical(recent), "bar node-1.lan") {
 		t.Fatalf("recent window from the index: %v\n%s", err, canonical(recent))
 	}
+}
+
+// sameTimelines checks that idx cuts every window of the scripted history
+// (and what came after), with bounds step apart, exactly as folding the
+// window from the log does, and returns how many windows it compared.
+func sameTimelines(t *testing.T, f *resttest.Fixture, idx *rest.TimelineIndex, step time.Duration) int {
+	t.Helper()
+	ctx := context.Background()
+	end := f.H.Clock.Now().UTC()
+	var marks []time.Time
+	for at := handlerstest.Start.Add(-time.Minute); !at.After(end); at = at.Add(step) {
+		marks = append(marks, at)
+	}
+	marks = append(marks, handlerstest.Start.Add(19*time.Minute), end)
+	sort.Slice(marks, func(i, j int) bool { return marks[i].Before(marks[j]) })
+	compared := 0
+	for i, since := range marks {
+		for _, until := range marks[i+1:] {
+			want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := idx.Timeline(ctx, since, until, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := canonical(got), canonical(want); g != w {
+				t.Fatalf("window %s..%s:\nindex\n%s\nfold\n%s", since.Format("15:04"), until.Format("15:04"), g, w)
+			}
+			compared++
+		}
+	}
+	return compared
 }

@@ -1,0 +1,175 @@
+// Package copycodec is the byte format of the saved copies of serve's
+// in-memory indexes (the cost index, the dashboard's timeline index): a
+// frame of a 4-byte magic, a version byte, the payload and a CRC-32C of
+// everything before it, around a payload of varints, strings and flags.
+//
+// A Decoder's first fault sticks: every later read returns a zero value,
+// so a decode reads straight through and checks Err once. Counts are
+// bounded by the bytes left, so a damaged copy cannot ask for a huge
+// allocation.
+package copycodec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Encoder appends a copy's payload to B.
+type Encoder struct{ B []byte }
+
+// NewEncoder starts a copy of the given magic (4 bytes) and version, with
+// room for about size bytes.
+func NewEncoder(magic string, version byte, size int) *Encoder {
+	e := &Encoder{B: make([]byte, 0, len(magic)+1+size+4)}
+	e.B = append(e.B, magic...)
+	e.B = append(e.B, version)
+	return e
+}
+
+func (e *Encoder) Uint(v uint64) { e.B = binary.AppendUvarint(e.B, v) }
+func (e *Encoder) Int(v int64)   { e.B = binary.AppendVarint(e.B, v) }
+func (e *Encoder) Float(v float64) {
+	e.B = binary.LittleEndian.AppendUint64(e.B, math.Float64bits(v))
+}
+func (e *Encoder) Str(v string) { e.Uint(uint64(len(v))); e.B = append(e.B, v...) }
+func (e *Encoder) Bool(v bool) {
+	if v {
+		e.B = append(e.B, 1)
+	} else {
+		e.B = append(e.B, 0)
+	}
+}
+
+// Seal ends the copy with its checksum and returns it.
+func (e *Encoder) Seal() []byte {
+	return binary.LittleEndian.AppendUint32(e.B, crc32.Checksum(e.B, crcTable))
+}
+
+// Decoder reads what an Encoder wrote.
+type Decoder struct {
+	B   []byte
+	Err error
+}
+
+// Open checks b's frame (what names the copy in the error: "a cost index
+// copy") and returns a Decoder of its payload.
+func Open(b []byte, magic string, version byte, what string) (*Decoder, error) {
+	if len(b) < len(magic)+1+4 || string(b[:len(magic)]) != magic {
+		return nil, fmt.Errorf("not %s", what)
+	}
+	if v := b[len(magic)]; v != version {
+		return nil, fmt.Errorf("format version %d, this build reads %d", v, version)
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, crcTable) != sum {
+		return nil, errors.New("checksum mismatch")
+	}
+	return &Decoder{B: body[len(magic)+1:]}, nil
+}
+
+// End is the decode's outcome: its first fault, or bytes left unread.
+func (d *Decoder) End() error {
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d bytes past the end", len(d.B))
+	}
+	return d.Err
+}
+
+// Fail records the decode's first fault.
+func (d *Decoder) Fail(format string, args ...any) {
+	if d.Err == nil {
+		d.Err = fmt.Errorf(format, args...)
+	}
+	d.B = nil
+}
+
+func (d *Decoder) Uint() uint64 {
+	if d.Err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.B)
+	if n <= 0 {
+		d.Fail("cut short")
+		return 0
+	}
+	d.B = d.B[n:]
+	return v
+}
+
+func (d *Decoder) Int() int64 {
+	if d.Err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.B)
+	if n <= 0 {
+		d.Fail("cut short")
+		return 0
+	}
+	d.B = d.B[n:]
+	return v
+}
+
+func (d *Decoder) Float() float64 {
+	if d.Err != nil {
+		return 0
+	}
+	if len(d.B) < 8 {
+		d.Fail("cut short")
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.B))
+	d.B = d.B[8:]
+	return v
+}
+
+// Count is a number of elements to come; each takes at least a byte, so
+// a count past the bytes left is damage, not a huge allocation.
+func (d *Decoder) Count() int {
+	n := d.Uint()
+	if n > uint64(len(d.B)) {
+		d.Fail("a count of %d with %d bytes left", n, len(d.B))
+		return 0
+	}
+	return int(n)
+}
+
+// Ref is a reference into a table of n (what names the table's entries).
+func (d *Decoder) Ref(n uint64, what string) uint64 {
+	v := d.Uint()
+	if v >= n {
+		d.Fail("%s %d of %d", what, v, n)
+		return 0
+	}
+	return v
+}
+
+// Bytes is a length-prefixed run of bytes, not copied.
+func (d *Decoder) Bytes() []byte {
+	n := d.Count()
+	if d.Err != nil {
+		return nil
+	}
+	v := d.B[:n]
+	d.B = d.B[n:]
+	return v
+}
+
+func (d *Decoder) Str() string { return string(d.Bytes()) }
+
+func (d *Decoder) Bool() bool {
+	if d.Err != nil {
+		return false
+	}
+	if len(d.B) < 1 || d.B[0] > 1 {
+		d.Fail("bad flag")
+		return false
+	}
+	v := d.B[0] == 1
+	d.B = d.B[1:]
+	return v
+}

@@ -1,0 +1,95 @@
+package copycodec
+
+import (
+	"strings"
+	"testing"
+)
+
+func sample() []byte {
+	e := NewEncoder("TEST", 3, 0)
+	e.Uint(300)
+	e.Int(-7)
+	e.Float(2.5)
+	e.Str("slot-1")
+	e.Bool(true)
+	e.Uint(2) // a count
+	e.Str("a")
+	e.Str("b")
+	return e.Seal()
+}
+
+func TestRoundTrip(t *testing.T) {
+	d, err := Open(sample(), "TEST", 3, "a test copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, i, f, s, b := d.Uint(), d.Int(), d.Float(), d.Str(), d.Bool()
+	n := d.Count()
+	var list []string
+	for range n {
+		list = append(list, d.Str())
+	}
+	if err := d.End(); err != nil {
+		t.Fatal(err)
+	}
+	if u != 300 || i != -7 || f != 2.5 || s != "slot-1" || !b || strings.Join(list, ",") != "a,b" {
+		t.Fatalf("read %d %d %v %q %v %v", u, i, f, s, b, list)
+	}
+}
+
+func TestOpenRefusesWhatIsNotAWholeCopy(t *testing.T) {
+	good := sample()
+	flipped := append([]byte(nil), good...)
+	flipped[8] ^= 0x40
+	for name, tc := range map[string]struct {
+		b    []byte
+		want string
+	}{
+		"another magic":   {append([]byte("NOPE"), good[4:]...), "not a test copy"},
+		"another version": {append(append([]byte("TEST"), 4), good[5:]...), "format version 4, this build reads 3"},
+		"cut short":       {good[:len(good)-1], "checksum mismatch"},
+		"a flipped bit":   {flipped, "checksum mismatch"},
+		"too short":       {[]byte("TES"), "not a test copy"},
+	} {
+		if _, err := Open(tc.b, "TEST", 3, "a test copy"); err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+// A decode past the payload, a count past the bytes left, a bad flag or a
+// reference out of its table is a fault that sticks; every later read is
+// a zero value.
+func TestDecoderFaultsStick(t *testing.T) {
+	e := NewEncoder("TEST", 1, 0)
+	e.Uint(1 << 40) // read as a count: far past the bytes left
+	e.B = append(e.B, 2)
+	d, err := Open(e.Seal(), "TEST", 1, "a test copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Count(); n != 0 || d.Err == nil || !strings.Contains(d.Err.Error(), "a count of 1099511627776") {
+		t.Fatalf("count %d, err %v", n, d.Err)
+	}
+	if d.Str() != "" || d.Uint() != 0 || d.Bool() || d.End() == nil {
+		t.Fatal("a read after the fault returned something")
+	}
+
+	d = &Decoder{B: []byte{2}}
+	if d.Bool() || d.Err == nil || d.Err.Error() != "bad flag" {
+		t.Fatalf("flag 2: %v", d.Err)
+	}
+	d = &Decoder{B: []byte{5}}
+	if d.Ref(5, "claim") != 0 || d.Err == nil || d.Err.Error() != "claim 5 of 5" {
+		t.Fatalf("ref: %v", d.Err)
+	}
+	d = &Decoder{B: []byte{1, 9}}
+	d.Uint()
+	if d.End() == nil || d.End().Error() != "1 bytes past the end" {
+		t.Fatalf("end: %v", d.End())
+	}
+	d = &Decoder{B: []byte{1, 2, 3}}
+	if d.Float() != 0 || d.Err == nil || d.Err.Error() != "cut short" {
+		t.Fatalf("float: %v", d.Err)
+	}
+}

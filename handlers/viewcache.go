@@ -41,9 +41,7 @@ func (c *viewCache) folded(s *projections.State, e *events.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case e == nil || c.state != s || c.views == nil:
-		clear(c.views)
-	case e.Data == nil || e.Data.Reference().Slot == "":
+	case e == nil || c.state != s || c.views == nil || e.Data == nil || e.Data.Reference().Slot == "":
 		clear(c.views)
 	default:
 		delete(c.views, e.Data.Reference().Slot)

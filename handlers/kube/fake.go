@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"sync"
@@ -249,3 +250,45 @@ var fakeScheme = func() *runtime.Scheme {
 	_ = policyv1.AddToScheme(s)
 	return s
 }()
+
+// Change is one write (Version is the object's new resourceVersion) or
+// delete (Version "") of a Node, Job or workload object the Fake stamps.
+type Change struct {
+	// Cache is "nodes", "jobs" or a workload resource ("pods", ...).
+	Cache string
+	// Key is the name of a Node, "<ns>/<name>" of anything else.
+	Key     string
+	Version string
+	gen     uint64
+}
+
+// maxFakeChanges bounds the Fake's change log: a reader further behind
+// than that compares every object instead (Cluster.Settle).
+const maxFakeChanges = 1 << 15
+
+// changed logs one write or delete (f.mu held, f.gen already counted it).
+func (f *Fake) changed(gvr schema.GroupVersionResource, ns, name, rv string) {
+	ch := Change{Cache: gvr.Resource, Key: name, Version: rv, gen: f.gen}
+	if gvr != nodesGVR {
+		ch.Key = ns + "/" + name
+	}
+	if len(f.changes) >= maxFakeChanges {
+		drop := len(f.changes) / 2
+		f.changesFrom = f.changes[drop-1].gen
+		f.changes = slices.Delete(f.changes, 0, drop)
+	}
+	f.changes = append(f.changes, ch)
+}
+
+// ChangesSince returns the writes and deletes counted after generation
+// gen (Options.Changes), in order; ok is false when the log no longer
+// reaches back that far.
+func (f *Fake) ChangesSince(gen uint64) (changes []Change, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen < f.changesFrom {
+		return nil, false
+	}
+	i, _ := slices.BinarySearchFunc(f.changes, gen+1, func(c Change, g uint64) int { return cmp.Compare(c.gen, g) })
+	return slices.Clone(f.changes[i:]), true
+}

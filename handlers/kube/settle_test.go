@@ -21,12 +21,7 @@ func TestSettleChecksTheCachesOnlyAfterAWrite(t *testing.T) {
 	versions, checks := f.Versions("ns"), 0
 	c := kube.New(f, kube.Options{Namespace: "ns", Generation: f.Generation,
 		Versions: func() (map[string]string, map[string]string) { checks++; return versions() }})
-	rctx, cancel := context.WithCancel(ctx)
-	c.Start(rctx)
-	t.Cleanup(func() { cancel(); c.Shutdown() })
-	if !c.WaitForSync(rctx) {
-		t.Fatal("no sync")
-	}
+	startSynced(t, c)
 	at := time.Unix(1000, 0)
 	if err := f.RegisterNode(ctx, "n-1", "", nil, at); err != nil {
 		t.Fatal(err)
@@ -78,12 +73,7 @@ func TestSettleAfterAWriteChecksWhatWasWritten(t *testing.T) {
 		told[ch.Name]++
 		mu.Unlock()
 	})
-	rctx, cancel := context.WithCancel(ctx)
-	c.Start(rctx)
-	t.Cleanup(func() { cancel(); c.Shutdown() })
-	if !c.WaitForSync(rctx) {
-		t.Fatal("no sync")
-	}
+	startSynced(t, c)
 	at := time.Unix(1000, 0)
 	for i := range 50 {
 		if err := f.RegisterNode(ctx, fmt.Sprintf("n-%d", i), "", nil, at); err != nil {
@@ -159,5 +149,17 @@ func TestFakeChangesSinceForgetsOnlyPastItsBound(t *testing.T) {
 	}
 	if chs, ok := f.ChangesSince(f.Generation() - 10); !ok || len(chs) != 10 || chs[9].Key != "n-39999" {
 		t.Fatalf("the last 10 changes: %d of them (ok %v)", len(chs), ok)
+	}
+}
+
+// startSynced starts c's informers until the test ends and waits for their
+// first sync.
+func startSynced(t *testing.T, c *kube.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.Start(ctx)
+	t.Cleanup(func() { cancel(); c.Shutdown() })
+	if !c.WaitForSync(ctx) {
+		t.Fatal("no sync")
 	}
 }

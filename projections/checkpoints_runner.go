@@ -132,10 +132,18 @@ func (r *Runner) maybeCheckpoint(ctx context.Context) {
 		return
 	}
 	go func() {
-		defer r.cp.busy.Store(false)
-		if _, err := r.CheckpointNow(ctx); err != nil && ctx.Err() == nil {
-			r.log.Error("checkpoint failed, trying again at the next check", "err", err)
+		_, err := r.CheckpointNow(ctx)
+		r.cp.busy.Store(false)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Error("checkpoint failed, trying again at the next check", "err", err)
+			}
+			return
 		}
+		// Folds during the save skipped their look at the schedule; look
+		// once more so a checkpoint they made due is not left for the next
+		// interval when no further event comes.
+		r.maybeCheckpoint(ctx)
 	}()
 }
 

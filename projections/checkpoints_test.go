@@ -292,9 +292,13 @@ func TestReplayAtAnyInstantEqualsTheLiveViews(t *testing.T) {
 		next(events.ClaimReady{Ref: r, Node: slot})
 		next(events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown})
 	}
+	// The runner looks at the schedule once per batch it folds, so where the
+	// checkpoints fall depends on how the events were batched; once it has
+	// folded the last one, the newest is less than Every events behind it.
+	last := uint64(len(history))
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		if got := r.CheckpointSeq(); got < 49 {
-			return fmt.Errorf("newest checkpoint at seq %d", got)
+		if got := r.CheckpointSeq(); got+7 <= last {
+			return fmt.Errorf("newest checkpoint at seq %d, %d events behind the last", got, last-got)
 		}
 		return nil
 	})

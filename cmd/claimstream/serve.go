@@ -255,7 +255,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 
 	// The leader applies the pool file, then runs the reactors and the
 	// pool watcher, for as long as it leads (serve_leader.go).
-	work.Go("leadership", func(ctx context.Context) error { return p.runLeadership(ctx, o, cfg, scenario) })
+	pending := newPendingPool(cfg)
+	cfg = nil // held by pending until the first term applies it
+	work.Go("leadership", func(ctx context.Context) error { return p.runLeadership(ctx, o, pending, scenario) })
 	if err := p.waitForPool(ctx, run.failed()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting

@@ -117,12 +117,12 @@ func (p *plane) leads() bool { return p.lead.leadership != nil && p.lead.leaders
 // runLeadership takes part in the election until ctx ends; each term runs
 // the leader-only work. A failure of that work that is not the end of the
 // term stops serve, as a failing reactor always has.
-func (p *plane) runLeadership(ctx context.Context, o serveOptions, cfg *pool.Config, sc *sim.Scenario) error {
+func (p *plane) runLeadership(ctx context.Context, o serveOptions, parsed *pendingPool, sc *sim.Scenario) error {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	first := true
 	p.lead.elector.Run(ctx, func(tctx context.Context) {
-		c := cfg
+		c := parsed.take()
 		if !first {
 			// A later term reads the file again: it may have changed.
 			var err error

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstream/claimstream/handlers/pool"
@@ -32,12 +33,30 @@ func loadPoolAsync(path string) *poolLoad {
 	return l
 }
 
-// wait returns the loaded file, or why it did not load.
+// wait returns the loaded file, or why it did not load, and keeps no
+// reference to it.
 func (l *poolLoad) wait(ctx context.Context) (*pool.Config, error) {
 	select {
 	case <-l.done:
-		return l.cfg, l.err
+		cfg := l.cfg
+		l.cfg = nil
+		return cfg, l.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("loading the pool file: %w", ctx.Err())
 	}
 }
+
+// pendingPool hands the pool file parsed at start to the first term that
+// applies it, and then holds nothing: at 10,000 slots the parsed file is
+// some 16 MiB that serving never reads again (a later term or a change
+// reads the file anew).
+type pendingPool struct{ cfg atomic.Pointer[pool.Config] }
+
+func newPendingPool(cfg *pool.Config) *pendingPool {
+	p := &pendingPool{}
+	p.cfg.Store(cfg)
+	return p
+}
+
+// take returns the parsed file once; later calls return nil.
+func (p *pendingPool) take() *pool.Config { return p.cfg.Swap(nil) }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -47,4 +49,34 @@ func TestServeWithAnInvalidPoolFileWritesNothing(t *testing.T) {
 	if last, err := st.LastSeq(context.Background()); err != nil || last != 0 {
 		t.Fatalf("the log holds %d events after the refusal (%v)", last, err)
 	}
+}
+
+// The pool file parsed at start is handed to the first term and then held
+// by nothing: the load and the handoff keep no reference, so once the
+// term has applied it the collector frees it.
+func TestThePoolFileParsedAtStartIsLetGoOnceTaken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pool.yaml")
+	writeFile(t, path, "groups:\n  - name: g\n    maxSize: 1\nslots:\n  - name: s0\n    group: g\n")
+	load := loadPoolAsync(path)
+	cfg, err := load.wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed := weak.Make(cfg)
+	pending := newPendingPool(cfg)
+	cfg = nil
+	taken := pending.take()
+	if taken == nil || len(taken.Slots) != 1 {
+		t.Fatalf("the first take got %+v, want the parsed file", taken)
+	}
+	if again := pending.take(); again != nil {
+		t.Fatal("a second take got the parsed file again")
+	}
+	taken = nil
+	runtime.GC()
+	if parsed.Value() != nil {
+		t.Fatal("the parsed pool file is still held after it was taken")
+	}
+	runtime.KeepAlive(load)
+	runtime.KeepAlive(pending)
 }

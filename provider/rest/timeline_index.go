@@ -17,8 +17,9 @@ import (
 // a timeline request cuts a window out of them instead of folding the
 // window's events (a week of a thousand slots is 100,000 events: seconds
 // of folding, against milliseconds of cutting). It folds the log into its
-// own views once, then each new event as Run sees it appended; a request
-// first folds whatever Run has not yet. Intervals that ended more than
+// own views up to the views' runner, then follows the runner's folds and
+// lets its own views go (timeline_index_follow.go); a request first
+// applies whatever Run has not yet. Intervals that ended more than
 // MaxTimelineWindow before the newest event are dropped; a window that
 // reaches before what the index holds is folded from the log
 // (BuildTimeline).
@@ -28,7 +29,10 @@ type TimelineIndex struct {
 	log   *slog.Logger
 
 	mu sync.Mutex
-	st *projections.State
+	// st is the index's own views while it builds; nil once it follows the
+	// views' runner (feed). seq is the last event folded or followed.
+	st  *projections.State
+	seq uint64
 	// ok: the index is built; broken says why it cannot be (a log whose
 	// start expired: requests fold from the log instead).
 	ok     bool
@@ -50,6 +54,12 @@ type TimelineIndex struct {
 	copies *timelineCopies
 	lastID string
 
+	// views and feed, set by Run: the runner the index follows once built,
+	// and its records; feedEpoch is the feed's epoch when following began.
+	views     *projections.Runner
+	feed      *timelineFeed
+	feedEpoch uint64
+
 	// firstBuild is closed once the first build ended, built or not.
 	firstBuild     chan struct{}
 	firstBuildOnce sync.Once
@@ -62,6 +72,7 @@ type TimelineIndex struct {
 // TimelineIndex.phases and its claim an index into the slot's claims, each
 // name held once.
 type slotLine struct {
+	group    string
 	declared time.Time
 	retired  time.Time // zero while in the pool
 	bars     barStream // closed intervals (timeline_index_bars.go)
@@ -94,8 +105,18 @@ func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *sl
 	if log == nil {
 		log = slog.Default()
 	}
+	x := &TimelineIndex{store: store, cps: cps, log: log, firstBuild: make(chan struct{})}
+	x.reset()
+	return x
+}
+
+// reset empties the index, to be built again.
+func (x *TimelineIndex) reset() {
+	x.ok, x.st, x.seq, x.lastID = false, nil, 0, ""
+	x.heldFrom, x.newest = time.Time{}, time.Time{}
+	x.slots, x.eventsAt = map[string]*slotLine{}, nil
 	// Code 0 is no phase; the views' phases get theirs as they are seen.
-	return &TimelineIndex{store: store, cps: cps, log: log, slots: map[string]*slotLine{}, phases: []string{""}, phaseCode: map[string]uint8{"": noPhase}, firstBuild: make(chan struct{})}
+	x.phases, x.phaseCode = []string{""}, map[string]uint8{"": noPhase}
 }
 
 // wakeOnEvents is a channel that holds one wake-up whenever views fold
@@ -117,6 +138,7 @@ func wakeOnEvents(views *projections.Runner) (<-chan struct{}, func()) {
 func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) error {
 	wake, unsubscribe := wakeOnEvents(views)
 	defer unsubscribe()
+	defer x.followViews(views)()
 	failing := false
 	for {
 		err := x.catchUp(ctx)
@@ -154,6 +176,14 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	if x.broken != nil {
 		return x.broken
 	}
+	if x.following() {
+		if x.applyFeed() {
+			x.prune()
+			return nil
+		}
+		x.log.Warn("timeline index lost its place in the views' folds (views replaced, or too far behind); building it again from a saved copy or the log")
+		x.reset()
+	}
 	building, fromCopy := !x.ok, false
 	if !x.ok && x.copies != nil {
 		// A saved copy the log continues: only the events after it are
@@ -178,6 +208,7 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 			st, cp, err := x.cps.OldestCovering(ctx, b)
 			if err != nil || st == nil {
 				x.broken = fmt.Errorf("the log's start expired and no checkpoint holds it: %v", err)
+				x.stopFeed()
 				return x.broken
 			}
 			x.st, x.heldFrom = st, cp.Time
@@ -186,17 +217,22 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 		} else {
 			x.st = projections.NewState()
 		}
+		x.seq = x.st.Seq
 		for name := range x.st.Slots {
-			x.observe(name, x.heldFrom)
+			x.observe(name, slotStateOf(x.st, name), x.heldFrom)
 		}
 		x.ok = true
 	}
 	last, err := x.store.LastSeq(ctx)
-	if err != nil || last <= x.st.Seq {
+	if err != nil {
 		return err
 	}
-	began, from, folded := time.Now(), x.st.Seq+1, 0
-	err = x.store.Read(ctx, x.st.Seq+1, last, func(e events.Event) error {
+	if last <= x.seq {
+		x.startFollowing()
+		return nil
+	}
+	began, from, folded := time.Now(), x.seq+1, 0
+	err = x.store.Read(ctx, x.seq+1, last, func(e events.Event) error {
 		x.fold(e)
 		folded++
 		return nil
@@ -209,6 +245,9 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 	x.prune()
 	if building && err == nil {
 		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond), "from_copy", fromCopy)
+	}
+	if err == nil {
+		x.startFollowing()
 	}
 	return err
 }
@@ -247,41 +286,97 @@ func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b events.
 	return nil, projections.CheckpointInfo{}
 }
 
+// fold folds e into the index's own views and applies what it changed.
 func (x *TimelineIndex) fold(e events.Event) {
 	_ = projections.Evolve(x.st, e)
 	x.st.Seq = max(x.st.Seq, e.Seq)
-	if e.Time.After(x.newest) {
-		x.newest = e.Time
+	r := recordOf(x.st, e)
+	x.apply(&r)
+}
+
+// timelineRecord is what the index takes of one folded event: the views
+// right after it, as far as a timeline shows them. The index's own folds
+// and the views' runner (timeline_index_follow.go) both make them, so the
+// index applies one thing whichever views it follows.
+type timelineRecord struct {
+	seq  uint64
+	id   string
+	at   time.Time
+	slot string // "" when the event names none
+	slotState
+	// failed: a ClaimFailed event, of failedClaim, for failReason.
+	failed                  bool
+	failedClaim, failReason string
+}
+
+// slotState is what a timeline shows of a slot in views.
+type slotState struct {
+	present      bool // declared and not retired
+	group        string
+	phase, claim string
+}
+
+func slotStateOf(st *projections.State, slot string) slotState {
+	sl := st.Slots[slot]
+	if sl == nil {
+		return slotState{}
 	}
-	x.eventsAt = append(x.eventsAt, e.Time.UnixMilli())
-	x.lastID = e.ID
-	slot := ""
+	s := slotState{group: sl.Group}
+	if !sl.Retired {
+		s.present = true
+		s.phase, s.claim = timelinePhase(st, slot)
+	}
+	return s
+}
+
+// recordOf is the record of e, given the views st right after it.
+func recordOf(st *projections.State, e events.Event) timelineRecord {
+	r := timelineRecord{seq: e.Seq, id: e.ID, at: e.Time}
 	if e.Aggregate.Kind == events.KindSlot {
-		slot = e.Aggregate.Name
+		r.slot = e.Aggregate.Name
 	} else if e.Data != nil {
-		slot = e.Data.Reference().Slot
+		r.slot = e.Data.Reference().Slot
 	}
-	if slot == "" {
+	if r.slot == "" {
+		return r
+	}
+	r.slotState = slotStateOf(st, r.slot)
+	if e.Type == events.TypeClaimFailed && e.Data != nil {
+		ref := e.Data.Reference()
+		r.failed, r.failedClaim, r.failReason = true, ref.Claim, "failed"
+		if c := st.Claims[ref.Claim]; c != nil && c.Reason != "" {
+			r.failReason = c.Reason
+		}
+	}
+	return r
+}
+
+// apply adds one record to the index.
+func (x *TimelineIndex) apply(r *timelineRecord) {
+	x.seq = max(x.seq, r.seq)
+	if r.at.After(x.newest) {
+		x.newest = r.at
+	}
+	x.eventsAt = append(x.eventsAt, r.at.UnixMilli())
+	x.lastID = r.id
+	if r.slot == "" {
 		return
 	}
-	x.observe(slot, e.Time)
-	if e.Type == events.TypeClaimFailed {
-		if l := x.slots[slot]; l != nil {
-			ref := e.Data.Reference()
-			reason := "failed"
-			if c := x.st.Claims[ref.Claim]; c != nil && c.Reason != "" {
-				reason = c.Reason
-			}
-			l.fails = append(l.fails, indexFail{at: e.Time, claim: l.claimName(ref.Claim), reason: reason})
+	x.observe(r.slot, r.slotState, r.at)
+	if r.failed {
+		if l := x.slots[r.slot]; l != nil {
+			l.fails = append(l.fails, indexFail{at: r.at, claim: l.claimName(r.failedClaim), reason: r.failReason})
 		}
 	}
 }
 
 // observe records slot's phase at t, as timelineBuilder.observe does.
-func (x *TimelineIndex) observe(slot string, t time.Time) {
+func (x *TimelineIndex) observe(slot string, s slotState, t time.Time) {
 	l := x.slots[slot]
-	sl := x.st.Slots[slot]
-	if sl == nil || sl.Retired {
+	if l != nil && s.group != "" {
+		l.group = s.group
+	}
+	if !s.present {
 		if l != nil && l.retired.IsZero() {
 			x.close(l, t)
 			l.retired = t
@@ -289,12 +384,12 @@ func (x *TimelineIndex) observe(slot string, t time.Time) {
 		return
 	}
 	if l == nil {
-		l = &slotLine{declared: t, open: noBar}
+		l = &slotLine{group: s.group, declared: t, open: noBar}
 		x.slots[slot] = l
 	} else if !l.retired.IsZero() {
 		l.retired = time.Time{} // declared again
 	}
-	phaseName, claim := timelinePhase(x.st, slot)
+	phaseName, claim := s.phase, s.claim
 	phase := x.code(phaseName)
 	if l.open.phase == phase && l.claimOf(l.open) == claim {
 		return
@@ -419,12 +514,7 @@ func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
 		}
 		names = append(names, name)
 	}
-	group := func(name string) string {
-		if sl := x.st.Slots[name]; sl != nil {
-			return sl.Group
-		}
-		return ""
-	}
+	group := func(name string) string { return x.slots[name].group }
 	sort.Slice(names, func(i, j int) bool {
 		if gi, gj := group(names[i]), group(names[j]); gi != gj {
 			return gi < gj
@@ -478,7 +568,7 @@ func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
 	lo := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > since.UnixMilli() })
 	hi := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > until.UnixMilli() })
 	out.Events = hi - lo
-	out.Seq = x.st.Seq
+	out.Seq = x.seq
 	if out.Groups == nil {
 		out.Groups = []string{}
 	}

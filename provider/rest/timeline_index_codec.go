@@ -26,18 +26,24 @@ const (
 // bytes are not a copy this version wrote, or not the whole of one.
 var ErrTimelineCopyDamaged = errors.New("damaged timeline index copy")
 
-// marshal encodes what x holds; the caller holds x.mu.
+// marshal encodes what x holds, with its own views; the caller holds x.mu.
 func (x *TimelineIndex) marshal() ([]byte, error) {
 	views, err := json.Marshal(x.st)
 	if err != nil {
 		return nil, fmt.Errorf("encode the timeline index's views: %w", err)
 	}
+	return x.marshalWith(views), nil
+}
+
+// marshalWith encodes what x holds with views, the JSON of the views at
+// x.seq; the caller holds x.mu.
+func (x *TimelineIndex) marshalWith(views []byte) []byte {
 	nbars := 0
 	for _, l := range x.slots {
 		nbars += l.bars.n
 	}
 	e := &tlEncoder{copycodec.NewEncoder(timelineCopyMagic, timelineCopyVersion, 64+len(views)+len(x.eventsAt)*2+nbars*8)}
-	e.Uint(x.st.Seq)
+	e.Uint(x.seq)
 	e.t(x.heldFrom)
 	e.t(x.newest)
 	e.Uint(uint64(len(x.phases)))
@@ -91,7 +97,7 @@ func (x *TimelineIndex) marshal() ([]byte, error) {
 			e.Str(f.reason)
 		}
 	}
-	return e.Seal(), nil
+	return e.Seal()
 }
 
 // timelineContents is what a copy holds: the fields of a TimelineIndex it

@@ -97,11 +97,7 @@ func fromContents(t testing.TB, b []byte) *TimelineIndex {
 
 func indexOfContents(c *timelineContents) *TimelineIndex {
 	y := NewTimelineIndex(nil, nil, nil)
-	y.st, y.heldFrom, y.newest, y.slots, y.eventsAt, y.phases, y.ok = c.st, c.heldFrom, c.newest, c.slots, c.eventsAt, c.phases, true
-	y.phaseCode = map[string]uint8{}
-	for i, p := range c.phases {
-		y.phaseCode[p] = uint8(i)
-	}
+	y.install(c)
 	return y
 }
 

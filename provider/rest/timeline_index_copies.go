@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/claimstream/claimstream/events"
@@ -58,37 +59,81 @@ func (x *TimelineIndex) loadCopy(ctx context.Context, b events.Bounds) bool {
 	if !ok {
 		return false
 	}
-	x.st, x.heldFrom, x.newest, x.slots, x.eventsAt, x.phases = got.st, got.heldFrom, got.newest, got.slots, got.eventsAt, got.phases
-	x.phaseCode = make(map[string]uint8, len(got.phases))
-	for i, p := range got.phases {
-		x.phaseCode[p] = uint8(i)
-	}
+	x.install(got)
 	x.lastID = in.eventID
 	c.saved = in.seq
 	return true
 }
 
+// install makes x hold what a copy held. The caller holds x.mu.
+func (x *TimelineIndex) install(c *timelineContents) {
+	x.st, x.heldFrom, x.newest, x.slots, x.eventsAt, x.phases = c.st, c.heldFrom, c.newest, c.slots, c.eventsAt, c.phases
+	x.seq, x.ok = c.st.Seq, true
+	for name, l := range x.slots {
+		if sl := c.st.Slots[name]; sl != nil {
+			l.group = sl.Group
+		}
+	}
+	x.phaseCode = make(map[string]uint8, len(c.phases))
+	for i, p := range c.phases {
+		x.phaseCode[p] = uint8(i)
+	}
+}
+
 // saveCopyIfDue saves a copy when `every` events were folded since the
-// last one (force: whenever an event was).
+// last one (force: whenever an event was). An index that follows the
+// views' runner has no views of its own: the copy takes the runner's,
+// under their read lock, once the index has applied every record up to
+// them (at 10,000 slots the encoding holds the runner's folds back for a
+// moment, as its own checkpoints do).
 func (x *TimelineIndex) saveCopyIfDue(ctx context.Context, force bool) {
 	c := x.copies
 	if c == nil || !c.writes() {
 		return
 	}
 	x.mu.Lock()
-	seq := uint64(0)
-	if x.st != nil {
-		seq = x.st.Seq
+	following, views := x.following(), x.views
+	// Run applies the records before it asks: no need to hold the views
+	// back to learn that no copy is due yet.
+	soon := force || x.seq >= c.saved+c.every
+	x.mu.Unlock()
+	if !soon {
+		return
 	}
-	due := x.ok && x.broken == nil && seq > c.saved && (force || seq-c.saved >= c.every)
+	var seq uint64
+	var lastID string
 	var b []byte
 	var err error
-	lastID := x.lastID
-	if due {
-		// Under mu: no event is folded while the copy is encoded.
-		b, err = x.marshal()
+	due := false
+	encode := func(runnerViews *projections.State) {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.following() && !x.applyFeed() {
+			return // lost its place: the next catch-up builds it again
+		}
+		seq, lastID = x.seq, x.lastID
+		due = x.ok && x.broken == nil && seq > c.saved && (force || seq-c.saved >= c.every)
+		if !due {
+			return
+		}
+		// Under mu: no event is applied while the copy is encoded.
+		switch {
+		case x.st != nil:
+			b, err = x.marshal()
+		case runnerViews != nil && runnerViews.Seq == x.seq:
+			var v []byte
+			if v, err = json.Marshal(runnerViews); err == nil {
+				b = x.marshalWith(v)
+			}
+		default:
+			due = false // the views moved on without a record: no copy this time
+		}
 	}
-	x.mu.Unlock()
+	if following && views != nil {
+		views.Read(encode)
+	} else {
+		encode(nil)
+	}
 	if !due {
 		return
 	}

@@ -43,7 +43,7 @@ type TimelineIndex struct {
 	newest   time.Time
 	slots    map[string]*slotLine
 	// eventsAt is the time (Unix ms) of each folded event, for the counts.
-	eventsAt []int64
+	eventsAt instants
 	// phases names the codes of indexBar.phase; phaseCode is its inverse.
 	phases    []string
 	phaseCode map[string]uint8
@@ -114,7 +114,7 @@ func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *sl
 func (x *TimelineIndex) reset() {
 	x.ok, x.st, x.seq, x.lastID = false, nil, 0, ""
 	x.heldFrom, x.newest = time.Time{}, time.Time{}
-	x.slots, x.eventsAt = map[string]*slotLine{}, nil
+	x.slots, x.eventsAt = map[string]*slotLine{}, instants{}
 	// Code 0 is no phase; the views' phases get theirs as they are seen.
 	x.phases, x.phaseCode = []string{""}, map[string]uint8{"": noPhase}
 }
@@ -357,7 +357,7 @@ func (x *TimelineIndex) apply(r *timelineRecord) {
 	if r.at.After(x.newest) {
 		x.newest = r.at
 	}
-	x.eventsAt = append(x.eventsAt, r.at.UnixMilli())
+	x.eventsAt.add(r.at.UnixMilli())
 	x.lastID = r.id
 	if r.slot == "" {
 		return
@@ -467,8 +467,7 @@ func (x *TimelineIndex) prune() {
 		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })
 		l.fails = trimmed(l.fails, j)
 	}
-	k := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > cut.UnixMilli() })
-	x.eventsAt = trimmed(x.eventsAt, k)
+	x.eventsAt.dropFirst(x.eventsAt.after(cut.UnixMilli()))
 	x.heldFrom = cut
 }
 
@@ -565,9 +564,7 @@ func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
 			out.Failures = append(out.Failures, int64(row), b.ms(f.at), int64(intern(b.claimIdx, &out.Claims, f.claim)), int64(intern(b.reasonIdx, &out.Reasons, f.reason)))
 		}
 	}
-	lo := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > since.UnixMilli() })
-	hi := sort.Search(len(x.eventsAt), func(k int) bool { return x.eventsAt[k] > until.UnixMilli() })
-	out.Events = hi - lo
+	out.Events = x.eventsAt.after(until.UnixMilli()) - x.eventsAt.after(since.UnixMilli())
 	out.Seq = x.seq
 	if out.Groups == nil {
 		out.Groups = []string{}

@@ -42,7 +42,7 @@ func (x *TimelineIndex) marshalWith(views []byte) []byte {
 	for _, l := range x.slots {
 		nbars += l.bars.n
 	}
-	e := &tlEncoder{copycodec.NewEncoder(timelineCopyMagic, timelineCopyVersion, 64+len(views)+len(x.eventsAt)*2+nbars*8)}
+	e := &tlEncoder{copycodec.NewEncoder(timelineCopyMagic, timelineCopyVersion, 64+len(views)+x.eventsAt.len()*2+nbars*8)}
 	e.Uint(x.seq)
 	e.t(x.heldFrom)
 	e.t(x.newest)
@@ -50,9 +50,10 @@ func (x *TimelineIndex) marshalWith(views []byte) []byte {
 	for _, p := range x.phases {
 		e.Str(p)
 	}
-	e.Uint(uint64(len(x.eventsAt)))
+	e.Uint(uint64(x.eventsAt.len()))
 	var prev int64
-	for _, at := range x.eventsAt {
+	for k := range x.eventsAt.len() {
+		at := x.eventsAt.at(k)
 		e.Int(at - prev)
 		prev = at
 	}
@@ -107,7 +108,7 @@ type timelineContents struct {
 	heldFrom time.Time
 	newest   time.Time
 	slots    map[string]*slotLine
-	eventsAt []int64
+	eventsAt instants
 	phases   []string
 }
 
@@ -151,11 +152,10 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 		return nil
 	}
 	n := d.Count()
-	c.eventsAt = make([]int64, 0, n)
 	var at int64
 	for range n {
 		at += d.Int() // in the log's order, which need not be the time's
-		c.eventsAt = append(c.eventsAt, at)
+		c.eventsAt.add(at)
 	}
 	views := d.Bytes()
 	if d.Err != nil {
@@ -181,6 +181,7 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 		prevName = name
 		l := &slotLine{declared: d.t(), retired: d.t()}
 		nc := d.Count()
+		l.claims = make([]string, 0, nc)
 		for range nc {
 			l.claims = append(l.claims, d.Str())
 		}
@@ -198,6 +199,7 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 			}
 			l.bars.add(br)
 		}
+		l.bars.b = append(l.bars.b[:0:0], l.bars.b...) // held for long: no room to spare
 		l.open = noBar
 		if p := uint8(d.Ref(uint64(np), "phase")); p != noPhase {
 			l.open.phase = p

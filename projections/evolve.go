@@ -215,6 +215,7 @@ func slotDeclared(s *State, e events.Event) error {
 		s.Slots[d.Slot] = sl
 	}
 	sl.Group, sl.Spec, sl.Retired = d.Group, d.Spec, false
+	s.shareSpecMaps(&sl.Spec)
 	joinGroup(s, sl)
 	s.index.providerID[sl.ProviderID()] = sl.Name
 	return nil
@@ -233,6 +234,7 @@ func slotChanged(s *State, e events.Event) error {
 	}
 	unindex(s, sl)
 	sl.Spec = d.Spec
+	s.shareSpecMaps(&sl.Spec)
 	s.index.providerID[sl.ProviderID()] = sl.Name
 	return nil
 }

@@ -109,16 +109,19 @@ type State struct {
 type index struct {
 	providerID map[string]string // providerID -> slot (declared, and the host a Job reported)
 	node       map[string]string // reported node name -> slot (hosts.go)
+	specMaps   specMaps          // the slots' shared labels and capacity (spec_maps.go)
 }
 
 // Reindex rebuilds the derived lookups (after decoding a snapshot).
 func (s *State) Reindex() {
 	s.index.providerID = make(map[string]string, len(s.Slots))
 	s.index.node = map[string]string{}
+	s.index.specMaps = specMaps{}
 	for name, sl := range s.Slots {
 		if !sl.Retired {
 			s.index.providerID[sl.ProviderID()] = name
 		}
+		s.shareSpecMaps(&sl.Spec)
 	}
 	for _, sl := range s.Slots {
 		indexHost(s, sl)

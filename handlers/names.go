@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/claimstream/claimstream/internal/claimname"
 )
 
 // ClaimName names a new claim on slot: <slot>-<6 hex>, the suffix a digest
@@ -17,13 +19,7 @@ import (
 // comes after at least one more event on the slot).
 func ClaimName(slot string, slotSeq uint64, now time.Time) string {
 	h := sha256.Sum256([]byte(slot + "\x00" + strconv.FormatUint(slotSeq, 10) + "\x00" + now.UTC().Format(time.RFC3339Nano)))
-	suffix := hex.EncodeToString(h[:3])
-	base := slot
-	// Claim names end up in Job names and labels; keep them short.
-	if len(base) > 40 {
-		base = strings.TrimRight(base[:40], ".-")
-	}
-	return base + "-" + suffix
+	return claimname.Of(slot, uint32(h[0])<<16|uint32(h[1])<<8|uint32(h[2]))
 }
 
 // JobName is the deterministic name of a lifecycle Job: <claim>-<op>-<n>

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/claimname"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -70,14 +71,17 @@ type TimelineIndex struct {
 // intervals at 10,000 slots), so its closed intervals are a stream of
 // varints (barStream: 6 to 10 bytes each), its phase a code of
 // TimelineIndex.phases and its claim an index into the slot's claims, each
-// name held once.
+// name held once (in 4 bytes when it is the slot's name and a suffix, as
+// claims are named).
 type slotLine struct {
+	name     string
 	group    string
 	declared time.Time
 	retired  time.Time // zero while in the pool
 	bars     barStream // closed intervals (timeline_index_bars.go)
 	open     indexBar  // phase noPhase when none
-	claims   []string  // the claims of bars and open, in order
+	// claims are the claims of bars and open, in order.
+	claims claimname.Names
 	fails    []indexFail
 }
 
@@ -365,7 +369,7 @@ func (x *TimelineIndex) apply(r *timelineRecord) {
 	x.observe(r.slot, r.slotState, r.at)
 	if r.failed {
 		if l := x.slots[r.slot]; l != nil {
-			l.fails = append(l.fails, indexFail{at: r.at, claim: l.claimName(r.failedClaim), reason: r.failReason})
+			l.fails = append(l.fails, indexFail{at: r.at, claim: r.failedClaim, reason: r.failReason})
 		}
 	}
 }
@@ -384,14 +388,14 @@ func (x *TimelineIndex) observe(slot string, s slotState, t time.Time) {
 		return
 	}
 	if l == nil {
-		l = &slotLine{group: s.group, declared: t, open: noBar}
+		l = &slotLine{name: slot, group: s.group, declared: t, open: noBar}
 		x.slots[slot] = l
 	} else if !l.retired.IsZero() {
 		l.retired = time.Time{} // declared again
 	}
 	phaseName, claim := s.phase, s.claim
 	phase := x.code(phaseName)
-	if l.open.phase == phase && l.claimOf(l.open) == claim {
+	if l.open.phase == phase && l.isClaim(l.open, claim) {
 		return
 	}
 	x.close(l, t)
@@ -424,7 +428,16 @@ func (l *slotLine) claimOf(b indexBar) string {
 	if b.claim < 0 {
 		return ""
 	}
-	return l.claims[b.claim]
+	return l.claims.At(l.name, int(b.claim))
+}
+
+// isClaim says whether b's claim is claim ("" for none), without making
+// its name.
+func (l *slotLine) isClaim(b indexBar, claim string) bool {
+	if b.claim < 0 {
+		return claim == ""
+	}
+	return l.claims.Is(l.name, int(b.claim), claim)
 }
 
 // claimIndex is the index of claim in l.claims, added if it is not the
@@ -433,19 +446,11 @@ func (l *slotLine) claimIndex(claim string) int32 {
 	if claim == "" {
 		return -1
 	}
-	if n := len(l.claims); n > 0 && l.claims[n-1] == claim {
+	if n := l.claims.Len(); n > 0 && l.claims.Is(l.name, n-1, claim) {
 		return int32(n - 1)
 	}
-	l.claims = append(l.claims, claim)
-	return int32(len(l.claims) - 1)
-}
-
-// claimName is claim, held once: the slot's copy when it has one.
-func (l *slotLine) claimName(claim string) string {
-	if n := len(l.claims); n > 0 && l.claims[n-1] == claim {
-		return l.claims[n-1]
-	}
-	return claim
+	l.claims.Append(l.name, claim)
+	return int32(l.claims.Len() - 1)
 }
 
 // prune drops what ended more than MaxTimelineWindow before the newest
@@ -461,7 +466,7 @@ func (x *TimelineIndex) prune() {
 			delete(x.slots, name)
 			continue
 		}
-		if (l.bars.n > 0 && l.bars.firstEnd <= cutNs) || (l.bars.n == 0 && len(l.claims) > 0) {
+		if (l.bars.n > 0 && l.bars.firstEnd <= cutNs) || (l.bars.n == 0 && l.claims.Len() > 0) {
 			l.dropBefore(cutNs)
 		}
 		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })

@@ -77,7 +77,7 @@ func (l *slotLine) dropBefore(cutNs int64) {
 		i++
 	}
 	bars = bars[i:]
-	first := int32(len(l.claims))
+	first := int32(l.claims.Len())
 	for _, br := range bars {
 		if br.claim >= 0 {
 			first = br.claim
@@ -96,7 +96,7 @@ func (l *slotLine) dropBefore(cutNs int64) {
 	}
 	l.bars.b = append(l.bars.b[:0:0], l.bars.b...) // no room to spare
 	if first > 0 {
-		l.claims = append(l.claims[:0:0], l.claims[first:]...)
+		l.claims.DropFirst(int(first))
 		if l.open.claim >= 0 {
 			l.open.claim -= first
 		}

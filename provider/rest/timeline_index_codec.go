@@ -66,14 +66,18 @@ func (x *TimelineIndex) marshalWith(views []byte) []byte {
 	}
 	slices.Sort(names)
 	e.Uint(uint64(len(names)))
+	var scratch []byte // a claim's name, made for the copy
 	for _, name := range names {
 		l := x.slots[name]
 		e.Str(name)
 		e.t(l.declared)
 		e.t(l.retired)
-		e.Uint(uint64(len(l.claims)))
-		for _, c := range l.claims {
-			e.Str(c)
+		e.Uint(uint64(l.claims.Len()))
+		for i := range l.claims.Len() {
+			name := l.claims.AppendAt(scratch[:0], l.name, i)
+			e.Uint(uint64(len(name)))
+			e.B = append(e.B, name...)
+			scratch = name
 		}
 		e.Uint(uint64(l.bars.n))
 		prev = 0
@@ -179,11 +183,10 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 			d.Fail("slots out of order at %q", name)
 		}
 		prevName = name
-		l := &slotLine{declared: d.t(), retired: d.t()}
+		l := &slotLine{name: name, declared: d.t(), retired: d.t()}
 		nc := d.Count()
-		l.claims = make([]string, 0, nc)
 		for range nc {
-			l.claims = append(l.claims, d.Str())
+			l.claims.Append(name, d.Str())
 		}
 		claim := func() int32 { return int32(d.Ref(uint64(nc)+1, "claim")) - 1 }
 		nb := d.Count()

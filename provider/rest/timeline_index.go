@@ -82,7 +82,7 @@ type slotLine struct {
 	open     indexBar  // phase noPhase when none
 	// claims are the claims of bars and open, in order.
 	claims claimname.Names
-	fails    []indexFail
+	fails  []indexFail
 }
 
 type indexBar struct {

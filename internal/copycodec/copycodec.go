@@ -37,6 +37,9 @@ func (e *Encoder) Float(v float64) {
 	e.B = binary.LittleEndian.AppendUint64(e.B, math.Float64bits(v))
 }
 func (e *Encoder) Str(v string) { e.Uint(uint64(len(v))); e.B = append(e.B, v...) }
+
+// StrBytes writes v as Str writes a string of the same bytes.
+func (e *Encoder) StrBytes(v []byte) { e.Uint(uint64(len(v))); e.B = append(e.B, v...) }
 func (e *Encoder) Bool(v bool) {
 	if v {
 		e.B = append(e.B, 1)

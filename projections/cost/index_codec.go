@@ -39,8 +39,10 @@ func (x *Index) MarshalIndex(seq uint64) []byte {
 		e.Str(n)
 	}
 	e.Uint(uint64(len(x.owners)))
-	for _, o := range x.owners {
-		e.Str(o.claim)
+	var claim []byte
+	for i, o := range x.owners {
+		claim = x.appendClaimOf(claim[:0], uint32(i))
+		e.StrBytes(claim)
 		e.Int(o.pausedUntil)
 		e.Uint(uint64(o.slot))
 		e.Uint(uint64(o.requester))
@@ -218,7 +220,11 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 	nameRef := func() uint32 { return uint32(d.Ref(uint64(len(x.names)), "name")) }
 	x.owners = make([]owner, d.Count())
 	for i := range x.owners {
-		x.owners[i] = owner{claim: d.Str(), pausedUntil: d.Int(), slot: nameRef(), requester: nameRef()}
+		claim, pausedUntil, slot := d.Str(), d.Int(), nameRef()
+		x.owners[i] = owner{pausedUntil: pausedUntil, slot: slot, requester: nameRef()}
+		if d.Err == nil {
+			x.owners[i].claim = x.claimRef(x.names[slot], claim)
+		}
 	}
 	x.lastOwner = make([][2]uint32, d.Count())
 	for i := range x.lastOwner {

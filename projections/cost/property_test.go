@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/claimname"
 )
 
 // history is a random log of a small pool and, kept aside, each slot's
@@ -67,7 +68,11 @@ func genHistory(t *rapid.T) history {
 		ref := events.Ref{Slot: s, Group: groupOf[s], Claim: live[s]}
 		switch rapid.IntRange(0, 10).Draw(t, "action") {
 		case 0:
+			// Named by the rule (the index holds it in 4 bytes) or not.
 			c := fmt.Sprintf("c%d", i)
+			if i%2 == 0 {
+				c = claimname.Of(s, uint32(i))
+			}
 			live[s] = c
 			ref.Claim = c
 			add(now, events.ClaimCreated{Ref: ref, RequestedBy: rapid.SampledFrom([]string{"ca", "alice", ""}).Draw(t, "who")})

@@ -74,10 +74,8 @@ func (x *TimelineIndex) marshalWith(views []byte) []byte {
 		e.t(l.retired)
 		e.Uint(uint64(l.claims.Len()))
 		for i := range l.claims.Len() {
-			name := l.claims.AppendAt(scratch[:0], l.name, i)
-			e.Uint(uint64(len(name)))
-			e.B = append(e.B, name...)
-			scratch = name
+			scratch = l.claims.AppendAt(scratch[:0], l.name, i)
+			e.StrBytes(scratch)
 		}
 		e.Uint(uint64(l.bars.n))
 		prev = 0

@@ -153,6 +153,14 @@ func ceSubject(r Ref) string {
 
 // ToMsg encodes the event as a NATS message on subject, in binary mode.
 func (e Event) ToMsg(subject string) (*nats.Msg, error) {
+	if m, ok := e.toMsgDirect(subject); ok {
+		return m, nil
+	}
+	return e.toMsgSDK(subject)
+}
+
+// toMsgSDK is ToMsg through the sdk-go event (envelope_encode.go).
+func (e Event) toMsgSDK(subject string) (*nats.Msg, error) {
 	ce, err := e.CloudEvent()
 	if err != nil {
 		return nil, err

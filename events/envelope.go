@@ -7,7 +7,6 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
 )
 
@@ -228,7 +227,7 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		return e
 	}
 	e.Epoch = epoch
-	if cetypes.ParseURIRef(e.Source) == nil {
+	if !parts.sourceRef(e.Source) {
 		e.Err = fmt.Errorf("seq %d: ce-source %q is not a URI reference", seq, e.Source)
 		return e
 	}

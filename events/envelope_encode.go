@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
 )
 
@@ -27,6 +28,8 @@ type envelopeParts struct {
 	mu      sync.RWMutex
 	sources map[string]checkedAttr
 	schemas map[Type]checkedAttr
+	// refs: whether a ce-source read is a URI reference.
+	refs map[string]bool
 }
 
 type checkedAttr struct {
@@ -38,7 +41,7 @@ type checkedAttr struct {
 // writes under a handful.
 const maxCachedSources = 64
 
-var parts = &envelopeParts{sources: map[string]checkedAttr{}, schemas: map[Type]checkedAttr{}}
+var parts = &envelopeParts{sources: map[string]checkedAttr{}, schemas: map[Type]checkedAttr{}, refs: map[string]bool{}}
 
 // source is src as the SDK writes it as ce-source, and whether the SDK
 // takes it (cached: false when not known and the cache is full).
@@ -62,6 +65,26 @@ func (p *envelopeParts) source(src string) (string, bool) {
 	p.sources[src] = c
 	p.mu.Unlock()
 	return c.value, c.ok
+}
+
+// sourceRef reports whether src is a URI reference (cetypes.ParseURIRef),
+// as a reader checks every event's ce-source: the sources a log holds
+// are few and each is parsed once (up to maxCachedSources of them).
+func (p *envelopeParts) sourceRef(src string) bool {
+	p.mu.RLock()
+	ok, known := p.refs[src]
+	full := len(p.refs) >= maxCachedSources
+	p.mu.RUnlock()
+	if known {
+		return ok
+	}
+	ok = cetypes.ParseURIRef(src) != nil
+	if !full {
+		p.mu.Lock()
+		p.refs[src] = ok
+		p.mu.Unlock()
+	}
+	return ok
 }
 
 // schema is t's dataschema as the SDK writes it, and whether it takes it.

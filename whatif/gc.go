@@ -9,12 +9,16 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
+// RunGCPercent is the GC percent while a what-if's runs go: they allocate
+// a short-lived copy or decode of nearly everything they touch and keep
+// little, so the GC runs at a ninth of its default pace then (a busy day:
+// 14% of the CPU in the GC at the default, about 5% at 400, and 400 to
+// 800 took another sixth of the CPU off, docs/benchmarks.md).
+const RunGCPercent = 800
+
 // RunMemoryLimit is the soft memory limit a what-if sets while its runs go
-// (when the process has none): the runs allocate a short-lived copy or
-// decode of nearly everything they touch and keep little, so the GC runs
-// at a quarter of its default pace then (projections.HoldReplayGC, GOGC
-// 400), and this limit bounds what that lets the heap grow to: near it the
-// GC collects as often as it must to stay under it.
+// (when the process has none): it bounds what RunGCPercent lets the heap
+// grow to; near it the GC collects as often as it must to stay under it.
 const RunMemoryLimit int64 = 3 << 30
 
 // holdRunGC sets the what-if GC pace and limit until restore is called.
@@ -22,7 +26,7 @@ const RunMemoryLimit int64 = 3 << 30
 // GOGC or GOMEMLIMIT the operator set is left alone, and so is a limit the
 // process set itself (serve's, from its cgroup).
 func holdRunGC() (restore func()) {
-	restoreGC := projections.HoldReplayGC()
+	restoreGC := projections.HoldReplayGC(RunGCPercent)
 	runGCMu.Lock()
 	defer runGCMu.Unlock()
 	if runGCHolders == 0 {

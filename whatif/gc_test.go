@@ -20,11 +20,11 @@ func gcSetting() (percent int, limit int64) {
 	return percent, debug.SetMemoryLimit(-1)
 }
 
-// While a what-if's runs go, the GC runs at a quarter of its default pace
+// While a what-if's runs go, the GC runs at a ninth of its default pace
 // under a soft memory limit (whatif.RunMemoryLimit); both are as they were
 // once the what-if is done. A GOGC or GOMEMLIMIT of the operator's would be
 // left alone (the test unsets them).
-func TestAWhatIfRunsTheGCAtAQuarterPaceUnderAMemoryLimitAndRestoresIt(t *testing.T) {
+func TestAWhatIfRunsTheGCAtALowerPaceUnderAMemoryLimitAndRestoresIt(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	oldPercent := debug.SetGCPercent(100)
@@ -54,8 +54,8 @@ func TestAWhatIfRunsTheGCAtAQuarterPaceUnderAMemoryLimitAndRestoresIt(t *testing
 		t.Fatal("no progress reported")
 	}
 	for _, s := range during {
-		if s[0] != 400 || s[1] != whatif.RunMemoryLimit {
-			t.Fatalf("during the runs: GC percent %d, memory limit %d; want 400 and %d", s[0], s[1], whatif.RunMemoryLimit)
+		if s[0] != whatif.RunGCPercent || s[1] != whatif.RunMemoryLimit {
+			t.Fatalf("during the runs: GC percent %d, memory limit %d; want %d and %d", s[0], s[1], whatif.RunGCPercent, whatif.RunMemoryLimit)
 		}
 	}
 	if p, l := gcSetting(); p != 100 || l != math.MaxInt64 {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 
 	"github.com/claimstream/claimstream/projections"
@@ -16,10 +17,26 @@ import (
 // 800 took another sixth of the CPU off, docs/benchmarks.md).
 const RunGCPercent = 800
 
-// RunMemoryLimit is the soft memory limit a what-if sets while its runs go
-// (when the process has none): it bounds what RunGCPercent lets the heap
-// grow to; near it the GC collects as often as it must to stay under it.
-const RunMemoryLimit int64 = 3 << 30
+// RunMemoryHeadroom is how far a what-if lets the process's memory grow
+// while its runs go (when the process has no limit of its own): the soft
+// memory limit is what the Go runtime held when they began plus this. It
+// bounds what RunGCPercent lets the heap grow to; near it the GC collects
+// as often as it must to stay under it. Relative, because the process may
+// hold much already (serve's views; the benchmark's recorded week, about
+// 1.5 GB): a fixed 3 GiB limit left a busy week's runs collecting at the
+// limit, 121 CPU-seconds against 100 with room (docs/benchmarks.md).
+const RunMemoryHeadroom int64 = 3 << 30
+
+// goMemoryInUse is the memory the Go runtime holds, as the memory limit
+// counts it: everything mapped less what was returned to the system.
+func goMemoryInUse() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+}
 
 // holdRunGC sets the what-if GC pace and limit until restore is called.
 // Overlapping what-ifs share them; the last one out restores the limit. A
@@ -32,7 +49,7 @@ func holdRunGC() (restore func()) {
 	if runGCHolders == 0 {
 		runGCLimitSet = false
 		if os.Getenv("GOMEMLIMIT") == "" && debug.SetMemoryLimit(-1) == math.MaxInt64 {
-			debug.SetMemoryLimit(RunMemoryLimit)
+			debug.SetMemoryLimit(goMemoryInUse() + RunMemoryHeadroom)
 			runGCLimitSet = true
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
 )
 
@@ -153,6 +152,14 @@ func ceSubject(r Ref) string {
 
 // ToMsg encodes the event as a NATS message on subject, in binary mode.
 func (e Event) ToMsg(subject string) (*nats.Msg, error) {
+	if m, ok := e.toMsgDirect(subject); ok {
+		return m, nil
+	}
+	return e.toMsgSDK(subject)
+}
+
+// toMsgSDK is ToMsg through the sdk-go event (envelope_encode.go).
+func (e Event) toMsgSDK(subject string) (*nats.Msg, error) {
 	ce, err := e.CloudEvent()
 	if err != nil {
 		return nil, err
@@ -220,7 +227,7 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		return e
 	}
 	e.Epoch = epoch
-	if cetypes.ParseURIRef(e.Source) == nil {
+	if !parts.sourceRef(e.Source) {
 		e.Err = fmt.Errorf("seq %d: ce-source %q is not a URI reference", seq, e.Source)
 		return e
 	}

@@ -638,7 +638,7 @@ func DecodeData(t Type, b []byte) (Data, error) {
 		return nil, &UnknownTypeError{Type: string(t)}
 	}
 	d := c.new()
-	if err := json.Unmarshal(b, d); err != nil {
+	if err := unmarshalData(b, d); err != nil {
 		return nil, fmt.Errorf("decode %s data: %w", t, err)
 	}
 	// Return the value, not the pointer, so consumers switch on value types.

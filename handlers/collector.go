@@ -17,7 +17,7 @@ func (r *Collector) Reconcile(ctx context.Context, slot string) (time.Duration, 
 	now := r.now()
 	var next time.Duration
 	for _, cl := range v.Terminal {
-		if cl.FinishedAt == nil {
+		if cl.FinishedAt.IsZero() {
 			continue
 		}
 		end := cl.FinishedAt.Add(cl.TTL.D())

@@ -97,6 +97,7 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 			opts.Progress(p)
 		}
 	}
+	defer holdRunGC()()
 	sem := make(chan struct{}, min(ParallelRuns, max(runtime.GOMAXPROCS(0), 1)))
 	var wg sync.WaitGroup
 	for i, c := range runs {

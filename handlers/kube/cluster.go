@@ -263,18 +263,18 @@ func (c *Cluster) ApplySlotConfig(ctx context.Context, name string, labels map[s
 	if !ok {
 		return nil
 	}
-	patch := map[string]any{}
-	setLabels := map[string]string{}
+	// Nothing is built unless something is missing: a ready host's
+	// reactors ask again at every pass.
+	var setLabels map[string]string
 	for k, v := range labels {
 		if cur, ok := n.Labels[k]; !ok || cur != v {
+			if setLabels == nil {
+				setLabels = map[string]string{}
+			}
 			setLabels[k] = v
 		}
 	}
-	if len(setLabels) > 0 {
-		patch["metadata"] = map[string]any{"labels": setLabels}
-	}
-	all := append([]corev1.Taint(nil), n.Spec.Taints...)
-	added := false
+	var all []corev1.Taint
 	for _, t := range taints {
 		found := false
 		for _, x := range n.Spec.Taints {
@@ -284,15 +284,21 @@ func (c *Cluster) ApplySlotConfig(ctx context.Context, name string, labels map[s
 			}
 		}
 		if !found {
+			if all == nil {
+				all = append([]corev1.Taint(nil), n.Spec.Taints...)
+			}
 			all = append(all, TaintOf(t))
-			added = true
 		}
 	}
-	if added {
-		patch["spec"] = map[string]any{"taints": all}
-	}
-	if len(patch) == 0 {
+	if setLabels == nil && all == nil {
 		return nil
+	}
+	patch := map[string]any{}
+	if setLabels != nil {
+		patch["metadata"] = map[string]any{"labels": setLabels}
+	}
+	if all != nil {
+		patch["spec"] = map[string]any{"taints": all}
 	}
 	return c.patchNode(ctx, name, patch)
 }

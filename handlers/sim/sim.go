@@ -321,6 +321,11 @@ func (s *Sim) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		return len(due), err
 	}
+	// client-go's fake clientset keeps a deep copy of every call for
+	// tests that read its Actions(); nothing here does, and a simulated
+	// week made millions of them (every Job and Node write, every list),
+	// all kept until the world was dropped.
+	s.fake.ClearActions()
 	return len(due) + len(jobs) + bound, nil
 }
 

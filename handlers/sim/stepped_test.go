@@ -135,3 +135,32 @@ func TestSteppedWorldsOfOneSeedWriteTheSameLog(t *testing.T) {
 		t.Fatalf("%d events, then %d", len(a), len(b))
 	}
 }
+
+// TestTheSimulatedClusterKeepsNoLogOfItsCalls: client-go's fake clientset
+// keeps a copy of every call it answered (Actions); the simulator drops
+// them at each step, so a long run does not hold every Job and Node it
+// ever wrote.
+func TestTheSimulatedClusterKeepsNoLogOfItsCalls(t *testing.T) {
+	h := handlerstest.New(t)
+	w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 1, Log: quiet, Stepped: true})
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	declare(t, h, "g", events.GroupSpec{ClaimTTL: events.Duration(time.Hour)}, handlerstest.Slots("n", 4)...)
+	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"})
+	if err := w.RunFor(context.Background(), 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if w.Sim.StartupJobs != 2 {
+		t.Fatalf("%d startup Jobs, want 2", w.Sim.StartupJobs)
+	}
+	// A step drops what the calls before it left; the informers' watches
+	// may have added one or two since.
+	if _, err := w.Sim.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.Fake.Actions()); n > 2 {
+		t.Fatalf("the fake clientset holds %d calls after a step, want none kept", n)
+	}
+}

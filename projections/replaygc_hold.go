@@ -1,0 +1,33 @@
+package projections
+
+import (
+	"os"
+	"runtime/debug"
+)
+
+// HoldReplayGC raises the GC percent to at least percent until restore is
+// called, sharing replayGC's count: a replay of the views and another long
+// replay (a what-if's runs) that overlap never restore each other's value;
+// the last one out restores the percent from before the first. While
+// several hold, the highest percent asked for stands. A GOGC the operator
+// set is left alone.
+func HoldReplayGC(percent int) (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	replayGCMu.Lock()
+	defer replayGCMu.Unlock()
+	if replays == 0 {
+		replayGCOld = debug.SetGCPercent(percent)
+	} else if cur := debug.SetGCPercent(percent); cur > percent {
+		debug.SetGCPercent(cur)
+	}
+	replays++
+	return func() {
+		replayGCMu.Lock()
+		defer replayGCMu.Unlock()
+		if replays--; replays == 0 {
+			debug.SetGCPercent(replayGCOld)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package projections
 import (
 	"os"
 	"runtime/debug"
+	"sync"
 )
 
 // HoldReplayGC raises the GC percent to at least percent until restore is
@@ -31,3 +32,11 @@ func HoldReplayGC(percent int) (restore func()) {
 		}
 	}
 }
+
+// replays counts the replays that hold the GC percent; replayGCOld is the
+// percent from before the first.
+var (
+	replayGCMu  sync.Mutex
+	replays     int
+	replayGCOld int
+)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -400,29 +398,6 @@ func RebuildUntil(ctx context.Context, store *events.Store, t time.Time) (*State
 // replayGC lets the heap grow 4x between collections while a replay runs:
 // a replay allocates a short-lived decode per event and keeps little, so
 // collecting at the default pace spends a fifth of the replay in the GC.
-// Overlapping replays share the setting; the last one out restores it. A
-// GOGC the operator set is left alone.
-func replayGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	replayGCMu.Lock()
-	defer replayGCMu.Unlock()
-	if replays == 0 {
-		replayGCOld = debug.SetGCPercent(400)
-	}
-	replays++
-	return func() {
-		replayGCMu.Lock()
-		defer replayGCMu.Unlock()
-		if replays--; replays == 0 {
-			debug.SetGCPercent(replayGCOld)
-		}
-	}
-}
-
-var (
-	replayGCMu  sync.Mutex
-	replays     int
-	replayGCOld int
-)
+// Overlapping replays share the setting (HoldReplayGC); the last one out
+// restores it. A GOGC the operator set is left alone.
+func replayGC() (restore func()) { return HoldReplayGC(400) }

@@ -7,7 +7,7 @@ import (
 )
 
 // HoldReplayGC raises the GC percent to at least percent until restore is
-// called, sharing replayGC's count: a replay of the views and another long
+// called, counting every holder: a replay of the views and another long
 // replay (a what-if's runs) that overlap never restore each other's value;
 // the last one out restores the percent from before the first. While
 // several hold, the highest percent asked for stands. A GOGC the operator
@@ -32,6 +32,13 @@ func HoldReplayGC(percent int) (restore func()) {
 		}
 	}
 }
+
+// replayGC lets the heap grow 4x between collections while a replay runs:
+// a replay allocates a short-lived decode per event and keeps little, so
+// collecting at the default pace spends a fifth of the replay in the GC.
+// Overlapping replays share the setting (HoldReplayGC); the last one out
+// restores it. A GOGC the operator set is left alone.
+func replayGC() (restore func()) { return HoldReplayGC(400) }
 
 // replays counts the replays that hold the GC percent; replayGCOld is the
 // percent from before the first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -171,12 +172,18 @@ func TestKVLeaseLostLeadershipStopsTheWorkAndCampaignsAgain(t *testing.T) {
 		}
 		return nil
 	})
-	if len(logs.Lines("lost leadership: another replica took the lease")) != 1 {
-		t.Fatalf("no lost-leadership line:\n%s", logs)
-	}
-	if len(logs.Lines("following claimstream-2")) != 1 {
-		t.Fatalf("no following line:\n%s", logs)
-	}
+	// The term logs why it ended once its work has returned, and the
+	// campaign logs whom it follows when it next reads the key: both come
+	// after the work stops, so wait for them.
+	eventstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if len(logs.Lines("lost leadership: another replica took the lease")) != 1 {
+			return fmt.Errorf("no lost-leadership line:\n%s", logs)
+		}
+		if len(logs.Lines("following claimstream-2")) != 1 {
+			return fmt.Errorf("no following line:\n%s", logs)
+		}
+		return nil
+	})
 	// claimstream-2 never renews: after the lease duration, a second term.
 	eventstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if terms.Load() != 2 || !l.Leading() {

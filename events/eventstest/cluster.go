@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
@@ -208,6 +209,32 @@ func (c *Cluster) server(name string) *ClusterServer {
 		}
 	}
 	return nil
+}
+
+// WaitStreamStored polls (up to 30s) until every running server's copy of
+// the stream holds its messages up to seq: an append is acknowledged once
+// a majority holds it, and a test that stops replicas right after one
+// waits for the others too.
+func (c *Cluster) WaitStreamStored(stream string, seq uint64) {
+	c.t.Helper()
+	CheckFor(c.t, 30*time.Second, 25*time.Millisecond, func() error {
+		for _, s := range c.Running() {
+			acc, err := s.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true})
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			var last uint64
+			for _, sd := range acc.Streams {
+				if sd.Name == stream {
+					last = sd.State.LastSeq
+				}
+			}
+			if last < seq {
+				return fmt.Errorf("%s holds stream %s up to %d, want %d", s.Name, stream, last, seq)
+			}
+		}
+		return nil
+	})
 }
 
 // JetStream is a JetStream context on server i's in-process connection.

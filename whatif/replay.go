@@ -96,7 +96,7 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 	// and requeues mark due, as production's work queue does, not every
 	// slot at every instant; a full resync every MaxIdleJump, and a
 	// requeue waits as long as its reactor asked (up to that).
-	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode},
+	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode, FinishedJobTTL: finishedJobTTL(cfg)},
 		Stepped: true, Resync: MaxIdleJump, MaxRequeue: MaxIdleJump})
 	for _, sl := range cfg.Slots {
 		if m, ok := rec.Models[sl.Name]; ok {
@@ -107,6 +107,24 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 		return r, fmt.Errorf("run %s: simulated cluster: %w", name, err)
 	}
 	return r, nil
+}
+
+// finishedJobTTL is how long a run's simulated cluster keeps a finished
+// lifecycle Job the pool gave no ttlSecondsAfterFinished: twice the
+// longest window in which a reactor may still look for it (a group's job
+// timeout, registration wait, readiness gate, provisioning deadline and
+// drain timeout one after the other), and at least an hour. A Job is read
+// while its claim boots or shuts down, not after; kept for the whole
+// period, a busy week's Jobs were most of a run's memory and of the
+// collector's work.
+func finishedJobTTL(cfg *pool.Config) time.Duration {
+	ttl := time.Hour
+	for _, g := range cfg.Groups {
+		t := projections.TimeoutsOf(g.Spec.Lifecycle)
+		window := t.JobTimeout + t.RegistrationWait + t.ReadinessGate + g.Spec.MaxNodeProvisionTime.D() + g.Spec.DrainTimeout.D()
+		ttl = max(ttl, 2*window)
+	}
+	return ttl
 }
 
 func (r *replayer) close() {

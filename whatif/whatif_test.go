@@ -63,8 +63,18 @@ func newRecorder(t testing.TB, yaml string, timing sim.Timing) *recorder {
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(w.Stop)
-	return &recorder{h: h, w: w}
+	r := &recorder{h: h, w: w}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// stop stops the recording's simulated world and lets it go: a what-if
+// reads the recorded log alone.
+func (r *recorder) stop() {
+	if r.w != nil {
+		r.w.Stop()
+		r.w = nil
+	}
 }
 
 func (r *recorder) runFor(t testing.TB, d time.Duration) {

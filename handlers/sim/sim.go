@@ -43,6 +43,10 @@ type Timing struct {
 	// PodsPerNode: how many running pods the simulated scheduler binds to
 	// one Node (default 110).
 	PodsPerNode int
+	// FinishedJobTTL: a finished Job without a ttlSecondsAfterFinished of
+	// its own is deleted this long after it finished (0: kept, as
+	// Kubernetes keeps it).
+	FinishedJobTTL time.Duration
 }
 
 func (t Timing) withDefaults() Timing {
@@ -346,14 +350,17 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			return s.fake.FinishJob(ctx, s.ns, name, false, handlers.JobReasonDeadlineExceeded, "Job was active longer than specified deadline", deadline)
 		})
 	}
-	ttl := j.Spec.TTLSecondsAfterFinished
+	ttl, collect := t.FinishedJobTTL, t.FinishedJobTTL > 0
+	if j.Spec.TTLSecondsAfterFinished != nil {
+		ttl, collect = time.Duration(*j.Spec.TTLSecondsAfterFinished)*time.Second, true
+	}
 	finish := func(ctx context.Context, at time.Time, ok bool, reason string) error {
 		if err := s.fake.FinishJob(ctx, s.ns, name, ok, reason, "", at); err != nil {
 			return err
 		}
-		if ttl != nil {
+		if collect {
 			s.mu.Lock()
-			s.schedule(at.Add(time.Duration(*ttl)*time.Second), func(ctx context.Context) error { return s.fake.DeleteJob(ctx, s.ns, name) })
+			s.schedule(at.Add(ttl), func(ctx context.Context) error { return s.fake.DeleteJob(ctx, s.ns, name) })
 			s.mu.Unlock()
 		}
 		return nil
@@ -385,13 +392,15 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			if fail {
 				return finish(ctx, at, false, "BackoffLimitExceeded")
 			}
-			if err := finish(ctx, at, true, ""); err != nil {
-				return err
-			}
+			// The pod's termination message is there before the Job
+			// succeeds, as the Job controller sees the pod end first.
 			if msg := s.Knobs(slot).report(); msg != "" {
 				if err := s.reportInstance(ctx, name, msg, at); err != nil {
 					return err
 				}
+			}
+			if err := finish(ctx, at, true, ""); err != nil {
+				return err
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()

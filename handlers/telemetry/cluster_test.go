@@ -18,12 +18,16 @@ func TestScrapeShowsClusterPeersAndQuorum(t *testing.T) {
 	if err := tel.Metrics.ObserveCluster(c.Servers[0].ClusterStatus); err != nil {
 		t.Fatal(err)
 	}
-	body := scrape(t, tel)
-	for _, line := range []string{"claimstream_jetstream_cluster_peers_current 3", "claimstream_jetstream_quorum 1"} {
-		if !strings.Contains(body, line+"\n") {
-			t.Fatalf("scrape lacks %q:\n%s", line, body)
+	// The meta leader can be known before every route is up: wait for all.
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		body := scrape(t, tel)
+		for _, line := range []string{"claimstream_jetstream_cluster_peers_current 3", "claimstream_jetstream_quorum 1"} {
+			if !strings.Contains(body, line+"\n") {
+				return fmt.Errorf("scrape lacks %q", line)
+			}
 		}
-	}
+		return nil
+	})
 	c.Stop(1)
 	c.Stop(2)
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {

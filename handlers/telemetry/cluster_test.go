@@ -19,20 +19,18 @@ func TestScrapeShowsClusterPeersAndQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The meta leader can be known before every route is up: wait for all.
-	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		body := scrape(t, tel)
-		for _, line := range []string{"claimstream_jetstream_cluster_peers_current 3", "claimstream_jetstream_quorum 1"} {
-			if !strings.Contains(body, line+"\n") {
-				return fmt.Errorf("scrape lacks %q", line)
-			}
-		}
-		return nil
-	})
+	waitForScrape(t, tel, "claimstream_jetstream_cluster_peers_current 3", "claimstream_jetstream_quorum 1")
 	c.Stop(1)
 	c.Stop(2)
+	waitForScrape(t, tel, "claimstream_jetstream_cluster_peers_current 1", "claimstream_jetstream_quorum 0")
+}
+
+// waitForScrape polls (up to 30s) until the scrape holds every line.
+func waitForScrape(t *testing.T, tel *telemetry.Telemetry, lines ...string) {
+	t.Helper()
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		body := scrape(t, tel)
-		for _, line := range []string{"claimstream_jetstream_cluster_peers_current 1", "claimstream_jetstream_quorum 0"} {
+		for _, line := range lines {
 			if !strings.Contains(body, line+"\n") {
 				return fmt.Errorf("scrape lacks %q", line)
 			}

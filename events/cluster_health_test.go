@@ -45,7 +45,7 @@ func TestQuorumLossStopsWritesAndIsReported(t *testing.T) {
 	// Every replica holds the event before two stop. A replica stopped
 	// before its copy took the event came back once (1 run in about 100
 	// under -race) without the survivor and it electing a stream leader
-	// for 30s; that case is JetStream's, not the monitor's.
+	// within 30s: this test is about the quorum, not that election.
 	c.WaitStreamStored(st.Stream(), 1)
 	if s := survivor.ClusterStatus(); !s.Quorum() || s.Reachable != 3 {
 		t.Fatalf("status %+v, want a quorum of 3", s)

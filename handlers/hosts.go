@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -32,34 +31,7 @@ var RefusedTaint = events.Taint{Key: TaintRefused, Effect: "NoExecute"}
 // other than the expected one. A refused Node is cordoned, tainted
 // claimstream.dev/refused:NoExecute and reported (HostJoinRefused); the
 // input law shuts its machine down.
-type Hosts struct {
-	base
-	silent *silentJobs
-}
-
-// silentJobs remembers, per slot, the succeeded startup Job whose output
-// was read and named no instance. A finished Job's output does not change
-// (its pod's termination message is written before the Job succeeds), so
-// the passes of a slot still booting do not list its pods again: one list
-// per boot instead of one per pass. It holds one name per slot.
-type silentJobs struct {
-	mu     sync.Mutex
-	bySlot map[string]string
-}
-
-func newSilentJobs() *silentJobs { return &silentJobs{bySlot: map[string]string{}} }
-
-func (s *silentJobs) is(slot, job string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.bySlot[slot] == job
-}
-
-func (s *silentJobs) mark(slot, job string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.bySlot[slot] = job
-}
+type Hosts struct{ base }
 
 func (r *Hosts) Name() string { return "hosts" }
 
@@ -119,9 +91,6 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 	if j, ok := r.cluster.Job(cl.StartupJob); !ok || j.Phase != JobSucceeded {
 		return nil
 	}
-	if r.silent.is(v.Slot.Name, cl.StartupJob) {
-		return nil
-	}
 	out, err := r.cluster.JobOutput(ctx, cl.StartupJob)
 	if err != nil {
 		return err
@@ -140,7 +109,6 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 		return err
 	}
 	if rep.InstanceID == "" {
-		r.silent.mark(v.Slot.Name, cl.StartupJob)
 		return nil
 	}
 	want := ExpectHost{Claim: cl.Name, Node: v.Slot.Name, ProviderID: v.Slot.ProviderID(), Address: v.Slot.Spec.Address, InstanceID: rep.InstanceID}

@@ -83,7 +83,7 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 	}
 	r := &Reactors{base: b, workers: cfg.Workers, metrics: cfg.Metrics}
 	r.list = []Reactor{
-		&Observer{b}, &Hosts{b}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &ReadinessGate{b},
+		&Observer{b}, &Hosts{base: b, silent: newSilentJobs()}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &ReadinessGate{b},
 		&HostLoss{b}, &MachineGone{b}, &Drain{base: b, next: &ScaleDown{b}}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
 	}
 	return r

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -31,7 +32,58 @@ var RefusedTaint = events.Taint{Key: TaintRefused, Effect: "NoExecute"}
 // other than the expected one. A refused Node is cordoned, tainted
 // claimstream.dev/refused:NoExecute and reported (HostJoinRefused); the
 // input law shuts its machine down.
-type Hosts struct{ base }
+type Hosts struct {
+	base
+	silent *silentJobs
+}
+
+// silentJobs remembers, per slot, the succeeded startup Job whose output
+// named no instance. A finished Job's output does not change in a cluster
+// (the pod's termination message is written before the Job succeeds), but
+// a report written onto the pod late (a test's machine model does) must
+// still be read: the output counts as silent once it read empty twice,
+// silentAfter apart. From then on the passes of the booting slot do not
+// list the Job's pods again (they listed them at every pass, 13 times per
+// boot in the simulator). One entry per slot.
+type silentJobs struct {
+	mu     sync.Mutex
+	bySlot map[string]silentRead
+}
+
+// silentAfter is how long after its first empty read a startup Job's
+// output is taken as final.
+const silentAfter = 10 * time.Second
+
+type silentRead struct {
+	job     string
+	first   time.Time // the first empty read
+	settled bool
+}
+
+func newSilentJobs() *silentJobs { return &silentJobs{bySlot: map[string]silentRead{}} }
+
+// is: the Job's output was settled as silent.
+func (s *silentJobs) is(slot, job string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.bySlot[slot]
+	return r.job == job && r.settled
+}
+
+// readEmpty notes an empty read of the Job's output at now.
+func (s *silentJobs) readEmpty(slot, job string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.bySlot[slot]
+	if r.job != job {
+		s.bySlot[slot] = silentRead{job: job, first: now}
+		return
+	}
+	if now.Sub(r.first) >= silentAfter {
+		r.settled = true
+		s.bySlot[slot] = r
+	}
+}
 
 func (r *Hosts) Name() string { return "hosts" }
 
@@ -91,6 +143,9 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 	if j, ok := r.cluster.Job(cl.StartupJob); !ok || j.Phase != JobSucceeded {
 		return nil
 	}
+	if r.silent.is(v.Slot.Name, cl.StartupJob) {
+		return nil
+	}
 	out, err := r.cluster.JobOutput(ctx, cl.StartupJob)
 	if err != nil {
 		return err
@@ -109,6 +164,7 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 		return err
 	}
 	if rep.InstanceID == "" {
+		r.silent.readEmpty(v.Slot.Name, cl.StartupJob, r.now())
 		return nil
 	}
 	want := ExpectHost{Claim: cl.Name, Node: v.Slot.Name, ProviderID: v.Slot.ProviderID(), Address: v.Slot.Spec.Address, InstanceID: rep.InstanceID}

@@ -2,12 +2,16 @@ package sim_test
 
 import (
 	"context"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
@@ -130,5 +134,47 @@ func checkMeta(t *testing.T, what, name string, labels map[string]string) {
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 			t.Fatalf("%s: label %s=%q: %v", what, k, v, errs)
 		}
+	}
+}
+
+// A startup Job that succeeded without naming an instance has its pods
+// listed a few times per boot, not at every pass: the passes of a slot
+// still booting (here for 90 seconds until its Node registers) stop
+// reading its output once it read empty twice, 10 seconds apart (13 lists
+// per boot before). A later boot's Job is read again.
+func TestASilentStartupJobIsReadAFewTimesPerBoot(t *testing.T) {
+	h, w := newWorld(t, sim.Timing{BootDelay: 90 * time.Second})
+	declare(t, h, "g", events.GroupSpec{}, "a")
+	var mu sync.Mutex
+	lists := map[string]int{}
+	w.Fake.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if job, ok := a.(k8stesting.ListAction).GetListRestrictions().Labels.RequiresExactMatch("batch.kubernetes.io/job-name"); ok {
+			mu.Lock()
+			lists[job]++
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	reads := func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(lists)
+	}
+	boot := func() string {
+		t.Helper()
+		h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+		runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
+		return claimOf(h, "a").StartupJob
+	}
+	first := boot()
+	const most = 3
+	if got := reads(); got[first] < 2 || got[first] > most || len(got) != 1 {
+		t.Fatalf("pods of the startup Job listed %v, want 2 to %d times for %s", got, most, first)
+	}
+	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	runUntil(t, w, 10*time.Minute, "completed", phaseIs("a", projections.PhaseCompleted))
+	second := boot()
+	if got := reads(); second == first || got[second] < 2 || got[second] > most || len(got) != 2 {
+		t.Fatalf("pods of the startup Jobs listed %v, want 2 to %d times for %s", got, most, second)
 	}
 }

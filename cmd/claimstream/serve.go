@@ -61,6 +61,7 @@ type serveOptions struct {
 	metricsAddress string
 	pprof          bool // serve_pprof.go
 	servingGC      int  // serve_gc.go
+	releaseCode    bool // serve_code_pages.go
 	otlpEndpoint   string
 
 	cluster clusterOptions
@@ -113,7 +114,8 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
 	f.BoolVar(&o.pprof, "pprof", false, pprofHelp)
-	f.IntVar(&o.servingGC, "serving-gc-percent", 0, servingGCPercentHelp)
+	f.IntVar(&o.servingGC, "serving-gc-percent", defaultServingGCPercent, servingGCPercentHelp)
+	f.BoolVar(&o.releaseCode, "release-code-pages", true, releaseCodePagesHelp)
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
 	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
 	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs and the leader Lease")
@@ -281,6 +283,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 		releaseStartupMemory(log, timelineBuilt) // after the listeners: a full collection takes a moment
 		applyServingGCPercent(log, o.servingGC, os.Getenv)
 		releaseSettledMemory(ctx, log, clock.RealClock{}) // serve_settled_memory.go
+		if o.releaseCode && ctx.Err() == nil {
+			releaseCodePages(log) // serve_code_pages.go
+		}
 	}()
 	select {
 	case <-ctx.Done():

@@ -183,7 +183,7 @@ func sameLog(t testing.TB, replicas []*replicaProc) replicaState {
 			}
 			st, err := r.state()
 			if err != nil {
-				return err
+				return fmt.Errorf("%w\n%s's log, its last lines:\n%s", err, r.name, lastLines(r.logText(), 40))
 			}
 			if st.Seq != st.Last {
 				return fmt.Errorf("%s views at %d, log at %d", r.name, st.Seq, st.Last)
@@ -200,6 +200,13 @@ func sameLog(t testing.TB, replicas []*replicaProc) replicaState {
 		return nil
 	})
 	return agreed
+}
+
+// lastLines is the end of a replica's log: what it did last when it
+// stopped answering.
+func lastLines(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // quiet waits until the log stops growing for a second (the reactors of

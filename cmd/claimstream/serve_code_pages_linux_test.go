@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -25,9 +23,9 @@ func TestDropExecutableCodePagesLowersTheResidentFilePages(t *testing.T) {
 	for _, m := range mappings {
 		resident += m.rss
 	}
-	t.Logf("RssFile %d to %d KiB; %d mappings held %d KiB", before, after, len(mappings), resident>>10)
+	t.Logf("RssFile %.0f to %.0f KiB; %d mappings held %d KiB", before, after, len(mappings), resident>>10)
 	if after >= before {
-		t.Fatalf("RssFile %d KiB after the drop, %d KiB before", after, before)
+		t.Fatalf("RssFile %.0f KiB after the drop, %.0f KiB before", after, before)
 	}
 
 	// Code and read-only data the drop unmapped run and read as before.
@@ -43,21 +41,13 @@ func TestDropExecutableCodePagesLowersTheResidentFilePages(t *testing.T) {
 	}
 }
 
-func rssFileKiB(t *testing.T) int64 {
+// rssFileKiB is this process's RssFile (serve_start_bench_test.go reads
+// /proc/PID/status).
+func rssFileKiB(t *testing.T) float64 {
 	t.Helper()
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
+	kib, ok := procStatusKiB(t, os.Getpid())["RssFile"]
+	if !ok {
+		t.Fatal("no RssFile in /proc/self/status")
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("RssFile %q: %v", v, err)
-			}
-			return n
-		}
-	}
-	t.Fatal("no RssFile in /proc/self/status")
-	return 0
+	return kib
 }

@@ -8,7 +8,7 @@ import (
 
 // defaultServingGCPercent: once serving, the heap grows to 1.5 times what
 // is live before a collection, not twice. At 10,000 slots and 1M events
-// that holds the RSS under 150 MB (about 40 MiB less after 2 minutes)
+// that took the RSS 2 minutes after serving from 160 to 147 MiB (medians)
 // for no more CPU than the runtime's default in the same runs
 // (docs/benchmarks.md, "Where serve's memory goes").
 const defaultServingGCPercent = 50

@@ -457,50 +457,40 @@ func procCPUSeconds(b *testing.B, pid int) float64 {
 	return (utime + stime) / 100
 }
 
-// procRSSParts is the RssAnon and RssFile of a process, as in
-// /proc/PID/status: the heap and stacks against the binary's pages.
-func procRSSParts(b *testing.B, pid int) string {
-	b.Helper()
+// procStatusKiB reads the sizes of /proc/PID/status (the lines in kB,
+// such as VmRSS, VmHWM, RssAnon and RssFile), in KiB by name.
+func procStatusKiB(tb testing.TB, pid int) map[string]float64 {
+	tb.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	var parts []string
+	sizes := map[string]float64{}
 	for _, line := range strings.Split(string(status), "\n") {
 		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "RssAnon" && k != "RssFile") {
+		if !ok || !strings.HasSuffix(v, " kB") {
 			continue
 		}
 		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 		if err != nil {
-			b.Fatalf("%s: %v", line, err)
+			tb.Fatalf("%s: %v", line, err)
 		}
-		parts = append(parts, fmt.Sprintf("%s %.0f MiB", k, kb/1024))
+		sizes[k] = kb
 	}
-	return strings.Join(parts, ", ")
+	return sizes
+}
+
+// procRSSParts is the RssAnon and RssFile of a process, as in
+// /proc/PID/status: the heap and stacks against the binary's pages.
+func procRSSParts(b *testing.B, pid int) string {
+	b.Helper()
+	kib := procStatusKiB(b, pid)
+	return fmt.Sprintf("RssAnon %.0f MiB, RssFile %.0f MiB", kib["RssAnon"]/1024, kib["RssFile"]/1024)
 }
 
 // procMemory reads VmRSS and VmHWM (MiB) of a process.
 func procMemory(b *testing.B, pid int) (rss, hwm float64) {
 	b.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-		if err != nil {
-			b.Fatalf("%s: %v", line, err)
-		}
-		if k == "VmRSS" {
-			rss = kb / 1024
-		} else {
-			hwm = kb / 1024
-		}
-	}
-	return rss, hwm
+	kib := procStatusKiB(b, pid)
+	return kib["VmRSS"] / 1024, kib["VmHWM"] / 1024
 }

@@ -6,12 +6,13 @@ import (
 	"runtime/debug"
 )
 
-// defaultServingGCPercent: once serving, the heap grows to 1.5 times what
-// is live before a collection, not twice. At 10,000 slots and 1M events
-// that took the RSS 2 minutes after serving from 160 to 147 MiB (medians)
-// for no more CPU than the runtime's default in the same runs
+// defaultServingGCPercent: once serving, the heap grows to 1.25 times
+// what is live before a collection, not twice. At 10,000 slots and 1M
+// events (with their power facts) the RSS read every 10 s from 40 s to 3
+// minutes after serving had a median of 149 MiB with 50 and 124 to 132
+// MiB with 25, for no more CPU that those runs could see
 // (docs/benchmarks.md, "Where serve's memory goes").
-const defaultServingGCPercent = 50
+const defaultServingGCPercent = 25
 
 // servingGCPercentHelp documents --serving-gc-percent.
 const servingGCPercentHelp = "the Go collector's GOGC once serving (the start keeps the default, 100): the heap grows to (1 + N/100) times what is live before a collection; lower holds less memory for more collector CPU (GOGC in the environment wins; 0: leave it)"

@@ -32,8 +32,9 @@ import (
 // BenchmarkServeStart measures `claimstream serve` as a process: from exec
 // to the provider answering NodeGroups over loopback gRPC, and its memory
 // (VmRSS and VmHWM of /proc/PID/status) once it is serving (pool file
-// applied) and has returned its start-up's garbage to the system. The data dir holds a pool of 10,000 slots in 100
-// groups (applied by serve itself), then claim lifecycles up to
+// applied) and has returned its start-up's garbage to the system. The
+// data dir holds a pool of 10,000 slots in 100 groups (applied by serve
+// itself), then claim lifecycles with their power facts up to
 // CLAIMSTREAM_BENCH_EVENTS events (default 100,000), and a snapshot at the
 // log's end, as a plane that ran writes one every 10,000 events. It is
 // built once and kept under the temp dir.
@@ -42,11 +43,14 @@ import (
 // dashboard's timeline index, which folds the log at start);
 // CLAIMSTREAM_BENCH_STEADY=5m keeps each serve running that long after it
 // serves, the simulated cluster at work, and reports its VmRSS at the end
-// (steady-rss-MiB) and its highest VmRSS read every 10 s (max-rss-MiB).
-// Each run prints RssAnon and RssFile too. CLAIMSTREAM_BENCH_PPROF=DIR runs
-// serve with --pprof and writes its heap profiles once serving and at the
-// steady run's end to DIR. CLAIMSTREAM_BENCH_SERVE_ARGS adds flags to
-// serve (such as --serving-gc-percent=50).
+// (steady-rss-MiB), its highest VmRSS read every 10 s (max-rss-MiB), and
+// the median and highest of those read from settledAfter on
+// (settled-rss-MiB, settled-max-rss-MiB). Each run prints RssAnon and
+// RssFile too. CLAIMSTREAM_BENCH_PPROF=DIR runs serve with --pprof and
+// writes its heap profiles once serving and at the steady run's end to
+// DIR, and prints the Go runtime's account of its memory at the end.
+// CLAIMSTREAM_BENCH_SERVE_ARGS adds flags to serve (such as
+// --serving-gc-percent=50).
 //
 //	go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 3x
 //	CLAIMSTREAM_BENCH_API=1 CLAIMSTREAM_BENCH_STEADY=5m go test ./cmd/claimstream -run '^$' -bench ServeStart -benchtime 1x
@@ -56,7 +60,7 @@ func BenchmarkServeStart(b *testing.B) {
 		n = v
 	}
 	bin := buildClaimstream(b)
-	root := filepath.Join(os.TempDir(), fmt.Sprintf("claimstream-serve-bench-v1-%d", n))
+	root := filepath.Join(os.TempDir(), fmt.Sprintf("claimstream-serve-bench-v2-%d", n))
 	poolFile, data := filepath.Join(root, "pool.yaml"), filepath.Join(root, "data")
 	if _, err := os.Stat(filepath.Join(root, "complete")); err != nil {
 		buildServeBenchDir(b, bin, root, poolFile, data, n)
@@ -72,7 +76,7 @@ func BenchmarkServeStart(b *testing.B) {
 	}
 	m.profiles = os.Getenv("CLAIMSTREAM_BENCH_PPROF")
 	var starts []time.Duration
-	var rss, hwm, steady, maxRSS, costHWM []float64
+	var rss, hwm, steady, maxRSS, settledRSS, settledMax, costHWM []float64
 	var costReady []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -81,11 +85,12 @@ func BenchmarkServeStart(b *testing.B) {
 		starts = append(starts, run.answered)
 		rss, hwm = append(rss, run.rssMiB), append(hwm, run.hwmMiB)
 		steady, maxRSS = append(steady, run.steadyMiB), append(maxRSS, run.maxMiB)
+		settledRSS, settledMax = append(settledRSS, run.settledMedianMiB), append(settledMax, run.settledMaxMiB)
 		costReady, costHWM = append(costReady, run.costReady), append(costHWM, run.costHWMMiB)
 		// Printed, not logged: a benchmark's log is cut to a few lines.
 		fmt.Printf("run %d: provider answered after %v; VmRSS %.0f MiB (%s), VmHWM %.0f MiB\n%s\n", i+1, run.answered.Round(time.Millisecond), run.rssMiB, run.rssParts, run.hwmMiB, run.phases)
 		if m.steady > 0 {
-			fmt.Printf("run %d: after %v serving: VmRSS %.0f MiB (%s; highest %.0f MiB); CPU %.1f s\n", i+1, m.steady, run.steadyMiB, run.steadyParts, run.maxMiB, run.cpuSeconds)
+			fmt.Printf("run %d: after %v serving: VmRSS %.0f MiB (%s; highest %.0f MiB; from %v on: median %.0f MiB, highest %.0f MiB); CPU %.1f s\n", i+1, m.steady, run.steadyMiB, run.steadyParts, run.maxMiB, settledAfter, run.settledMedianMiB, run.settledMaxMiB, run.cpuSeconds)
 		}
 	}
 	b.StopTimer()
@@ -97,6 +102,8 @@ func BenchmarkServeStart(b *testing.B) {
 	if m.steady > 0 {
 		b.ReportMetric(median(steady), "steady-rss-MiB")
 		b.ReportMetric(median(maxRSS), "max-rss-MiB")
+		b.ReportMetric(median(settledRSS), "settled-rss-MiB")
+		b.ReportMetric(median(settledMax), "settled-max-rss-MiB")
 	}
 }
 
@@ -225,8 +232,11 @@ func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
 }
 
 // appendClaimLifecycles appends about n events: whole claim lifecycles
-// (created, booting, ready, scale-down, shutdown, completed, collected) on
-// the pool's slots in turn, in the past, with a bounded number in flight.
+// (created, booting, powered on, ready, scale-down, shutdown, powered off,
+// completed, collected) on the pool's slots in turn, in the past, with a
+// bounded number in flight. The power facts are what serve's node
+// observer writes for every boot and shutdown; they make the cost index
+// hold its spans, as it does in a real pool (the data dir's v1 had none).
 func appendClaimLifecycles(ctx context.Context, st *events.Store, n int) error {
 	pub := eventstest.NewBoundedPublisher(st.JetStream(), 0)
 	subj := st.Subjects()
@@ -241,16 +251,18 @@ func appendClaimLifecycles(ctx context.Context, st *events.Store, n int) error {
 		count++
 		return pub.Publish(ctx, m)
 	}
-	for i := 0; count+7 <= n; i++ {
+	for i := 0; count+9 <= n; i++ {
 		s := i % 10_000
 		r := events.Ref{Claim: fmt.Sprintf("node-%d.lan-%06x", s, i), Slot: fmt.Sprintf("node-%d.lan", s), Group: fmt.Sprintf("g%d", s%100), Attempt: 1, Cause: "IncreaseSize(+1) by cluster-autoscaler"}
 		for _, d := range []events.Data{
 			events.ClaimCreated{Ref: r, RequestedAt: at, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: r.Group},
 				DeadlineAt: at.Add(projections.DefaultBudget), Budget: events.Duration(projections.DefaultBudget), TTL: events.Duration(time.Hour)},
 			events.ClaimBooting{Ref: r, StartupJob: r.Claim + "-start-1"},
+			events.MachinePoweredOn{Ref: r, Node: r.Slot, At: at.Add(3 * time.Second), AtSource: events.AtObserved},
 			events.ClaimReady{Ref: r, Node: r.Slot},
 			events.ScaleDownRequested{Ref: r, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Group: r.Group, Nodes: []string{r.Slot}}},
 			events.ShutdownFired{Ref: r, Job: r.Claim + "-stop-1", ShutdownAttempt: 1},
+			events.MachinePoweredOff{Ref: r, Node: r.Slot, At: at.Add(7 * time.Second), AtSource: events.AtObserved, Reason: events.PowerOffShutdown},
 			events.ClaimCompleted{Ref: r, Reason: projections.ReasonScaledDown},
 			events.ClaimCollected{Ref: r},
 		} {
@@ -261,6 +273,11 @@ func appendClaimLifecycles(ctx context.Context, st *events.Store, n int) error {
 	}
 	return pub.Flush(ctx)
 }
+
+// settledAfter is when the benchmark's steady readings count as
+// serving's: past serve's settled collection (30 s after the start-up
+// memory's release) and the executable's pages' release.
+const settledAfter = 40 * time.Second
 
 // serveRun is one measured start of serve.
 type serveRun struct {
@@ -276,6 +293,10 @@ type serveRun struct {
 	// With serveBenchMode.steady: VmRSS at its end, the highest VmRSS
 	// read every 10 s until then, and the process's CPU time.
 	steadyMiB, maxMiB, cpuSeconds float64
+	// settledMedianMiB and settledMaxMiB are the median and the highest of
+	// the VmRSS read every 10 s from settledAfter on: serving's memory,
+	// not one reading's luck (a copy of an index saved as it is read).
+	settledMedianMiB, settledMaxMiB float64
 	// rssParts and steadyParts: RssAnon and RssFile once serving and at
 	// the steady run's end.
 	rssParts, steadyParts string
@@ -408,8 +429,10 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 	run.rssParts = procRSSParts(b, cmd.Process.Pid)
 	m.saveHeapProfile(b, metrics, "serving")
 	if m.steady > 0 {
-		end := time.Now().Add(m.steady)
+		servedAt := time.Now()
+		end := servedAt.Add(m.steady)
 		run.maxMiB = run.rssMiB
+		var settled []float64
 		for time.Now().Before(end) {
 			select {
 			case <-exited:
@@ -418,9 +441,18 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 			}
 			run.steadyMiB, _ = procMemory(b, cmd.Process.Pid)
 			run.maxMiB = max(run.maxMiB, run.steadyMiB)
+			if time.Since(servedAt) >= settledAfter {
+				settled = append(settled, run.steadyMiB)
+			}
+		}
+		if len(settled) > 0 {
+			run.settledMedianMiB, run.settledMaxMiB = median(settled), slices.Max(settled)
 		}
 		run.cpuSeconds = procCPUSeconds(b, cmd.Process.Pid)
 		run.steadyParts = procRSSParts(b, cmd.Process.Pid)
+		if metrics != "" {
+			run.steadyParts += "; " + goMemory(b, metrics)
+		}
 		m.saveHeapProfile(b, metrics, "steady")
 	}
 	select {
@@ -486,6 +518,37 @@ func procRSSParts(b *testing.B, pid int) string {
 	b.Helper()
 	kib := procStatusKiB(b, pid)
 	return fmt.Sprintf("RssAnon %.0f MiB, RssFile %.0f MiB", kib["RssAnon"]/1024, kib["RssFile"]/1024)
+}
+
+// goMemory is where the Go runtime of serve says its memory is, from the
+// metrics endpoint's go_memstats: the heap's spans in use, its free spans
+// not yet returned to the system, the goroutines' stacks, the runtime's
+// own structures, and the heap size at which the next collection starts.
+func goMemory(b *testing.B, metrics string) string {
+	b.Helper()
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		b.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	v := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !strings.HasPrefix(name, "go_memstats_") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(value, 64); err == nil {
+			v[strings.TrimPrefix(name, "go_memstats_")] = f / (1 << 20)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatalf("metrics: %v", err)
+	}
+	runtime := v["mspan_inuse_bytes"] + v["mcache_inuse_bytes"] + v["buck_hash_sys_bytes"] + v["gc_sys_bytes"] + v["other_sys_bytes"]
+	return fmt.Sprintf("Go heap in use %.0f MiB, free and kept %.0f MiB, stacks %.0f MiB, runtime %.0f MiB, next collection at %.0f MiB",
+		v["heap_inuse_bytes"], v["heap_idle_bytes"]-v["heap_released_bytes"], v["stack_inuse_bytes"], runtime, v["next_gc_bytes"])
 }
 
 // procMemory reads VmRSS and VmHWM (MiB) of a process.

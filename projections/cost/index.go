@@ -18,7 +18,8 @@ import (
 // applied to the same events, then Report(until).
 //
 // Strings (slots, groups, claims, requesters) are interned; instants are
-// Unix nanoseconds; a span is 24 bytes, a boot mark 16. An Index is safe
+// Unix nanoseconds; a span is 10 to 18 bytes of varints (spanChunk), a
+// boot mark 16. An Index is safe
 // for concurrent use: Apply takes the write lock, Report the read lock.
 type Index struct {
 	mu sync.RWMutex
@@ -36,6 +37,10 @@ type Index struct {
 	nameIDs map[string]uint32
 	// owners are who spans and marks belong to: a slot and its claim.
 	owners []owner
+	// pausedUntil is, by owner, the end of an input-law pause
+	// (ReasonInputLawPause), in Unix nanoseconds: few owners have one, so
+	// it is not a field of every owner.
+	pausedUntil map[uint32]int64
 	// lastOwner is, by slot name, the newest owner of a claim and the
 	// newest unclaimed one (+1; 0: none): a slot's spans alternate
 	// between them, so a claim is stored once, with no map of claims.
@@ -45,17 +50,16 @@ type Index struct {
 	priceIDs map[groupPrice]uint32
 
 	// spans in the order the fold accrued them, in chunks of spansPerChunk
-	// (no slack past the last chunk, no copy as they grow).
-	spans  [][]span
+	// (index_spans.go; a full chunk keeps no spare room).
+	spans  []spanChunk
 	blocks []spanBlock // one per chunk
 	nspans int
 	marks  []bootMark
 }
 
 // owner is a slot and its claim (Unclaimed, with the end of an input-law
-// pause when the reason is ReasonInputLawPause).
+// pause in Index.pausedUntil when the reason is ReasonInputLawPause).
 type owner struct {
-	pausedUntil int64
 	// claim is the claim's suffix with claimPacked when its name follows
 	// the rule for the slot (claimname: a month at 10,000 slots is some
 	// 150,000 claims, 4 bytes each instead of a string), else the index of
@@ -162,7 +166,7 @@ type bootMark struct {
 func NewIndex() *Index {
 	x := &Index{
 		fold:    NewFold(BySlot, time.Time{}, time.Time{}),
-		nameIDs: map[string]uint32{}, priceIDs: map[groupPrice]uint32{},
+		nameIDs: map[string]uint32{}, priceIDs: map[groupPrice]uint32{}, pausedUntil: map[uint32]int64{},
 	}
 	x.fold.rec = x
 	x.totals = NewFold(BySlot, time.Time{}, time.Time{})
@@ -195,8 +199,9 @@ func (x *Index) name(s string) uint32 {
 
 func (x *Index) ownerOf(a attribution) uint32 {
 	o := owner{claim: x.claimRef(a.slot, a.claim), slot: x.name(a.slot), requester: x.name(a.requester)}
+	var paused int64
 	if a.unwanted == ReasonInputLawPause {
-		o.pausedUntil = nanos(a.pausedUntil)
+		paused = nanos(a.pausedUntil)
 	}
 	for int(o.slot) >= len(x.lastOwner) {
 		x.lastOwner = append(x.lastOwner, [2]uint32{})
@@ -206,11 +211,14 @@ func (x *Index) ownerOf(a attribution) uint32 {
 		k = 1
 	}
 	last := &x.lastOwner[o.slot][k]
-	if *last != 0 && x.owners[*last-1] == o {
+	if *last != 0 && x.owners[*last-1] == o && x.pausedUntil[*last-1] == paused {
 		return *last - 1
 	}
 	x.owners = append(x.owners, o)
 	*last = uint32(len(x.owners))
+	if paused != 0 {
+		x.pausedUntil[*last-1] = paused
+	}
 	return *last - 1
 }
 
@@ -247,12 +255,20 @@ func (x *Index) span(a attribution, on bool, from, to time.Time) {
 	if a.unwanted != "" {
 		sp.price |= uint32(1+reasonIndex(a.unwanted)) << reasonShift
 	}
+	x.addSpan(sp)
+}
+
+// addSpan appends sp to the spans, in a new chunk when the last is full.
+func (x *Index) addSpan(sp span) {
 	if x.nspans%spansPerChunk == 0 {
-		x.spans = append(x.spans, make([]span, 0, spansPerChunk))
+		if len(x.spans) > 0 {
+			x.spans[len(x.spans)-1].seal()
+		}
+		x.spans = append(x.spans, spanChunk{})
 		x.blocks = append(x.blocks, spanBlock{minFrom: sp.from, maxTo: sp.to})
 	}
 	c := len(x.spans) - 1
-	x.spans[c] = append(x.spans[c], sp)
+	x.spans[c].add(sp)
 	b := &x.blocks[c]
 	b.minFrom, b.maxTo = min(b.minFrom, sp.from), max(b.maxTo, sp.to)
 	x.nspans++
@@ -279,7 +295,7 @@ func (x *Index) attribution(o, p uint32, claims *reportClaims) attribution {
 		a.unwanted = Reasons[r-1]
 	}
 	if a.unwanted == ReasonInputLawPause {
-		a.pausedUntil = fromNanos(ow.pausedUntil)
+		a.pausedUntil = fromNanos(x.pausedUntil[o])
 	}
 	return a
 }
@@ -309,7 +325,11 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
 		if blk.maxTo <= lo || blk.minFrom >= hi {
 			continue
 		}
-		for _, sp := range x.spans[c] {
+		for r := x.spans[c].reader(); ; {
+			sp, ok := r.next()
+			if !ok {
+				break
+			}
 			if sp.to <= lo || sp.from >= hi {
 				continue
 			}

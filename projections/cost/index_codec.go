@@ -43,7 +43,7 @@ func (x *Index) MarshalIndex(seq uint64) []byte {
 	for i, o := range x.owners {
 		claim = x.appendClaimOf(claim[:0], uint32(i))
 		e.StrBytes(claim)
-		e.Int(o.pausedUntil)
+		e.Int(x.pausedUntil[uint32(i)])
 		e.Uint(uint64(o.slot))
 		e.Uint(uint64(o.requester))
 	}
@@ -61,8 +61,12 @@ func (x *Index) MarshalIndex(seq uint64) []byte {
 	// Spans and marks, instants as deltas.
 	e.Uint(uint64(x.nspans))
 	var prev int64
-	for _, chunk := range x.spans {
-		for _, sp := range chunk {
+	for c := range x.spans {
+		for r := x.spans[c].reader(); ; {
+			sp, ok := r.next()
+			if !ok {
+				break
+			}
 			e.Int(sp.from - prev)
 			e.Int(sp.to - sp.from)
 			e.Uint(uint64(sp.owner))
@@ -221,7 +225,10 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 	x.owners = make([]owner, d.Count())
 	for i := range x.owners {
 		claim, pausedUntil, slot := d.Str(), d.Int(), nameRef()
-		x.owners[i] = owner{pausedUntil: pausedUntil, slot: slot, requester: nameRef()}
+		x.owners[i] = owner{slot: slot, requester: nameRef()}
+		if pausedUntil != 0 {
+			x.pausedUntil[uint32(i)] = pausedUntil
+		}
 		if d.Err == nil {
 			x.owners[i].claim = x.claimRef(x.names[slot], claim)
 		}
@@ -253,15 +260,10 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 			d.Fail("span price %#x", sp.price)
 		}
 		prev = from
-		if x.nspans%spansPerChunk == 0 {
-			x.spans = append(x.spans, make([]span, 0, min(spansPerChunk, nspans-x.nspans)))
-			x.blocks = append(x.blocks, spanBlock{minFrom: sp.from, maxTo: sp.to})
-		}
-		c := len(x.spans) - 1
-		x.spans[c] = append(x.spans[c], sp)
-		bl := &x.blocks[c]
-		bl.minFrom, bl.maxTo = min(bl.minFrom, sp.from), max(bl.maxTo, sp.to)
-		x.nspans++
+		x.addSpan(sp)
+	}
+	if len(x.spans) > 0 {
+		x.spans[len(x.spans)-1].seal() // the last chunk, full or not: the live path may add to it
 	}
 	x.marks = make([]bootMark, d.Count())
 	prev = 0

@@ -472,7 +472,7 @@ func (x *TimelineIndex) prune() {
 		j := sort.Search(len(l.fails), func(j int) bool { return l.fails[j].at.After(cut) })
 		l.fails = trimmed(l.fails, j)
 	}
-	x.eventsAt.dropFirst(x.eventsAt.after(cut.UnixMilli()))
+	x.eventsAt.dropThrough(cut.UnixMilli())
 	x.heldFrom = cut
 }
 
@@ -569,7 +569,7 @@ func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
 			out.Failures = append(out.Failures, int64(row), b.ms(f.at), int64(intern(b.claimIdx, &out.Claims, f.claim)), int64(intern(b.reasonIdx, &out.Reasons, f.reason)))
 		}
 	}
-	out.Events = x.eventsAt.after(until.UnixMilli()) - x.eventsAt.after(since.UnixMilli())
+	out.Events = x.eventsAt.count(since.UnixMilli(), until.UnixMilli())
 	out.Seq = x.seq
 	if out.Groups == nil {
 		out.Groups = []string{}

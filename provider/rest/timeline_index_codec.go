@@ -52,11 +52,10 @@ func (x *TimelineIndex) marshalWith(views []byte) []byte {
 	}
 	e.Uint(uint64(x.eventsAt.len()))
 	var prev int64
-	for k := range x.eventsAt.len() {
-		at := x.eventsAt.at(k)
+	x.eventsAt.each(func(at int64) {
 		e.Int(at - prev)
 		prev = at
-	}
+	})
 	e.Uint(uint64(len(views)))
 	e.B = append(e.B, views...)
 
@@ -159,6 +158,7 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 		at += d.Int() // in the log's order, which need not be the time's
 		c.eventsAt.add(at)
 	}
+	c.eventsAt.sealLast()
 	views := d.Bytes()
 	if d.Err != nil {
 		return nil

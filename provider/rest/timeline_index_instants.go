@@ -1,79 +1,127 @@
 package rest
 
-import (
-	"math"
-	"sort"
-)
+import "encoding/binary"
 
 // instants are the times (Unix ms) of the events the timeline index
 // folded, in the log's order, for a window's count of events. A month at
 // 10,000 slots is about a million of them, held for as long as serve
-// runs: each chunk of instantsPerChunk keeps 4-byte offsets from its first
-// instant, half of an []int64. A chunk whose events run back before its
-// first one or span more than 49 days keeps 8-byte instants instead.
+// runs: each chunk of instantsPerChunk keeps them as varint deltas from
+// the one before (1 to 3 bytes for events up to minutes apart, against 8
+// in an []int64), with the chunk's least and greatest instant, so a
+// window's count reads only the chunks it cuts through.
 type instants struct {
 	chunks []instantChunk
-	// skip is how many of the first chunk's instants were dropped; n how
-	// many are held after them.
-	skip, n int
+	n      int
 }
 
 type instantChunk struct {
-	base int64
-	off  []uint32 // from base; nil once the chunk is wide
-	wide []int64
+	b      []byte // signed varint deltas, the first from 0
+	n      int
+	last   int64 // the last instant, for the next delta
+	lo, hi int64 // the least and greatest instant
 }
 
 const instantsPerChunk = 4096
 
 func (s *instants) len() int { return s.n }
 
-// at is the k-th instant held.
-func (s *instants) at(k int) int64 {
-	k += s.skip
-	c := &s.chunks[k/instantsPerChunk]
-	if c.wide != nil {
-		return c.wide[k%instantsPerChunk]
-	}
-	return c.base + int64(c.off[k%instantsPerChunk])
-}
-
 // add appends ms.
 func (s *instants) add(ms int64) {
-	if s.skip+s.n == len(s.chunks)*instantsPerChunk {
-		s.chunks = append(s.chunks, instantChunk{base: ms, off: make([]uint32, 0, instantsPerChunk)})
+	if len(s.chunks) == 0 || s.chunks[len(s.chunks)-1].n == instantsPerChunk {
+		if len(s.chunks) > 0 {
+			s.chunks[len(s.chunks)-1].seal()
+		}
+		s.chunks = append(s.chunks, instantChunk{lo: ms, hi: ms})
 	}
-	c := &s.chunks[len(s.chunks)-1]
+	s.chunks[len(s.chunks)-1].add(ms)
 	s.n++
-	if c.wide == nil {
-		if d := ms - c.base; d >= 0 && d <= math.MaxUint32 {
-			c.off = append(c.off, uint32(d))
-			return
-		}
-		c.wide = make([]int64, len(c.off), instantsPerChunk)
-		for i, o := range c.off {
-			c.wide[i] = c.base + int64(o)
-		}
-		c.off = nil
-	}
-	c.wide = append(c.wide, ms)
 }
 
-// dropFirst drops the first k instants held.
-func (s *instants) dropFirst(k int) {
-	if k <= 0 {
-		return
+func (c *instantChunk) add(ms int64) {
+	c.b = binary.AppendVarint(c.b, ms-c.last)
+	c.last = ms
+	c.lo, c.hi = min(c.lo, ms), max(c.hi, ms)
+	c.n++
+}
+
+// seal drops a chunk's spare room: it is held for long.
+func (c *instantChunk) seal() {
+	b := make([]byte, len(c.b)) // exactly: append would round up to a size class
+	copy(b, c.b)
+	c.b = b
+}
+
+// sealLast drops the last chunk's spare room (after a copy's decode).
+func (s *instants) sealLast() {
+	if len(s.chunks) > 0 {
+		s.chunks[len(s.chunks)-1].seal()
 	}
-	k = min(k, s.n)
-	total := s.skip + k
-	if whole := total / instantsPerChunk; whole > 0 {
+}
+
+// each calls fn with every instant held, in order.
+func (s *instants) each(fn func(ms int64)) {
+	for i := range s.chunks {
+		s.chunks[i].each(fn)
+	}
+}
+
+func (c *instantChunk) each(fn func(ms int64)) {
+	var at int64
+	for b := c.b; len(b) > 0; {
+		d, n := binary.Varint(b)
+		b = b[n:]
+		at += d
+		fn(at)
+	}
+}
+
+// count is how many instants held fall in (since, until].
+func (s *instants) count(since, until int64) int {
+	total := 0
+	for i := range s.chunks {
+		c := &s.chunks[i]
+		switch {
+		case c.hi <= since || c.lo > until:
+		case c.lo > since && c.hi <= until:
+			total += c.n
+		default:
+			c.each(func(ms int64) {
+				if ms > since && ms <= until {
+					total++
+				}
+			})
+		}
+	}
+	return total
+}
+
+// dropThrough drops the instants from the first up to the first after
+// cut (the log's order need not be the time's: one after cut keeps those
+// behind it).
+func (s *instants) dropThrough(cut int64) {
+	whole := 0
+	for whole < len(s.chunks) && s.chunks[whole].hi <= cut {
+		s.n -= s.chunks[whole].n
+		whole++
+	}
+	if whole > 0 {
 		s.chunks = append(s.chunks[:0:0], s.chunks[whole:]...)
 	}
-	s.skip, s.n = total%instantsPerChunk, s.n-k
-}
-
-// after is the index of the first instant held after ms, as sort.Search
-// finds it (the log's order need not be the time's).
-func (s *instants) after(ms int64) int {
-	return sort.Search(s.n, func(k int) bool { return s.at(k) > ms })
+	if len(s.chunks) == 0 || s.chunks[0].lo > cut {
+		return
+	}
+	old, kept, keeping := &s.chunks[0], instantChunk{}, false
+	old.each(func(ms int64) {
+		if !keeping && ms > cut {
+			keeping, kept.lo, kept.hi = true, ms, ms
+		}
+		if keeping {
+			kept.add(ms)
+		}
+	})
+	s.n -= old.n - kept.n
+	if len(s.chunks) > 1 {
+		kept.seal()
+	}
+	s.chunks[0] = kept
 }

@@ -2,12 +2,13 @@ package rest
 
 import (
 	"math/rand/v2"
-	"sort"
 	"testing"
 )
 
 // instants hold what an []int64 would, through adds that run forward,
-// back and far ahead, and drops from the front of any size.
+// back and far ahead, and drops from the front at any cut: a window's
+// count is the slice's, and a drop takes the slice's longest prefix at or
+// before the cut.
 func TestInstantsHoldWhatASliceWould(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 7))
 	var got instants
@@ -18,22 +19,34 @@ func TestInstantsHoldWhatASliceWould(t *testing.T) {
 		if got.len() != len(want) {
 			t.Fatalf("step %d: %d instants held, want %d", step, got.len(), len(want))
 		}
-		for k, w := range want {
-			if g := got.at(k); g != w {
-				t.Fatalf("step %d: instant %d is %d, want %d", step, k, g, w)
+		k := 0
+		got.each(func(ms int64) {
+			if k >= len(want) || ms != want[k] {
+				t.Fatalf("step %d: instant %d is %d, want %v", step, k, ms, want[min(k, len(want)-1)])
 			}
+			k++
+		})
+		if k != len(want) {
+			t.Fatalf("step %d: each gave %d instants, want %d", step, k, len(want))
 		}
 		for range 20 {
-			ms := at - int64(rng.IntN(3_000_000))
-			if g, w := got.after(ms), sort.Search(len(want), func(k int) bool { return want[k] > ms }); g != w {
-				t.Fatalf("step %d: after(%d) = %d, want %d", step, ms, g, w)
+			since := at - int64(rng.IntN(3_000_000))
+			until := since + int64(rng.IntN(3_000_000))
+			w := 0
+			for _, ms := range want {
+				if ms > since && ms <= until {
+					w++
+				}
+			}
+			if g := got.count(since, until); g != w {
+				t.Fatalf("step %d: count(%d, %d) = %d, want %d", step, since, until, g, w)
 			}
 		}
 	}
 	for step := range 400 {
 		switch r := rng.IntN(100); {
 		case r < 2:
-			at += 60 * 24 * 3600 * 1000 // past what 4 bytes hold
+			at += 60 * 24 * 3600 * 1000 // a long gap
 		case r < 4:
 			at -= int64(rng.IntN(100_000)) // the log's order need not be the time's
 		}
@@ -42,24 +55,31 @@ func TestInstantsHoldWhatASliceWould(t *testing.T) {
 			got.add(at)
 			want = append(want, at)
 		}
-		if rng.IntN(3) == 0 {
-			k := rng.IntN(len(want) + 1)
-			got.dropFirst(k)
+		if rng.IntN(3) == 0 && len(want) > 0 {
+			cut := want[rng.IntN(len(want))] + int64(rng.IntN(3000)) - 1500
+			got.dropThrough(cut)
+			k := 0
+			for k < len(want) && want[k] <= cut {
+				k++
+			}
 			want = want[k:]
 		}
 		check(step)
 	}
 }
 
-// A chunk of instants in time order takes 4 bytes each.
-func TestInstantsInOrderTakeFourBytesEach(t *testing.T) {
+// Instants seconds apart take 2 bytes each, a quarter of an []int64.
+func TestInstantsSecondsApartTakeTwoBytesEach(t *testing.T) {
 	var s instants
 	for k := range 10 * instantsPerChunk {
-		s.add(int64(1_767_225_600_000 + k*250))
+		s.add(int64(1_767_225_600_000 + k*2600))
 	}
-	for i, c := range s.chunks {
-		if c.wide != nil || len(c.off) != instantsPerChunk {
-			t.Fatalf("chunk %d: wide %v, %d offsets; want %d 4-byte offsets", i, c.wide != nil, len(c.off), instantsPerChunk)
-		}
+	s.sealLast()
+	bytes := 0
+	for _, c := range s.chunks {
+		bytes += cap(c.b)
+	}
+	if per := float64(bytes) / float64(s.len()); per > 2.01 {
+		t.Fatalf("%.2f bytes an instant, want 2", per)
 	}
 }

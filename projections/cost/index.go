@@ -19,8 +19,8 @@ import (
 //
 // Strings (slots, groups, claims, requesters) are interned; instants are
 // Unix nanoseconds; a span is 10 to 18 bytes of varints (spanChunk), a
-// boot mark 16. An Index is safe
-// for concurrent use: Apply takes the write lock, Report the read lock.
+// boot mark 16. An Index is safe for concurrent use: Apply takes the
+// write lock, Report the read lock.
 type Index struct {
 	mu sync.RWMutex
 	// fold is the window-less fold whose accruals land here (Fold.rec): its
@@ -325,11 +325,7 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
 		if blk.maxTo <= lo || blk.minFrom >= hi {
 			continue
 		}
-		for r := x.spans[c].reader(); ; {
-			sp, ok := r.next()
-			if !ok {
-				break
-			}
+		for sp := range x.spans[c].all() {
 			if sp.to <= lo || sp.from >= hi {
 				continue
 			}

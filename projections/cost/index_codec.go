@@ -62,11 +62,7 @@ func (x *Index) MarshalIndex(seq uint64) []byte {
 	e.Uint(uint64(x.nspans))
 	var prev int64
 	for c := range x.spans {
-		for r := x.spans[c].reader(); ; {
-			sp, ok := r.next()
-			if !ok {
-				break
-			}
+		for sp := range x.spans[c].all() {
 			e.Int(sp.from - prev)
 			e.Int(sp.to - sp.from)
 			e.Uint(uint64(sp.owner))

@@ -1,22 +1,26 @@
 package cost
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"iter"
+)
 
 // spanChunk holds up to spansPerChunk spans, in the order the fold
 // accrued them, as a run of varints: the span's from as a signed delta
 // from the previous span's (the first from 0), its length to-from, its
-// owner, and its price with the flags moved to the low bits. A month at
-// 10,000 slots is some 450,000 spans held for as long as serve runs: 10
-// to 18 bytes each here (instants in nanoseconds), 24 in a span. A report walks a chunk
-// from its start (spanReader); nothing looks a span up by its position.
+// owner, and its price with the flags moved to the low bits, as
+// barStream holds the timeline's intervals. A month at 10,000 slots is
+// some 450,000 spans held for as long as serve runs: 10 to 18 bytes each
+// here (instants in nanoseconds), 24 in a span. A report walks a chunk
+// from its start (all); nothing looks a span up by its position.
 type spanChunk struct {
 	b        []byte
 	n        int
 	lastFrom int64 // from of the last span appended
 }
 
-// priceFlagBits are the flags' bits of span.price (spanUp and up),
-// moved below the price's index in a chunk so a small index stays a
+// priceFlagBits are the flags' bits of span.price (spanUp, spanBooting
+// and the reason), moved below the price's index in a chunk so a small index stays a
 // short varint.
 const priceFlagBits = 32 - priceBits
 
@@ -38,30 +42,26 @@ func (c *spanChunk) seal() {
 	c.b = b
 }
 
-// reader reads the chunk's spans from its first.
-func (c *spanChunk) reader() spanReader { return spanReader{b: c.b} }
-
-// spanReader reads a spanChunk's spans in order. The chunk's bytes are
-// the index's own (add wrote them), so they are not checked again.
-type spanReader struct {
-	b    []byte
-	from int64
-}
-
-// next is the next span; false once there is none.
-func (r *spanReader) next() (span, bool) {
-	if len(r.b) == 0 {
-		return span{}, false
+// all yields the chunk's spans in order. The chunk's bytes are the
+// index's own (add wrote them): every varint is whole.
+func (c *spanChunk) all() iter.Seq[span] {
+	return func(yield func(span) bool) {
+		b, from := c.b, int64(0)
+		for len(b) > 0 {
+			d, n := binary.Varint(b)
+			b = b[n:]
+			from += d
+			length, n := binary.Uvarint(b)
+			b = b[n:]
+			owner, n := binary.Uvarint(b)
+			b = b[n:]
+			price, n := binary.Uvarint(b)
+			b = b[n:]
+			sp := span{from: from, to: from + int64(length), owner: uint32(owner),
+				price: uint32(price>>priceFlagBits) | uint32(price&(1<<priceFlagBits-1))<<priceBits}
+			if !yield(sp) {
+				return
+			}
+		}
 	}
-	d, n := binary.Varint(r.b)
-	r.b = r.b[n:]
-	r.from += d
-	length, n := binary.Uvarint(r.b)
-	r.b = r.b[n:]
-	owner, n := binary.Uvarint(r.b)
-	r.b = r.b[n:]
-	price, n := binary.Uvarint(r.b)
-	r.b = r.b[n:]
-	return span{from: r.from, to: r.from + int64(length), owner: uint32(owner),
-		price: uint32(price>>priceFlagBits) | uint32(price&(1<<priceFlagBits-1))<<priceBits}, true
 }

@@ -52,10 +52,10 @@ func (x *TimelineIndex) marshalWith(views []byte) []byte {
 	}
 	e.Uint(uint64(x.eventsAt.len()))
 	var prev int64
-	x.eventsAt.each(func(at int64) {
+	for at := range x.eventsAt.all() {
 		e.Int(at - prev)
 		prev = at
-	})
+	}
 	e.Uint(uint64(len(views)))
 	e.B = append(e.B, views...)
 

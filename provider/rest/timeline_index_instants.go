@@ -1,14 +1,18 @@
 package rest
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"iter"
+)
 
 // instants are the times (Unix ms) of the events the timeline index
 // folded, in the log's order, for a window's count of events. A month at
 // 10,000 slots is about a million of them, held for as long as serve
 // runs: each chunk of instantsPerChunk keeps them as varint deltas from
 // the one before (1 to 3 bytes for events up to minutes apart, against 8
-// in an []int64), with the chunk's least and greatest instant, so a
-// window's count reads only the chunks it cuts through.
+// in an []int64; as barStream holds intervals), with the chunk's least
+// and greatest instant, so a window's count reads only the chunks it cuts
+// through.
 type instants struct {
 	chunks []instantChunk
 	n      int
@@ -58,20 +62,32 @@ func (s *instants) sealLast() {
 	}
 }
 
-// each calls fn with every instant held, in order.
-func (s *instants) each(fn func(ms int64)) {
-	for i := range s.chunks {
-		s.chunks[i].each(fn)
+// all yields every instant held, in order.
+func (s *instants) all() iter.Seq[int64] {
+	return func(yield func(int64) bool) {
+		for i := range s.chunks {
+			for ms := range s.chunks[i].all() {
+				if !yield(ms) {
+					return
+				}
+			}
+		}
 	}
 }
 
-func (c *instantChunk) each(fn func(ms int64)) {
-	var at int64
-	for b := c.b; len(b) > 0; {
-		d, n := binary.Varint(b)
-		b = b[n:]
-		at += d
-		fn(at)
+// all yields the chunk's instants in order (written by add only: every
+// varint is whole).
+func (c *instantChunk) all() iter.Seq[int64] {
+	return func(yield func(int64) bool) {
+		var at int64
+		for b := c.b; len(b) > 0; {
+			d, n := binary.Varint(b)
+			b = b[n:]
+			at += d
+			if !yield(at) {
+				return
+			}
+		}
 	}
 }
 
@@ -85,11 +101,11 @@ func (s *instants) count(since, until int64) int {
 		case c.lo > since && c.hi <= until:
 			total += c.n
 		default:
-			c.each(func(ms int64) {
+			for ms := range c.all() {
 				if ms > since && ms <= until {
 					total++
 				}
-			})
+			}
 		}
 	}
 	return total
@@ -111,14 +127,14 @@ func (s *instants) dropThrough(cut int64) {
 		return
 	}
 	old, kept, keeping := &s.chunks[0], instantChunk{}, false
-	old.each(func(ms int64) {
+	for ms := range old.all() {
 		if !keeping && ms > cut {
 			keeping, kept.lo, kept.hi = true, ms, ms
 		}
 		if keeping {
 			kept.add(ms)
 		}
-	})
+	}
 	s.n -= old.n - kept.n
 	if len(s.chunks) > 1 {
 		kept.seal()

@@ -20,14 +20,14 @@ func TestInstantsHoldWhatASliceWould(t *testing.T) {
 			t.Fatalf("step %d: %d instants held, want %d", step, got.len(), len(want))
 		}
 		k := 0
-		got.each(func(ms int64) {
+		for ms := range got.all() {
 			if k >= len(want) || ms != want[k] {
 				t.Fatalf("step %d: instant %d is %d, want %v", step, k, ms, want[min(k, len(want)-1)])
 			}
 			k++
-		})
+		}
 		if k != len(want) {
-			t.Fatalf("step %d: each gave %d instants, want %d", step, k, len(want))
+			t.Fatalf("step %d: all gave %d instants, want %d", step, k, len(want))
 		}
 		for range 20 {
 			since := at - int64(rng.IntN(3_000_000))

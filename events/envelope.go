@@ -228,7 +228,7 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 	}
 	e.Epoch = epoch
 	if !parts.sourceRef(e.Source) {
-		e.Err = fmt.Errorf("seq %d: ce-source %q is not a URI reference", seq, e.Source)
+		e.Err = fmt.Errorf("seq %d: ce-source %q is not a URI reference as a writer stores it", seq, e.Source)
 		return e
 	}
 	t, ok := TypeOfCEType(h.Get(HeaderType))

@@ -67,8 +67,11 @@ func (p *envelopeParts) source(src string) (string, bool) {
 	return c.value, c.ok
 }
 
-// sourceRef reports whether src is a URI reference (cetypes.ParseURIRef),
-// as a reader checks every event's ce-source: the sources a log holds
+// sourceRef reports whether src is a URI reference (cetypes.ParseURIRef)
+// in the form the SDK writes it, as a reader checks every event's
+// ce-source: a writer stores the SDK's string of the parsed URI, so a
+// source that parses to another string (" " reads as "%20") was not made
+// by a writer and would not survive a round trip. The sources a log holds
 // are few and each is parsed once (up to maxCachedSources of them).
 func (p *envelopeParts) sourceRef(src string) bool {
 	p.mu.RLock()
@@ -78,7 +81,8 @@ func (p *envelopeParts) sourceRef(src string) bool {
 	if known {
 		return ok
 	}
-	ok = cetypes.ParseURIRef(src) != nil
+	u := cetypes.ParseURIRef(src)
+	ok = u != nil && u.String() == src
 	if !full {
 		p.mu.Lock()
 		p.refs[src] = ok

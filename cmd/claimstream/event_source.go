@@ -28,8 +28,14 @@ func eventSource(o serveOptions) (string, error) {
 			src += "/" + name
 		}
 	}
-	if src == "" || strings.ContainsAny(src, " \t\r\n") || cetypes.ParseURIRef(src) == nil {
+	u := cetypes.ParseURIRef(src)
+	if src == "" || strings.ContainsAny(src, " \t\r\n") || u == nil {
 		return "", fmt.Errorf("--event-source %q: want a URI reference such as /claimstream/prod-eu (no spaces)", src)
+	}
+	// Events carry the source as the SDK writes it, and readers refuse one
+	// in another form: what is stamped is exactly what was given.
+	if w := u.String(); w != src {
+		return "", fmt.Errorf("--event-source %q: events would carry it as %q; give it in that form", src, w)
 	}
 	return src, nil
 }

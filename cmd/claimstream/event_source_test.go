@@ -37,6 +37,9 @@ func TestEventSourceNamesTheInstallation(t *testing.T) {
 	if _, err := eventSource(serveOptions{eventSource: "two words"}); err == nil || !strings.Contains(err.Error(), "--event-source") {
 		t.Errorf("a source with a space: %v, want an --event-source error", err)
 	}
+	if _, err := eventSource(serveOptions{eventSource: "/claimstream/café"}); err == nil || !strings.Contains(err.Error(), `"/claimstream/caf%C3%A9"`) {
+		t.Errorf("a source the SDK writes in another form: %v, want an error naming the written form", err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

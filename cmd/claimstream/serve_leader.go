@@ -3,15 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/leader"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -32,7 +30,7 @@ type leaderState struct {
 	// cause is how leadership is won, written in LeaderElected.
 	cause string
 	// kube is the cluster's client (nil in the simulator).
-	kube     kubernetes.Interface
+	kube     kube.Client
 	kubeHost string
 	// pod names this replica's Pod (POD_NAME from the downward API, in
 	// POD_NAMESPACE or else --namespace); no POD_NAME: no labelling.
@@ -75,8 +73,8 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 		if err != nil {
 			return err
 		}
-		if l.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
+		if l.kube, err = kube.NewClient(cfg); err != nil {
+			return err
 		}
 		l.kubeHost = cfg.Host
 	}

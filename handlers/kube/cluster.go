@@ -15,8 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/claimstream/claimstream/events"
@@ -48,14 +46,13 @@ type Options struct {
 
 // Cluster implements handlers.Cluster over a Kubernetes API.
 type Cluster struct {
-	client    kubernetes.Interface
+	client    Client
 	namespace string
 	versions  func() (map[string]string, map[string]string)
 
-	nodeFactory informers.SharedInformerFactory
-	jobFactory  informers.SharedInformerFactory
-	nodes       cache.SharedIndexInformer
-	jobs        cache.SharedIndexInformer
+	nodes cache.SharedIndexInformer
+	jobs  cache.SharedIndexInformer
+	runs  informerRuns
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -77,15 +74,13 @@ type Cluster struct {
 var _ handlers.Cluster = (*Cluster)(nil)
 
 // New builds the informers. Call Start, then WaitForSync.
-func New(client kubernetes.Interface, opts Options) *Cluster {
+func New(client Client, opts Options) *Cluster {
 	if opts.Namespace == "" {
 		opts.Namespace = "claimstream"
 	}
 	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation, changes: opts.Changes}
-	c.nodeFactory = informers.NewSharedInformerFactory(client, opts.Resync)
-	c.jobFactory = informers.NewSharedInformerFactoryWithOptions(client, opts.Resync, informers.WithNamespace(opts.Namespace))
-	c.nodes = c.nodeFactory.Core().V1().Nodes().Informer()
-	c.jobs = c.jobFactory.Batch().V1().Jobs().Informer()
+	c.nodes = newInformer[*corev1.NodeList](client, client.CoreV1().Nodes(), &corev1.Node{}, opts.Resync)
+	c.jobs = newInformer[*batchv1.JobList](client, client.BatchV1().Jobs(opts.Namespace), &batchv1.Job{}, opts.Resync)
 	_ = indexNodesByGroup(c.nodes) // fails only once started; NodesLabelled falls back
 	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "jobs": c.jobs} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -101,28 +96,22 @@ func New(client kubernetes.Interface, opts Options) *Cluster {
 func (c *Cluster) Namespace() string { return c.namespace }
 
 // Client is the clientset the cluster writes through.
-func (c *Cluster) Client() kubernetes.Interface { return c.client }
+func (c *Cluster) Client() Client { return c.client }
 
 // Start runs the informers until ctx ends.
 func (c *Cluster) Start(ctx context.Context) {
 	c.workMu.Lock()
 	c.runCtx = ctx
 	c.workMu.Unlock()
-	c.nodeFactory.Start(ctx.Done())
-	c.jobFactory.Start(ctx.Done())
+	c.runs.start(ctx, c.nodes, c.jobs)
 }
 
 // Shutdown waits for the informers' goroutines after ctx ended.
 func (c *Cluster) Shutdown() {
-	c.nodeFactory.Shutdown()
-	c.jobFactory.Shutdown()
 	c.workMu.Lock()
-	w := c.work
 	c.work, c.runCtx = nil, nil
 	c.workMu.Unlock()
-	if w != nil {
-		w.factory.Shutdown()
-	}
+	c.runs.wait() // the workload informers too (startWork)
 }
 
 // WaitForSync blocks until both caches are filled or ctx ends.

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	kevents "k8s.io/client-go/tools/events"
 
@@ -149,7 +148,7 @@ type EventRecorderMetrics interface {
 
 // EventRecorderConfig configure an EventRecorder.
 type EventRecorderConfig struct {
-	Client kubernetes.Interface
+	Client Client
 	// Cluster is the informer caches the Node and Job are looked up in.
 	Cluster *Cluster
 	Views   *projections.Runner

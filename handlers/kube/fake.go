@@ -8,24 +8,40 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	fakeappsv1 "k8s.io/client-go/kubernetes/typed/apps/v1/fake"
+	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
+	fakebatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	fakecoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	fakecorev1 "k8s.io/client-go/kubernetes/typed/core/v1/fake"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	fakeeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1/fake"
+	policyv1client "k8s.io/client-go/kubernetes/typed/policy/v1"
+	fakepolicyv1 "k8s.io/client-go/kubernetes/typed/policy/v1/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// Fake is client-go's fake clientset whose object tracker stamps a
-// resourceVersion on every write and remembers the newest one of every
-// Node and Job, so a Cluster over it can wait until its informer caches
-// have caught up (Options.Versions = f.Versions, Cluster.Settle). The fake
-// tracker sets no resourceVersions by itself.
+// Fake is a Client of client-go's fake typed clients over one object
+// tracker, as client-go's fake clientset builds them for every API group
+// (NewSimpleClientset) but for Client's six only (see Client). Its tracker
+// stamps a resourceVersion on every write and remembers the newest one of
+// every Node and Job, so a Cluster over it can wait until its informer
+// caches have caught up (Options.Versions = f.Versions, Cluster.Settle).
+// The fake tracker sets no resourceVersions by itself.
 type Fake struct {
-	*fake.Clientset
+	k8stesting.Fake
 
 	mu    sync.Mutex
 	rv    uint64
@@ -71,17 +87,63 @@ func NewFake() *Fake {
 			watch.DefaultChanSize = fakeWatchBuffer
 		}
 	})
-	// The simple clientset: NewClientset's field-managed tracker takes about
-	// 10ms a write at a few thousand objects (a 10,000-slot pool did not
-	// run), and nothing here applies server-side patches.
-	f := &Fake{Clientset: fake.NewSimpleClientset(), //nolint:staticcheck // see above
-		nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}, versionsAt: map[string]versionsCopy{}}
-	t := &stampTracker{ObjectTracker: f.Tracker(), f: f}
+	// The simple tracker, as NewSimpleClientset's: NewClientset's
+	// field-managed one takes about 10ms a write at a few thousand objects
+	// (a 10,000-slot pool did not run), and nothing here applies
+	// server-side patches.
+	f := &Fake{nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}, versionsAt: map[string]versionsCopy{}}
+	t := &stampTracker{ObjectTracker: k8stesting.NewObjectTracker(fakeScheme, fakeCodecs.UniversalDecoder()), f: f}
 	f.tracker = t
-	f.ReactionChain = nil
 	f.AddReactor("*", "*", k8stesting.ObjectReaction(t))
+	f.AddWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+		w, err := t.Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		return true, w, nil
+	})
 	f.PrependReactor("create", "pods", f.evictionReaction)
 	return f
+}
+
+// fakeScheme holds the kinds of Client's groups, the objects the fake
+// tracker stores.
+var fakeScheme, fakeCodecs = func() (*runtime.Scheme, serializer.CodecFactory) {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme, eventsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err) // the API types' own registrations: cannot fail
+		}
+	}
+	return s, serializer.NewCodecFactory(s)
+}()
+
+// Tracker is the object tracker the fake clients read and write.
+func (f *Fake) Tracker() k8stesting.ObjectTracker { return f.tracker }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflectors, as
+// client-go's fake clientset does, to list and then watch: the fake serves
+// no watch-list streams.
+func (f *Fake) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (f *Fake) CoreV1() corev1client.CoreV1Interface { return &fakecorev1.FakeCoreV1{Fake: &f.Fake} }
+func (f *Fake) BatchV1() batchv1client.BatchV1Interface {
+	return &fakebatchv1.FakeBatchV1{Fake: &f.Fake}
+}
+func (f *Fake) AppsV1() appsv1client.AppsV1Interface { return &fakeappsv1.FakeAppsV1{Fake: &f.Fake} }
+func (f *Fake) PolicyV1() policyv1client.PolicyV1Interface {
+	return &fakepolicyv1.FakePolicyV1{Fake: &f.Fake}
+}
+func (f *Fake) EventsV1() eventsv1client.EventsV1Interface {
+	return &fakeeventsv1.FakeEventsV1{Fake: &f.Fake}
+}
+func (f *Fake) CoordinationV1() coordinationv1client.CoordinationV1Interface {
+	return &fakecoordinationv1.FakeCoordinationV1{Fake: &f.Fake}
 }
 
 // Versions returns the newest resourceVersion of every Node and of every
@@ -204,7 +266,7 @@ func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object
 }
 
 func (t *stampTracker) Add(obj runtime.Object) error {
-	gvks, _, err := scheme().ObjectKinds(obj)
+	gvks, _, err := fakeScheme.ObjectKinds(obj)
 	if err == nil && len(gvks) > 0 {
 		gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
 		m, _ := meta.Accessor(obj)
@@ -246,17 +308,6 @@ func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, 
 	}
 	return nil
 }
-
-func scheme() *runtime.Scheme { return fakeScheme }
-
-var fakeScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = corev1.AddToScheme(s)
-	_ = batchv1.AddToScheme(s)
-	_ = appsv1.AddToScheme(s)
-	_ = policyv1.AddToScheme(s)
-	return s
-}()
 
 // Change is one write (Version is the object's new resourceVersion) or
 // delete (Version "") of a Node, Job or workload object the Fake stamps.

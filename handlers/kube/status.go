@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
@@ -107,7 +106,7 @@ func ReplicaName() string {
 
 // StatusWriterConfig configure a StatusWriter.
 type StatusWriterConfig struct {
-	Client    kubernetes.Interface
+	Client    Client
 	Namespace string
 	Views     *projections.Runner
 	Clock     clock.Clock

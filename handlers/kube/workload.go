@@ -4,17 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/claimstream/claimstream/events"
@@ -27,7 +32,6 @@ import (
 // first Workload call, so a pool without a builtin group never lists (nor
 // needs the RBAC for) the cluster's work.
 type workInformers struct {
-	factory   informers.SharedInformerFactory
 	stores    map[string]cache.SharedIndexInformer // by resource
 	hasSynced []cache.InformerSynced
 }
@@ -38,14 +42,14 @@ func (c *Cluster) startWork() *workInformers {
 	if c.work != nil || c.runCtx == nil {
 		return c.work
 	}
-	f := informers.NewSharedInformerFactory(c.client, c.resync)
-	w := &workInformers{factory: f, stores: map[string]cache.SharedIndexInformer{
-		"pods":         f.Core().V1().Pods().Informer(),
-		"jobs":         f.Batch().V1().Jobs().Informer(),
-		"deployments":  f.Apps().V1().Deployments().Informer(),
-		"statefulsets": f.Apps().V1().StatefulSets().Informer(),
-		"daemonsets":   f.Apps().V1().DaemonSets().Informer(),
-		"replicasets":  f.Apps().V1().ReplicaSets().Informer(),
+	cl, all, r := c.client, metav1.NamespaceAll, c.resync
+	w := &workInformers{stores: map[string]cache.SharedIndexInformer{
+		"pods":         newInformer[*corev1.PodList](cl, cl.CoreV1().Pods(all), &corev1.Pod{}, r),
+		"jobs":         newInformer[*batchv1.JobList](cl, cl.BatchV1().Jobs(all), &batchv1.Job{}, r),
+		"deployments":  newInformer[*appsv1.DeploymentList](cl, cl.AppsV1().Deployments(all), &appsv1.Deployment{}, r),
+		"statefulsets": newInformer[*appsv1.StatefulSetList](cl, cl.AppsV1().StatefulSets(all), &appsv1.StatefulSet{}, r),
+		"daemonsets":   newInformer[*appsv1.DaemonSetList](cl, cl.AppsV1().DaemonSets(all), &appsv1.DaemonSet{}, r),
+		"replicasets":  newInformer[*appsv1.ReplicaSetList](cl, cl.AppsV1().ReplicaSets(all), &appsv1.ReplicaSet{}, r),
 	}}
 	for res, inf := range w.stores {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -55,7 +59,7 @@ func (c *Cluster) startWork() *workInformers {
 		})
 		w.hasSynced = append(w.hasSynced, inf.HasSynced)
 	}
-	f.Start(c.runCtx.Done())
+	c.runs.start(c.runCtx, slices.Collect(maps.Values(w.stores))...)
 	c.work = w
 	return w
 }
@@ -91,26 +95,25 @@ func (c *Cluster) Workload(ctx context.Context) (scale.Observation, error) {
 			return scale.Observation{}, ErrWorkloadNotSynced
 		}
 	}
-	f := w.factory
 	var o scale.Observation
 	var err error
 	all := labels.Everything()
-	if o.Pods, err = f.Core().V1().Pods().Lister().List(all); err != nil {
+	if o.Pods, err = corelisters.NewPodLister(w.stores["pods"].GetIndexer()).List(all); err != nil {
 		return scale.Observation{}, fmt.Errorf("list pods: %w", err)
 	}
-	if o.Jobs, err = f.Batch().V1().Jobs().Lister().List(all); err != nil {
+	if o.Jobs, err = batchlisters.NewJobLister(w.stores["jobs"].GetIndexer()).List(all); err != nil {
 		return scale.Observation{}, fmt.Errorf("list jobs: %w", err)
 	}
-	if o.Deployments, err = f.Apps().V1().Deployments().Lister().List(all); err != nil {
+	if o.Deployments, err = appslisters.NewDeploymentLister(w.stores["deployments"].GetIndexer()).List(all); err != nil {
 		return scale.Observation{}, fmt.Errorf("list deployments: %w", err)
 	}
-	if o.StatefulSets, err = f.Apps().V1().StatefulSets().Lister().List(all); err != nil {
+	if o.StatefulSets, err = appslisters.NewStatefulSetLister(w.stores["statefulsets"].GetIndexer()).List(all); err != nil {
 		return scale.Observation{}, fmt.Errorf("list statefulsets: %w", err)
 	}
-	if o.DaemonSets, err = f.Apps().V1().DaemonSets().Lister().List(all); err != nil {
+	if o.DaemonSets, err = appslisters.NewDaemonSetLister(w.stores["daemonsets"].GetIndexer()).List(all); err != nil {
 		return scale.Observation{}, fmt.Errorf("list daemonsets: %w", err)
 	}
-	if o.ReplicaSets, err = f.Apps().V1().ReplicaSets().Lister().List(all); err != nil {
+	if o.ReplicaSets, err = appslisters.NewReplicaSetLister(w.stores["replicasets"].GetIndexer()).List(all); err != nil {
 		return scale.Observation{}, fmt.Errorf("list replicasets: %w", err)
 	}
 	return o, nil

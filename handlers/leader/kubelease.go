@@ -9,15 +9,21 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 )
 
+// LeaseClient is the part of the Kubernetes API a KubeLease calls
+// (kube.Client and client-go's clientset have it).
+type LeaseClient interface {
+	CoordinationV1() coordinationv1client.CoordinationV1Interface
+}
+
 // KubeConfig configures a Kubernetes Lease.
 type KubeConfig struct {
-	Client    kubernetes.Interface
+	Client    LeaseClient
 	Namespace string
 	Name      string
 	// Self.Replica is the Lease's holder identity: the replica's stable

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // PodLabel marks the leader's Pod: the chart's provider and API Service
@@ -22,7 +22,10 @@ const releaseLabel = "app.kubernetes.io/instance"
 // LabelLeaderPod labels the Pod namespace/name PodLabel=true and removes
 // the label from every other Pod of its release that has it (a previous
 // leader). The leader calls it after its LeaderElected append.
-func LabelLeaderPod(ctx context.Context, cs kubernetes.Interface, namespace, name string) error {
+func LabelLeaderPod(ctx context.Context, cs interface {
+	CoreV1() corev1client.CoreV1Interface
+}, namespace, name string,
+) error {
 	pods := cs.CoreV1().Pods(namespace)
 	self, err := pods.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+PodLabel+`":"true"}}}`), metav1.PatchOptions{})
 	if err != nil {

@@ -119,10 +119,16 @@ func TestPropertyLifecycleInvariants(t *testing.T) {
 					}
 				}
 				// Invariant 5: no machine observed up without a live claim
-				// stays up past one reconcile period plus its shutdown.
+				// stays up past one reconcile period plus its shutdown,
+				// unless its shutdowns do nothing or are paused after
+				// ShutdownAttemptLimit of them did nothing: a pause that
+				// began under ShutdownNoop runs its course after the knob
+				// changes (rapid found one), and the bound counts from its
+				// end.
 				for _, name := range slots {
 					sl := s.Slots[name]
-					if !sl.PoweredOn() || s.LiveOfSlot(name) != nil || w.Sim.Knobs(name).ShutdownNoop {
+					paused := sl.ShutdownPausedUntil != nil && now.Before(*sl.ShutdownPausedUntil)
+					if !sl.PoweredOn() || s.LiveOfSlot(name) != nil || w.Sim.Knobs(name).ShutdownNoop || paused {
 						delete(upSince, name)
 						continue
 					}

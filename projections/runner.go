@@ -278,6 +278,30 @@ func (r *Runner) CaughtUp(ctx context.Context) (bool, uint64, error) {
 	return r.ReadTo() >= last && !r.ReaderStatus().Down, last, nil
 }
 
+// ReadinessFoldWait is how long /readyz and gRPC health let the views fold
+// the events appended just before the check (CaughtUpWithin): well under
+// the chart's probe timeout of 5 s.
+const ReadinessFoldWait = time.Second
+
+// CaughtUpWithin is CaughtUp for readiness: views behind the log's last
+// sequence get up to wait (a request's deadline, not the runner's clock)
+// to fold it. Under churn an event appended a moment before the check is
+// almost always unfolded, and CaughtUp alone made /readyz and gRPC health
+// flap at 100 claims a second; views that cannot reach the log's end in
+// wait (a start, a failover, a reader that stopped) are still not current.
+func (r *Runner) CaughtUpWithin(ctx context.Context, wait time.Duration) (bool, uint64, error) {
+	ok, last, err := r.CaughtUp(ctx)
+	if err != nil || ok || r.ReaderStatus().Down {
+		return ok, last, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if r.WaitFor(wctx, last) != nil {
+		return false, last, ctx.Err()
+	}
+	return !r.ReaderStatus().Down, last, nil
+}
+
 // ReadTo is the sequence the views have read the log to: Seq, or past it
 // when the sequences after Seq are known to be missing (a truncated log
 // ends in lost events; the views cannot wait for them).

@@ -130,3 +130,49 @@ func canonical(t *testing.T, r *projections.Runner) []byte {
 	}
 	return b
 }
+
+// Readiness under churn: views one event behind the log are current for
+// CaughtUpWithin as soon as they fold it within the wait, and not current
+// while the fold is held past the wait. (OnEvent runs on the fold's
+// goroutine: holding it holds the next event's fold.)
+func TestCaughtUpWithinWaitsForTheFoldOfTheLastEvent(t *testing.T) {
+	st, _ := eventstest.NewStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hold := make(chan struct{})
+	held := make(chan uint64, 8)
+	r := projections.NewRunner(st, projections.RunnerOptions{OnEvent: func(e events.Event) {
+		if e.Seq == 2 {
+			held <- e.Seq
+			<-hold
+		}
+	}})
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	declareSlots(t, st, 2) // seqs 1 to 3; the fold stops after 2
+	<-held
+	if ok, last, err := r.CaughtUp(ctx); err != nil || ok || last != 3 {
+		t.Fatalf("CaughtUp with seq 3 unfolded = %v at %d, %v; want false at 3", ok, last, err)
+	}
+	start := time.Now()
+	if ok, _, err := r.CaughtUpWithin(ctx, 200*time.Millisecond); err != nil || ok {
+		t.Fatalf("CaughtUpWithin while the fold is held = %v, %v; want false", ok, err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("CaughtUpWithin gave up after %v, before its wait", waited)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		close(hold)
+	}()
+	if ok, last, err := r.CaughtUpWithin(ctx, 10*time.Second); err != nil || !ok || last != 3 {
+		t.Fatalf("CaughtUpWithin as the fold goes on = %v at %d, %v; want true at 3", ok, last, err)
+	}
+	if r.Seq() != 3 {
+		t.Fatalf("views at %d after CaughtUpWithin, want 3", r.Seq())
+	}
+}

@@ -57,7 +57,7 @@ func (h logAwareHealth) notReady(ctx context.Context) string {
 	if problem, blocking := h.views.Problem(); blocking {
 		return "log gaps: " + problem
 	}
-	ok, last, err := h.views.CaughtUp(ctx)
+	ok, last, err := h.views.CaughtUpWithin(ctx, projections.ReadinessFoldWait)
 	switch {
 	case err != nil:
 		return "cannot read the log: " + err.Error()

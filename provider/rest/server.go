@@ -231,7 +231,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.logUnwritable(w) {
 		return
 	}
-	ok, last, err := s.views.CaughtUp(r.Context())
+	ok, last, err := s.views.CaughtUpWithin(r.Context(), projections.ReadinessFoldWait)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "Unavailable", "cannot read the log: "+err.Error())
 		return

@@ -75,6 +75,13 @@ func BenchmarkServeStart(b *testing.B) {
 		m.steady = d
 	}
 	m.profiles = os.Getenv("CLAIMSTREAM_BENCH_PPROF")
+	if m.profiles != "" {
+		// serve writes its profiles there: a missing directory failed a
+		// run only after serve had started.
+		if err := os.MkdirAll(m.profiles, 0o755); err != nil {
+			b.Fatalf("CLAIMSTREAM_BENCH_PPROF: %v", err)
+		}
+	}
 	var starts []time.Duration
 	var rss, hwm, steady, maxRSS, settledRSS, settledMax, costHWM []float64
 	var costReady []time.Duration

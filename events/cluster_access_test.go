@@ -77,9 +77,15 @@ func TestSubscriberOnFollowerReadsButCannotWrite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stream info on a follower: %v", err)
 	}
-	if _, err := s.GetMsg(ctx, 1); err != nil {
-		t.Fatalf("get on a follower: %v", err)
-	}
+	// A get is answered by whichever replica serves it; right after the
+	// appends, under -race, none had its responder known to this server
+	// yet ("no responders"). A refused read would never succeed.
+	eventstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if _, err := s.GetMsg(ctx, 1); err != nil {
+			return fmt.Errorf("get on a follower: %w", err)
+		}
+		return nil
+	})
 
 	try := func(what string, f func(ctx context.Context) error) {
 		t.Helper()

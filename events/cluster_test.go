@@ -153,7 +153,7 @@ func TestRestartedReplicaReadsTheWholeLogOnceCurrent(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		slot := fmt.Sprintf("s%d", i)
 		if _, err := st.Append(ctx, events.SlotAggregate(slot), 0, created(slot, "c")); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v\n%s", err, c.StreamReport("CLAIMSTREAM"))
 		}
 	}
 	c.Start(2)

@@ -77,6 +77,10 @@ type StoreConfig struct {
 	// server delivers nothing yet says more is pending; then the rest of
 	// the range is reported missing (default 30s).
 	ReadStall time.Duration
+	// AnswerWait bounds one try of an append: a publish the stream took in
+	// but never answered is sent again after it, while the caller's
+	// context allows (default 5s, JetStream's own publish timeout).
+	AnswerWait time.Duration
 	// Clock times the reads' idle checks (default the real clock).
 	Clock clock.WithTicker
 	// Health, when set, is checked before every append (an unwritable log
@@ -109,6 +113,9 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	}
 	if c.ReadStall == 0 {
 		c.ReadStall = 30 * time.Second
+	}
+	if c.AnswerWait == 0 {
+		c.AnswerWait = 5 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -287,13 +294,17 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 	var first, last uint64
 	var dup bool
 	if len(msgs) == 1 {
-		ack, err := s.js.PublishMsg(ctx, msgs[0])
+		ack, err := resendUnanswered(ctx, s, writes, func(ctx context.Context) (*jetstream.PubAck, error) {
+			return s.js.PublishMsg(ctx, msgs[0])
+		})
 		if err != nil {
 			return s.landedBefore(ctx, s.appendFailed(ctx, s.appendError(err, writes)), writes, out)
 		}
 		first, last, dup = ack.Sequence, ack.Sequence, ack.Duplicate
 	} else {
-		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+		ack, err := resendUnanswered(ctx, s, writes, func(ctx context.Context) (*jetstreamext.BatchAck, error) {
+			return jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
+		})
 		if err != nil {
 			return s.landedBefore(ctx, s.appendFailed(ctx, s.appendError(err, writes)), writes, out)
 		}

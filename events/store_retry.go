@@ -38,3 +38,30 @@ func (s *Store) retryNoResponders(ctx context.Context, res AppendResult, err err
 	}
 	return res, err
 }
+
+// resendUnanswered makes one publish of an append in tries of at most
+// StoreConfig.AnswerWait, sending it again while the caller's deadline
+// allows. A stream leader that takes a write in and then loses its quorum
+// or its leadership before the write commits drops it without an answer:
+// one publish would wait out the caller's whole deadline although a new
+// leader could take the write a few seconds later. A resend is safe for
+// the same reason as after "no responders": the ids and the expectation
+// let the write land at most once, and a resend that meets its own
+// earlier landing is recognised (landedBefore). A caller without a
+// deadline gets one try, bounded by JetStream's own publish timeout.
+func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publish func(context.Context) (A, error)) (A, error) {
+	for try := 1; ; try++ {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) <= s.cfg.AnswerWait {
+			return publish(ctx)
+		}
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.AnswerWait)
+		ack, err := publish(tctx)
+		unanswered := err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if !unanswered {
+			return ack, err
+		}
+		s.cfg.Logger.Warn("append unanswered; sending it again",
+			"to", aggregatesNamed(writes), "try", try, "waited", s.cfg.AnswerWait, "err", err)
+	}
+}

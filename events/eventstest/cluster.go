@@ -309,6 +309,42 @@ func (c *Cluster) StepDownStream(stream string) *ClusterServer {
 	return leader
 }
 
+// StreamReport says what each running server knows of the stream: its
+// own copy's last sequence, the leader it sees and its view of every
+// replica. A cluster test prints it when the cluster did not do what it
+// waited for, so a rare failure leaves its evidence.
+func (c *Cluster) StreamReport(stream string) string {
+	var b strings.Builder
+	for _, s := range c.Running() {
+		acc, err := s.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true, RaftGroups: true})
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", s.Name, err)
+			continue
+		}
+		st := s.ClusterStatus()
+		fmt.Fprintf(&b, "%s (meta leader %q, %d of %d reachable):", s.Name, st.MetaLeader, st.Reachable, st.Size)
+		found := false
+		for _, sd := range acc.Streams {
+			if sd.Name != stream {
+				continue
+			}
+			found = true
+			fmt.Fprintf(&b, " last seq %d", sd.State.LastSeq)
+			if ci := sd.Cluster; ci != nil {
+				fmt.Fprintf(&b, ", group %s, leader %q", ci.RaftGroup, ci.Leader)
+				for _, p := range ci.Replicas {
+					fmt.Fprintf(&b, "; replica %s current=%v offline=%v active=%v lag=%d", p.Name, p.Current, p.Offline, p.Active, p.Lag)
+				}
+			}
+		}
+		if !found {
+			b.WriteString(" holds no copy")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // Follower is a running server that does not lead the stream.
 func (c *Cluster) Follower(stream string) int {
 	c.t.Helper()

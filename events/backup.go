@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -139,6 +140,14 @@ func (a apiError) err(what string) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %s (code %d)", what, a.Error.Description, a.Error.ErrCode)
+}
+
+// IsRestoreStalled reports whether a restore failed because the server
+// received no chunk of it for five seconds (JetStream's 10062, "is
+// stalled"). The server drops such a restore before it creates the
+// stream, so nothing is left behind and the restore may be asked again.
+func IsRestoreStalled(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "is stalled") && strings.Contains(err.Error(), "(code 10062)")
 }
 
 // DigestAt returns the views' digest folded up to seq.

@@ -57,6 +57,7 @@ type LogHealth struct {
 	status   LogStatus
 	changed  chan struct{} // closed and replaced on every change
 	failures map[string]uint64
+	resends  uint64
 	kick     chan struct{}
 	// faults counts the server faults seen; lastFault is the newest one's
 	// reason. An append that fails across one is failed by it.
@@ -102,6 +103,26 @@ func (h *LogHealth) WriteFailures() map[string]uint64 {
 		out[k] = v
 	}
 	return out
+}
+
+// Resends counts the tries of appends sent again since start because the
+// try before got no answer (Store: AnswerWait).
+func (h *LogHealth) Resends() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.resends
+}
+
+// unanswered counts a try left unanswered and asks the monitor to look now:
+// a server that stopped answering may have a store fault.
+func (h *LogHealth) unanswered() {
+	h.mu.Lock()
+	h.resends++
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
 }
 
 // set changes the status; it reports whether anything changed.

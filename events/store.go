@@ -49,6 +49,9 @@ const (
 	// ids of a batch before its expectations, so a retried batch whose
 	// first try landed meets this, not a conflict.
 	codeBatchDuplicateMsgID = 10201
+	// The stream's leader still holds a write with this Nats-Msg-Id,
+	// proposed and not yet committed: a resend met its own first try.
+	codeDuplicateInProcess = 10158
 )
 
 // isDuplicateBatch reports whether err is the server's refusal of a batch

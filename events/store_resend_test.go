@@ -1,7 +1,12 @@
 package events_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,7 +53,8 @@ func TestAnAppendLeftUnansweredIsSentAgainAndLandsOnce(t *testing.T) {
 			js := &unansweredFirst{JetStream: real, landed: landed}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			st, err := events.OpenStore(ctx, js, events.StoreConfig{AnswerWait: 200 * time.Millisecond})
+			health := events.NewLogHealth(time.Now())
+			st, err := events.OpenStore(ctx, js, events.StoreConfig{AnswerWait: 200 * time.Millisecond, Health: health})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,6 +68,12 @@ func TestAnAppendLeftUnansweredIsSentAgainAndLandsOnce(t *testing.T) {
 			}
 			if js.calls.Load() != 2 {
 				t.Fatalf("%d publishes, want 2 (the unanswered one and its resend)", js.calls.Load())
+			}
+			if n := health.Resends(); n != 1 {
+				t.Fatalf("%d resends counted, want 1", n)
+			}
+			if f := health.WriteFailures(); len(f) != 0 {
+				t.Fatalf("failures counted %v for an append that landed", f)
 			}
 			if res.Last != 1 || res.Events[0].Seq != 1 {
 				t.Fatalf("append answered %+v, want the event at seq 1", res)
@@ -98,4 +110,92 @@ func TestAnAppendWithinOneAnswerWaitIsTriedOnce(t *testing.T) {
 	if js.calls.Load() != 1 {
 		t.Fatalf("%d publishes, want 1", js.calls.Load())
 	}
+}
+
+// On a real cluster: the stream's leader takes an append in while neither
+// follower runs, so it cannot commit it and does not answer. The resends
+// meet the write still held ("in process") and wait; once the followers are
+// back the first try commits, and the append is answered with it, stored
+// once.
+func TestAnAppendHeldByALeaderWithoutQuorumIsAnsweredOnceItCommits(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	st0 := c.Store(0, events.StoreConfig{})
+	if _, err := st0.Append(context.Background(), events.SlotAggregate("a"), 0, created("a", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitStreamStored("CLAIMSTREAM", 1)
+	li := c.Index(c.StreamLeader("CLAIMSTREAM"))
+	js := c.JetStream(li)
+	health := events.NewLogHealth(time.Now())
+	var logs syncBuffer
+	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{Replicas: 3, AnswerWait: 300 * time.Millisecond, Health: health,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped []int
+	for i := range c.Servers {
+		if i != li {
+			c.Stop(i)
+			stopped = append(stopped, i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type result struct {
+		res events.AppendResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := st.Append(ctx, events.SlotAggregate("a"), 1, booting("a", "c1"))
+		done <- result{res, err}
+	}()
+	eventstest.CheckFor(t, 8*time.Second, 20*time.Millisecond, func() error {
+		if !strings.Contains(logs.String(), "append held by the stream's leader") {
+			return fmt.Errorf("no resend met the held write yet (%d resends); log:\n%s", health.Resends(), logs.String())
+		}
+		return nil
+	})
+	select {
+	case r := <-done:
+		t.Fatalf("append answered without a quorum: %+v, %v", r.res, r.err)
+	default:
+	}
+	back := time.Now()
+	for _, i := range stopped {
+		c.Start(i)
+	}
+	r := <-done
+	t.Logf("answered %v after the followers were started", time.Since(back))
+	if r.err != nil {
+		t.Fatalf("append once the followers are back: %v\n%s", r.err, c.StreamReport("CLAIMSTREAM"))
+	}
+	if r.res.Last != 2 {
+		t.Fatalf("append answered %+v, want the event at seq 2", r.res)
+	}
+	// Every replica holds the log up to the answered event and no further:
+	// the resends stored nothing of their own.
+	c.WaitStreamStored("CLAIMSTREAM", 2)
+	if last, err := st.LastSeq(ctx); err != nil || last != 2 {
+		t.Fatalf("log ends at %d (%v), want 2\n%s", last, err, c.StreamReport("CLAIMSTREAM"))
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger and a test may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -50,6 +50,7 @@ func (s *Store) retryNoResponders(ctx context.Context, res AppendResult, err err
 // earlier landing is recognised (landedBefore). A caller without a
 // deadline gets one try, bounded by JetStream's own publish timeout.
 func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publish func(context.Context) (A, error)) (A, error) {
+	held := false
 	for try := 1; ; try++ {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) <= s.cfg.AnswerWait {
 			return publish(ctx)
@@ -58,10 +59,34 @@ func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publ
 		ack, err := publish(tctx)
 		unanswered := err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
 		cancel()
+		if try > 1 && isInProcess(err) {
+			// The leader still holds the first try: its answer, or its
+			// loss, decides; look again shortly.
+			if !held {
+				held = true
+				s.cfg.Logger.Info("append held by the stream's leader, not yet committed; waiting for it", "to", aggregatesNamed(writes))
+			}
+			select {
+			case <-ctx.Done():
+				return ack, err
+			case <-s.cfg.Clock.After(noRespondersWait):
+			}
+			continue
+		}
 		if !unanswered {
 			return ack, err
+		}
+		if h := s.cfg.Health; h != nil {
+			h.unanswered()
 		}
 		s.cfg.Logger.Warn("append unanswered; sending it again",
 			"to", aggregatesNamed(writes), "try", try, "waited", s.cfg.AnswerWait, "err", err)
 	}
+}
+
+// isInProcess reports whether the stream refused a write because it still
+// holds one with the same id, proposed and not yet committed.
+func isInProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeDuplicateInProcess
 }

@@ -42,6 +42,7 @@ func TestServeMetricsExistAtZeroFromStart(t *testing.T) {
 		`claimstream_sink_delivery_failures_total{sink="alerts"} 0`,
 		`claimstream_sink_dead_letters_total{sink="alerts"} 0`,
 		`claimstream_log_write_failures_total{reason="no_space"} 0`,
+		`claimstream_log_append_resends_total 0`,
 		`claimstream_kube_write_failures_total{what="event"} 0`,
 	}
 	for _, g := range []string{"homelab", "burst"} {

@@ -313,6 +313,10 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 				errors.Is(err, nats.ErrNoResponders) || strings.Contains(err.Error(), "no responders") ||
 				// or no peer to place the stream on (10005).
 				strings.Contains(err.Error(), "no suitable peers") ||
+				// or the server gave up on chunks that came too slowly
+				// (a cluster still forming): it drops a stalled restore
+				// before creating anything.
+				events.IsRestoreStalled(err) ||
 				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 			if !retry {
 				return fmt.Errorf("--restore-backup: %w", err)

@@ -126,6 +126,7 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 		`claimstream_shutdown_attempts_total{force="true",group="g"} 1`,
 		`claimstream_build_info{go_version="go1.26.0",revision="abc",version="v9.9.9"} 1`,
 		`claimstream_log_write_failures_total{reason="no_space"} 0`,
+		`claimstream_log_append_resends_total 0`,
 	} {
 		if !strings.Contains(real, line+"\n") {
 			t.Errorf("scrape lacks %q", line)

@@ -16,6 +16,9 @@ const (
 	// claimstream_log_write_failures_total{reason}: failed appends, by
 	// reason (events.WriteFailure*).
 	InstLogWriteFailures = "claimstream_log_write_failures"
+	// claimstream_log_append_resends_total: tries of appends sent again
+	// because the try before got no answer in time.
+	InstLogAppendResends = "claimstream_log_append_resends"
 )
 
 // ObserveLogHealth exports the log's writability and its failed appends.
@@ -28,6 +31,10 @@ func (m *Metrics) ObserveLogHealth(h *events.LogHealth) error {
 	if err != nil {
 		return err
 	}
+	resends, err := m.meter.Int64ObservableCounter(InstLogAppendResends, metric.WithDescription("Appends sent again because the try before got no answer in time."))
+	if err != nil {
+		return err
+	}
 	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		v := int64(0)
 		if h.Status().Writable {
@@ -37,7 +44,8 @@ func (m *Metrics) ObserveLogHealth(h *events.LogHealth) error {
 		for reason, n := range h.WriteFailures() {
 			o.ObserveInt64(failures, int64(n), metric.WithAttributes(attribute.String("reason", reason)))
 		}
+		o.ObserveInt64(resends, int64(h.Resends()))
 		return nil
-	}, writable, failures)
+	}, writable, failures, resends)
 	return err
 }

@@ -205,3 +205,42 @@ func TestSingleServerKeepsItsLogUnderANewName(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A reader asked for right after the stream's followers come back gets
+// its consumer. Right after replicas rejoin, with a meta leader known to
+// all, a consumer create can go unanswered for good (4 runs in 5 with one
+// try of 30s); the store asks again after 5s instead of waiting out the
+// caller's deadline.
+func TestReadRightAfterTheFollowersComeBack(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	if _, err := c.Store(0, events.StoreConfig{}).Append(context.Background(), events.SlotAggregate("a"), 0, created("a", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitStreamStored("CLAIMSTREAM", 1)
+	li := c.Index(c.StreamLeader("CLAIMSTREAM"))
+	st, err := events.OpenStore(context.Background(), c.JetStream(li), events.StoreConfig{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped []int
+	for i := range c.Servers {
+		if i != li {
+			c.Stop(i)
+			stopped = append(stopped, i)
+		}
+	}
+	for _, i := range stopped {
+		c.Start(i)
+	}
+	c.WaitStreamStored("CLAIMSTREAM", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	n := 0
+	if err := st.Read(ctx, 1, 0, func(events.Event) error { n++; return nil }); err != nil {
+		t.Fatalf("read after %v: %v\n%s", time.Since(start), err, c.StreamReport("CLAIMSTREAM"))
+	}
+	if n != 1 {
+		t.Fatalf("read %d events, want 1", n)
+	}
+}

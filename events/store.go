@@ -80,9 +80,10 @@ type StoreConfig struct {
 	// server delivers nothing yet says more is pending; then the rest of
 	// the range is reported missing (default 30s).
 	ReadStall time.Duration
-	// AnswerWait bounds one try of an append: a publish the stream took in
-	// but never answered is sent again after it, while the caller's
-	// context allows (default 5s, JetStream's own publish timeout).
+	// AnswerWait bounds one try of the store's JetStream requests (an
+	// append's publish, a reader's consumer create, the stream's info): a
+	// request left unanswered is sent again after it, while the caller's
+	// deadline allows (default 5s, JetStream's own request timeout).
 	AnswerWait time.Duration
 	// Clock times the reads' idle checks (default the real clock).
 	Clock clock.WithTicker
@@ -376,13 +377,9 @@ func (s *Store) appendError(err error, writes []Write) error {
 
 // LastSeq is the sequence of the newest event in the log (0 when empty).
 func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
-	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	info, err := s.streamInfo(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", s.cfg.Stream, err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s info: %w", s.cfg.Stream, err)
+		return 0, err
 	}
 	return info.State.LastSeq, nil
 }
@@ -534,7 +531,7 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pendi
 }
 
 func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
-	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
+	cons, err := s.orderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.subjects.All()},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    from,

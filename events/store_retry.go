@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -39,27 +40,49 @@ func (s *Store) retryNoResponders(ctx context.Context, res AppendResult, err err
 	return res, err
 }
 
-// resendUnanswered makes one publish of an append in tries of at most
-// StoreConfig.AnswerWait, sending it again while the caller's deadline
-// allows. A stream leader that takes a write in and then loses its quorum
-// or its leadership before the write commits drops it without an answer:
-// one publish would wait out the caller's whole deadline although a new
-// leader could take the write a few seconds later. A resend is safe for
-// the same reason as after "no responders": the ids and the expectation
-// let the write land at most once, and a resend that meets its own
-// earlier landing is recognised (landedBefore). A caller without a
-// deadline gets one try, bounded by JetStream's own publish timeout.
+// On a cluster a JetStream request can go unanswered for good: a stream
+// leader that takes a write in and loses its quorum or its leadership
+// before the write commits drops it, and a consumer create sent in the
+// seconds after replicas rejoin may never be answered, though the same
+// request sent a few seconds later is. So the store's requests go in tries of at
+// most StoreConfig.AnswerWait while the caller's deadline leaves room for
+// another try; the last try has the rest of the deadline. A caller without
+// a deadline gets one try, bounded by JetStream's own request timeout.
+
+// inTries calls try with a context of at most wait, and again while it
+// asks for another and ctx's deadline leaves room for one.
+func inTries[T any](ctx context.Context, wait time.Duration, try func(tctx context.Context, n int) (v T, again bool, err error)) (T, error) {
+	for n := 1; ; n++ {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) <= wait {
+			v, _, err := try(ctx, n)
+			return v, err
+		}
+		tctx, cancel := context.WithTimeout(ctx, wait)
+		v, again, err := try(tctx, n)
+		cancel()
+		if !again || ctx.Err() != nil {
+			return v, err
+		}
+	}
+}
+
+// timedOut reports whether a try failed because its own deadline passed,
+// not the caller's.
+func timedOut(ctx, tctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
+}
+
+// resendUnanswered makes one publish of an append in tries (inTries). A
+// resend is safe for the same reason as after "no responders": the ids
+// and the expectation let the write land at most once, a resend that
+// meets its own earlier landing is recognised (landedBefore), and one that
+// meets the first try still held by the leader waits for it.
 func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publish func(context.Context) (A, error)) (A, error) {
 	held := false
-	for try := 1; ; try++ {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) <= s.cfg.AnswerWait {
-			return publish(ctx)
-		}
-		tctx, cancel := context.WithTimeout(ctx, s.cfg.AnswerWait)
+	return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (A, bool, error) {
 		ack, err := publish(tctx)
-		unanswered := err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
-		cancel()
-		if try > 1 && isInProcess(err) {
+		switch {
+		case n > 1 && isInProcess(err):
 			// The leader still holds the first try: its answer, or its
 			// loss, decides; look again shortly.
 			if !held {
@@ -68,20 +91,20 @@ func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publ
 			}
 			select {
 			case <-ctx.Done():
-				return ack, err
+				return ack, false, err
 			case <-s.cfg.Clock.After(noRespondersWait):
 			}
-			continue
+			return ack, true, err
+		case timedOut(ctx, tctx, err):
+			if h := s.cfg.Health; h != nil {
+				h.unanswered()
+			}
+			s.cfg.Logger.Warn("append unanswered; sending it again",
+				"to", aggregatesNamed(writes), "try", n, "waited", s.cfg.AnswerWait, "err", err)
+			return ack, true, err
 		}
-		if !unanswered {
-			return ack, err
-		}
-		if h := s.cfg.Health; h != nil {
-			h.unanswered()
-		}
-		s.cfg.Logger.Warn("append unanswered; sending it again",
-			"to", aggregatesNamed(writes), "try", try, "waited", s.cfg.AnswerWait, "err", err)
-	}
+		return ack, false, err
+	})
 }
 
 // isInProcess reports whether the stream refused a write because it still
@@ -89,4 +112,29 @@ func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publ
 func isInProcess(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeDuplicateInProcess
+}
+
+// orderedConsumer creates a reader's consumer in tries (inTries). A try
+// that did get through leaves a consumer nobody reads; the server removes
+// it after its inactivity threshold.
+func (s *Store) orderedConsumer(ctx context.Context, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (jetstream.Consumer, bool, error) {
+		cons, err := s.js.OrderedConsumer(tctx, s.cfg.Stream, cfg)
+		if !timedOut(ctx, tctx, err) {
+			return cons, false, err
+		}
+		s.cfg.Logger.Warn("reader's consumer unanswered; asking again", "stream", s.cfg.Stream, "try", n, "waited", s.cfg.AnswerWait, "err", err)
+		return cons, true, err
+	})
+}
+
+// streamInfo asks for the stream's info in tries (inTries).
+func (s *Store) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (*jetstream.StreamInfo, bool, error) {
+		st, err := s.js.Stream(tctx, s.cfg.Stream)
+		if err != nil {
+			return nil, timedOut(ctx, tctx, err), fmt.Errorf("stream %s: %w", s.cfg.Stream, err)
+		}
+		return st.CachedInfo(), false, nil
+	})
 }

@@ -222,13 +222,7 @@ func TestReadRightAfterTheFollowersComeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stopped []int
-	for i := range c.Servers {
-		if i != li {
-			c.Stop(i)
-			stopped = append(stopped, i)
-		}
-	}
+	stopped := c.StopOthers(li)
 	for _, i := range stopped {
 		c.Start(i)
 	}

@@ -1,12 +1,10 @@
 package events_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 // unansweredFirst is a real JetStream whose first publish gets no answer,
@@ -127,19 +126,13 @@ func TestAnAppendHeldByALeaderWithoutQuorumIsAnsweredOnceItCommits(t *testing.T)
 	li := c.Index(c.StreamLeader("CLAIMSTREAM"))
 	js := c.JetStream(li)
 	health := events.NewLogHealth(time.Now())
-	var logs syncBuffer
+	logs, logger := logcapture.New(slog.LevelInfo)
 	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{Replicas: 3, AnswerWait: 300 * time.Millisecond, Health: health,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stopped []int
-	for i := range c.Servers {
-		if i != li {
-			c.Stop(i)
-			stopped = append(stopped, i)
-		}
-	}
+	stopped := c.StopOthers(li)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	type result struct {
@@ -180,22 +173,4 @@ func TestAnAppendHeldByALeaderWithoutQuorumIsAnsweredOnceItCommits(t *testing.T)
 	if last, err := st.LastSeq(ctx); err != nil || last != 2 {
 		t.Fatalf("log ends at %d (%v), want 2\n%s", last, err, c.StreamReport("CLAIMSTREAM"))
 	}
-}
-
-// syncBuffer is a bytes.Buffer a logger and a test may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

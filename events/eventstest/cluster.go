@@ -158,6 +158,20 @@ func (c *Cluster) Start(i int) {
 	}
 }
 
+// StopOthers stops every running server but server keep, keeping their
+// stores, and returns the ones it stopped (for Start).
+func (c *Cluster) StopOthers(keep int) []int {
+	c.t.Helper()
+	var stopped []int
+	for i, s := range c.Servers {
+		if i != keep && s.Embedded != nil {
+			c.Stop(i)
+			stopped = append(stopped, i)
+		}
+	}
+	return stopped
+}
+
 // Shutdown stops every running server.
 func (c *Cluster) Shutdown() {
 	for i := range c.Servers {

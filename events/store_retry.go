@@ -44,10 +44,11 @@ func (s *Store) retryNoResponders(ctx context.Context, res AppendResult, err err
 // leader that takes a write in and loses its quorum or its leadership
 // before the write commits drops it, and a consumer create sent in the
 // seconds after replicas rejoin may never be answered, though the same
-// request sent a few seconds later is. So the store's requests go in tries of at
-// most StoreConfig.AnswerWait while the caller's deadline leaves room for
-// another try; the last try has the rest of the deadline. A caller without
-// a deadline gets one try, bounded by JetStream's own request timeout.
+// request sent a few seconds later is. So the store's requests go in
+// tries of at most StoreConfig.AnswerWait while the caller's deadline
+// leaves room for another try; the last try has the rest of the deadline.
+// A caller without a deadline gets one try, bounded by JetStream's own
+// request timeout.
 
 // inTries calls try with a context of at most wait, and again while it
 // asks for another and ctx's deadline leaves room for one.

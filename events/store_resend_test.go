@@ -17,18 +17,19 @@ import (
 	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
-// unansweredFirst is a real JetStream whose first publish gets no answer,
-// as when the stream's leader takes a write in and loses its leadership:
-// either the write is dropped (landed false) or it is stored and only the
-// answer is lost (landed true).
-type unansweredFirst struct {
+// unanswered is a real JetStream whose first publishes (first of them)
+// get no answer, as when the stream's leader takes a write in and loses
+// its leadership: either the write is dropped (landed false) or it is
+// stored and only the answer is lost (landed true).
+type unanswered struct {
 	jetstream.JetStream
+	first  int32
 	landed bool
 	calls  atomic.Int32
 }
 
-func (j *unansweredFirst) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	if j.calls.Add(1) > 1 {
+func (j *unanswered) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if j.calls.Add(1) > j.first {
 		return j.JetStream.PublishMsg(ctx, m, opts...)
 	}
 	if j.landed {
@@ -49,7 +50,7 @@ func TestAnAppendLeftUnansweredIsSentAgainAndLandsOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			js := &unansweredFirst{JetStream: real, landed: landed}
+			js := &unanswered{JetStream: real, first: 1, landed: landed}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			health := events.NewLogHealth(time.Now())
@@ -96,7 +97,7 @@ func TestAnAppendWithinOneAnswerWaitIsTriedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js := &unansweredFirst{JetStream: real}
+	js := &unanswered{JetStream: real, first: 1}
 	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,34 @@ func TestAnAppendWithinOneAnswerWaitIsTriedOnce(t *testing.T) {
 	}
 	if js.calls.Load() != 1 {
 		t.Fatalf("%d publishes, want 1", js.calls.Load())
+	}
+}
+
+// A caller without a deadline (the views' start, a reactor) gets a few
+// tries, not one: the second is answered; a server that never answers
+// fails the append after three.
+func TestAnAppendWithoutADeadlineGetsAFewTries(t *testing.T) {
+	for _, c := range []struct {
+		first     int32
+		wantCalls int32
+		wantErr   bool
+	}{{first: 1, wantCalls: 2}, {first: 100, wantCalls: 3, wantErr: true}} {
+		real, err := jetstream.New(eventstest.StartServer(t).Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js := &unanswered{JetStream: real, first: c.first}
+		st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.Append(context.Background(), events.SlotAggregate("a"), 0, created("a", "c1"))
+		if (err != nil) != c.wantErr {
+			t.Errorf("%d unanswered: append error %v, want error %v", c.first, err, c.wantErr)
+		}
+		if n := js.calls.Load(); n != c.wantCalls {
+			t.Errorf("%d unanswered: %d publishes, want %d", c.first, n, c.wantCalls)
+		}
 	}
 }
 

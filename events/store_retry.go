@@ -47,21 +47,25 @@ func (s *Store) retryNoResponders(ctx context.Context, res AppendResult, err err
 // request sent a few seconds later is. So the store's requests go in
 // tries of at most StoreConfig.AnswerWait while the caller's deadline
 // leaves room for another try; the last try has the rest of the deadline.
-// A caller without a deadline gets one try, bounded by JetStream's own
-// request timeout.
+// A caller without a deadline (the views' start, the reactors) gets
+// noDeadlineTries tries, where one try of JetStream's own request timeout
+// (5s) would fail a replica's start in the seconds after it rejoined.
+const noDeadlineTries = 3
 
 // inTries calls try with a context of at most wait, and again while it
-// asks for another and ctx's deadline leaves room for one.
+// asks for another and ctx's deadline leaves room for one (or, without a
+// deadline, up to noDeadlineTries in all).
 func inTries[T any](ctx context.Context, wait time.Duration, try func(tctx context.Context, n int) (v T, again bool, err error)) (T, error) {
 	for n := 1; ; n++ {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) <= wait {
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline && time.Until(dl) <= wait {
 			v, _, err := try(ctx, n)
 			return v, err
 		}
 		tctx, cancel := context.WithTimeout(ctx, wait)
 		v, again, err := try(tctx, n)
 		cancel()
-		if !again || ctx.Err() != nil {
+		if !again || ctx.Err() != nil || !hasDeadline && n >= noDeadlineTries {
 			return v, err
 		}
 	}

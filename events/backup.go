@@ -139,15 +139,30 @@ func (a apiError) err(what string) error {
 	if a.Error == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: %s (code %d)", what, a.Error.Description, a.Error.ErrCode)
+	return &refusal{what: what, description: a.Error.Description, code: a.Error.ErrCode}
 }
+
+// refusal is a JetStream API answer's error, named by what was asked; its
+// code tells the refusals apart.
+type refusal struct {
+	what, description string
+	code              int
+}
+
+func (r *refusal) Error() string {
+	return fmt.Sprintf("%s: %s (code %d)", r.what, r.description, r.code)
+}
+
+// codeRestoreFailed is JetStream's "restore failed: ...".
+const codeRestoreFailed = 10062
 
 // IsRestoreStalled reports whether a restore failed because the server
 // received no chunk of it for five seconds (JetStream's 10062, "is
 // stalled"). The server drops such a restore before it creates the
 // stream, so nothing is left behind and the restore may be asked again.
 func IsRestoreStalled(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "is stalled") && strings.Contains(err.Error(), "(code 10062)")
+	var r *refusal
+	return errors.As(err, &r) && r.code == codeRestoreFailed && strings.Contains(r.description, "is stalled")
 }
 
 // DigestAt returns the views' digest folded up to seq.

@@ -12,29 +12,37 @@ import (
 )
 
 // Access says who may use the embedded server, through nats-server's own
-// authorization. Two kinds of identity exist:
+// authorization and accounts. Two kinds of identity exist:
 //
-//   - the process: an nkey user generated at every start, its seed held only
-//     in memory, allowed on in-process connections only. It is the only
-//     writer and JetStream administrator.
+//   - the process: nkey users generated at every start, their seeds held
+//     only in memory, allowed on in-process connections only. One, in the
+//     process's account (the global account, where the log is), is the only
+//     writer and JetStream administrator; the other administers the
+//     subscribers' copies of the streams in SubscribersAccount.
 //   - subscribers: user/password identities allowed on the client port
-//     (standard connections only), in an account of their own
-//     (SubscribersAccount) that imports only the read API of Streams, and
-//     with permissions for that API alone.
+//     (standard connections only), in SubscribersAccount, with permissions
+//     for reading alone.
+//
+// Subscribers never touch the process's streams. Their account has a
+// JetStream of its own, bounded by account limits, holding a mirror of each
+// of Streams under the same name: every consumer a subscriber makes lives
+// there, counts against that account's limit, and delivers in that
+// account, where no consumer of the process listens. The only way from
+// their account into the process's is what the mirrors need: the create
+// request of a mirror's consumer and its flow-control replies.
 //
 // Nobody connects without a credential: with no Subscribers, the client
 // port, if open, lets no one in.
 type Access struct {
 	// Subscribers are the read-only identities of the client port.
 	Subscribers []Subscriber
-	// Streams are the streams subscribers may read: stream info, message
-	// get and direct get, and pull consumers of their own (create, info,
-	// fetch, ack, delete).
+	// Streams are the streams subscribers may read, each through its copy
+	// in SubscribersAccount: stream info, message get and direct get, and
+	// consumers of their own (create, info, list, fetch, ack, delete).
 	Streams []string
-	// ProtectedConsumers are consumers of the process on every stream of
-	// Streams (the webhook sinks' durables): subscribers may neither
-	// redefine them nor pull from or ack on them.
-	ProtectedConsumers []string
+	// SubscriberConsumers bounds the consumers of all subscribers together
+	// (default DefaultSubscriberConsumers).
+	SubscriberConsumers int
 
 	// clustered: the server is one of several. Accounts are cluster-wide
 	// and must be the same on every replica, so the subscribers' account
@@ -42,8 +50,29 @@ type Access struct {
 	clustered bool
 }
 
+// DefaultSubscriberConsumers is the subscribers' consumer limit unless
+// --nats-subscriber-max-consumers says otherwise.
+const DefaultSubscriberConsumers = 100
+
+// Subjects by which a mirror in SubscribersAccount reaches the stream it
+// copies: its consumer create requests go to subscriberCopyAPI (imported
+// from the process's $JS.API), its messages arrive on
+// subscriberCopyDeliver.<stream>.> (exported by the process's account).
+const (
+	subscriberCopyAPI     = "$JS.CS.API"
+	subscriberCopyDeliver = "$JS.CS.DELIVER"
+	flowControlReplies    = "$JS.FC.>"
+)
+
 // needsAccount: the subscribers' account is defined on this server.
 func (a Access) needsAccount() bool { return len(a.Subscribers) > 0 || a.clustered }
+
+func (a Access) subscriberConsumers() int {
+	if a.SubscriberConsumers > 0 {
+		return a.SubscriberConsumers
+	}
+	return DefaultSubscriberConsumers
+}
 
 // Subscriber is one read-only identity. Password may be a bcrypt hash
 // ("$2a$..."), which nats-server compares as such.
@@ -54,8 +83,7 @@ type Subscriber struct {
 
 // ProcessInboxPrefix is the inbox prefix of the process's own connection.
 // Subscribers, besides living in another account, may subscribe to
-// _INBOX.> (their own replies) only, never here: the replies the process
-// gets name its consumers, which stay private.
+// _INBOX.> (their own replies) only, never here.
 const ProcessInboxPrefix = "_CLAIMSTREAM_INBOX"
 
 // subscriberInboxes is where subscribers' replies arrive (nats.go's and the
@@ -83,10 +111,8 @@ func (a Access) Validate() error {
 			return fmt.Errorf("stream name %q is not one subject token", st)
 		}
 	}
-	for _, c := range a.ProtectedConsumers {
-		if !validToken(c) {
-			return fmt.Errorf("consumer name %q is not one subject token", c)
-		}
+	if a.SubscriberConsumers < 0 {
+		return fmt.Errorf("subscriber consumer limit %d is negative", a.SubscriberConsumers)
 	}
 	return nil
 }
@@ -96,60 +122,47 @@ func validToken(s string) bool {
 }
 
 // SubscriberPermissions are the read-only permissions of a subscriber: the
-// exact JetStream API subjects needed to read Streams and to run consumers
-// of one's own on them, and nothing else. What is not allowed is refused
-// by the server: publishing to event subjects, stream create, update,
-// delete and purge, message delete, snapshot and restore, consumer pause
-// and reset, anything on a protected consumer, and listing consumers (the
-// process's own are private; a name nobody can learn cannot be touched).
-//
-// Subscribers subscribe to their inboxes only. They read through pull
-// consumers: a push consumer of theirs delivers in the process's account,
-// where none of them listens, so it delivers nothing (and cannot copy the
-// log into a stream).
+// JetStream API subjects needed to read the copies of Streams and to run
+// consumers of one's own on them, and nothing else. What is not allowed is
+// refused by the server: publishing to event subjects, stream create,
+// update, delete and purge, message delete, snapshot and restore, consumer
+// pause and reset, and the subjects by which the copies reach the
+// process's account.
 func (a Access) SubscriberPermissions() *server.Permissions {
 	pub := []string{
 		"$JS.API.INFO",
 		"$JS.API.STREAM.NAMES",
 		"$JS.API.STREAM.LIST",
 	}
-	var deny []string
 	for _, st := range a.Streams {
 		pub = append(pub,
 			"$JS.API.STREAM.INFO."+st,
 			"$JS.API.STREAM.MSG.GET."+st,
 			"$JS.API.DIRECT.GET."+st,
 			"$JS.API.DIRECT.GET."+st+".>",
-			// CREATE.<stream>.<consumer>[.<filter>]; the legacy form
-			// CREATE.<stream> (name in the body) stays refused, since it
-			// could name a protected consumer.
+			"$JS.API.CONSUMER.CREATE."+st,
 			"$JS.API.CONSUMER.CREATE."+st+".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE."+st+".*",
 			"$JS.API.CONSUMER.INFO."+st+".*",
+			"$JS.API.CONSUMER.NAMES."+st,
+			"$JS.API.CONSUMER.LIST."+st,
 			"$JS.API.CONSUMER.DELETE."+st+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+st+".*",
 			// Acks are replies to these subjects.
 			"$JS.ACK."+st+".>",
 		)
-		for _, c := range a.ProtectedConsumers {
-			deny = append(deny,
-				"$JS.API.CONSUMER.CREATE."+st+"."+c,
-				"$JS.API.CONSUMER.CREATE."+st+"."+c+".>",
-				"$JS.API.CONSUMER.DURABLE.CREATE."+st+"."+c,
-				"$JS.API.CONSUMER.DELETE."+st+"."+c,
-				"$JS.API.CONSUMER.MSG.NEXT."+st+"."+c,
-				"$JS.ACK."+st+"."+c+".>",
-			)
-		}
 	}
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
+		Publish: &server.SubjectPermission{Allow: pub, Deny: []string{
+			subscriberCopyAPI + ".>", subscriberCopyDeliver + ".>", flowControlReplies,
+		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{subscriberInboxes}},
 	}
 }
 
-// processIdentity is the process's own credential: a fresh nkey pair. The
-// server keeps only the public key; the seed never leaves this memory.
+// processIdentity is one of the process's own credentials: a fresh nkey
+// pair. The server keeps only the public key; the seed never leaves this
+// memory.
 type processIdentity struct {
 	kp  nkeys.KeyPair
 	pub string
@@ -168,20 +181,20 @@ var newProcessIdentity = func() (*processIdentity, error) {
 	return &processIdentity{kp: kp, pub: pub}, nil
 }
 
-// SubscribersAccount is the NATS account of the subscriber identities. It
-// has a subject space of its own: nothing a subscriber publishes, and no
-// reply the server sends it, lands in the process's account, where the
-// streams are. It reaches the process's streams only through the read
-// API services the process's account exports to it.
+// SubscribersAccount is the NATS account of the subscriber identities and
+// of the copies of the streams they read.
 const SubscribersAccount = "SUBSCRIBERS"
 
-// configure puts both kinds of identity into the server's options.
-func (a Access) configure(opts *server.Options, proc *processIdentity) {
+// configure puts the identities into the server's options: proc in the
+// process's account, copier (when the subscribers' account is defined) in
+// the subscribers' account.
+func (a Access) configure(opts *server.Options, proc, copier *processIdentity) {
+	inProcess := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
 	opts.Nkeys = []*server.NkeyUser{{
 		Nkey: proc.pub,
 		// No permissions: everything. In-process only: the key is
 		// useless on the client port even if it leaked.
-		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}},
+		AllowedConnectionTypes: inProcess,
 	}}
 	opts.Users, opts.Accounts = nil, nil
 	if !a.needsAccount() {
@@ -189,6 +202,7 @@ func (a Access) configure(opts *server.Options, proc *processIdentity) {
 	}
 	acc := server.NewAccount(SubscribersAccount)
 	opts.Accounts = []*server.Account{acc}
+	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: copier.pub, Account: acc, AllowedConnectionTypes: inProcess})
 	perms := a.SubscriberPermissions()
 	for _, s := range a.Subscribers {
 		opts.Users = append(opts.Users, &server.User{
@@ -201,9 +215,10 @@ func (a Access) configure(opts *server.Options, proc *processIdentity) {
 	}
 }
 
-// wire exports the read API of the process's account (the global account,
-// where the streams have always been) to the subscribers' account. It
-// runs after the server is made and before it starts.
+// wire connects the copies in the subscribers' account to the streams of
+// the process's account (the global account, where the streams have always
+// been): a mirror's consumer create request, its flow-control replies, and
+// its deliveries. It runs after the server is made and before it starts.
 func (a Access) wire(ns *server.Server) error {
 	if !a.needsAccount() {
 		return nil
@@ -213,31 +228,57 @@ func (a Access) wire(ns *server.Server) error {
 		return fmt.Errorf("account %s: %w", SubscribersAccount, err)
 	}
 	proc := ns.GlobalAccount()
-	for _, subject := range a.SubscriberPermissions().Publish.Allow {
-		resp := server.Singleton
-		if strings.HasPrefix(subject, "$JS.API.CONSUMER.MSG.NEXT.") {
-			resp = server.Streamed // a pull answers with many messages
+	only := []*server.Account{sub}
+	service := func(local, remote string) error {
+		if err := proc.AddServiceExportWithResponse(remote, server.Singleton, only); err != nil {
+			return fmt.Errorf("export %s: %w", remote, err)
 		}
-		if err := proc.AddServiceExportWithResponse(subject, resp, []*server.Account{sub}); err != nil {
-			return fmt.Errorf("export %s: %w", subject, err)
+		if err := sub.AddServiceImport(proc, local, remote); err != nil {
+			return fmt.Errorf("import %s: %w", remote, err)
 		}
-		if err := sub.AddServiceImport(proc, subject, subject); err != nil {
-			return fmt.Errorf("import %s: %w", subject, err)
+		return nil
+	}
+	for _, st := range a.Streams {
+		// A mirror without a filter creates its consumer with the
+		// request form that names the stream only.
+		if err := service(subscriberCopyAPI+".CONSUMER.CREATE."+st, "$JS.API.CONSUMER.CREATE."+st); err != nil {
+			return err
+		}
+		deliver := subscriberCopyDeliver + "." + st + ".>"
+		if err := proc.AddStreamExport(deliver, only); err != nil {
+			return fmt.Errorf("export %s: %w", deliver, err)
+		}
+		if err := sub.AddStreamImport(proc, deliver, ""); err != nil {
+			return fmt.Errorf("import %s: %w", deliver, err)
 		}
 	}
-	return nil
+	return service(flowControlReplies, flowControlReplies)
 }
 
-// enableJetStream turns JetStream on for the process's account once the
-// server runs: with a second account configured, nats-server no longer
-// enables it for the global account by itself. The streams on disk are
-// recovered as they are.
+// enableJetStream turns JetStream on for both accounts once the server
+// runs: with a second account configured, nats-server no longer enables it
+// for the global account by itself. The streams on disk are recovered as
+// they are. The subscribers' account gets limits of its own: the copies,
+// and SubscriberConsumers consumers in all.
 func (a Access) enableJetStream(ns *server.Server) error {
 	if !a.needsAccount() {
 		return nil
 	}
 	if err := ns.GlobalAccount().EnableJetStream(nil, nil); err != nil {
 		return fmt.Errorf("enable JetStream for the process's account: %w", err)
+	}
+	sub, err := ns.LookupAccount(SubscribersAccount)
+	if err != nil {
+		return fmt.Errorf("account %s: %w", SubscribersAccount, err)
+	}
+	limits := map[string]server.JetStreamAccountLimits{"": {
+		MaxMemory:    0,
+		MaxStore:     -1,
+		MaxStreams:   len(a.Streams),
+		MaxConsumers: a.subscriberConsumers(),
+	}}
+	if err := sub.EnableJetStream(limits, nil); err != nil {
+		return fmt.Errorf("enable JetStream for the subscribers' account: %w", err)
 	}
 	return nil
 }

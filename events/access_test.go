@@ -25,16 +25,21 @@ const (
 
 // listening starts an embedded server with a client port on 127.0.0.1 and
 // one read-only subscriber, and opens the event store on the process's own
-// connection, with a dead-letter stream and a sink's durable consumer as
-// serve has them.
+// connection, with a dead-letter stream, a sink's durable consumer and the
+// subscribers' copies as serve has them.
 func listening(t *testing.T) (*events.Embedded, *events.Store) {
 	t.Helper()
+	return listeningWith(t, t.TempDir(), 0)
+}
+
+func listeningWith(t *testing.T, dir string, subscriberConsumers int) (*events.Embedded, *events.Store) {
+	t.Helper()
 	emb, err := events.StartEmbedded(events.EmbeddedConfig{
-		Dir: t.TempDir(), NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1,
+		Dir: dir, NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1,
 		Access: events.Access{
-			Subscribers:        []events.Subscriber{{User: readerUser, Password: readerPassword}},
-			Streams:            []string{"CLAIMSTREAM", deadLetters},
-			ProtectedConsumers: []string{sinkConsumer},
+			Subscribers:         []events.Subscriber{{User: readerUser, Password: readerPassword}},
+			Streams:             []string{"CLAIMSTREAM", deadLetters},
+			SubscriberConsumers: subscriberConsumers,
 		},
 	})
 	if err != nil {
@@ -56,7 +61,29 @@ func listening(t *testing.T) (*events.Embedded, *events.Store) {
 	if _, err := js.CreateOrUpdateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: sinkConsumer, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy}); err != nil {
 		t.Fatal(err)
 	}
+	copies, err := emb.SubscriberCopies(nil)
+	if err != nil || copies == nil {
+		t.Fatalf("subscribers' copies: %v", err)
+	}
+	if _, err := copies.Ensure(ctx); err != nil {
+		t.Fatalf("subscribers' copies: %v", err)
+	}
 	return emb, st
+}
+
+// copied waits until the subscribers' copy of stream holds n messages.
+func copied(t *testing.T, js jetstream.JetStream, stream string, n uint64) {
+	t.Helper()
+	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		s, err := js.Stream(context.Background(), stream)
+		if err != nil {
+			return err
+		}
+		if got := s.CachedInfo().State.Msgs; got != n {
+			return fmt.Errorf("the copy of %s holds %d messages, want %d", stream, got, n)
+		}
+		return nil
+	})
 }
 
 // violations collects the server's permission errors of one connection.
@@ -159,6 +186,7 @@ func TestSubscriberReadsAndConsumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, js, v := connectReader(t, emb)
+	copied(t, js, "CLAIMSTREAM", 1)
 
 	s, err := js.Stream(ctx, "CLAIMSTREAM")
 	if err != nil {
@@ -301,34 +329,37 @@ func TestSubscriberCannotWrite(t *testing.T) {
 	}
 	v.saw(t, "$JS.API.STREAM.SNAPSHOT.CLAIMSTREAM")
 
-	// The sink's durable consumer belongs to the process.
-	try("delete the sink's consumer", func(ctx context.Context) error { return js.DeleteConsumer(ctx, "CLAIMSTREAM", sinkConsumer) })
-	v.saw(t, "$JS.API.CONSUMER.DELETE.CLAIMSTREAM."+sinkConsumer)
-	try("redefine the sink's consumer", func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: sinkConsumer, AckPolicy: jetstream.AckNonePolicy, FilterSubject: "cs.group.>"})
-		return err
-	})
-	v.saw(t, "$JS.API.CONSUMER.CREATE.CLAIMSTREAM."+sinkConsumer)
-	if err := nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.CLAIMSTREAM."+sinkConsumer, nats.NewInbox(), []byte(`{"batch":1}`)); err != nil {
+	// The ways from the subscribers' account into the process's are the
+	// copies' own.
+	for _, subject := range []string{"$JS.CS.API.CONSUMER.CREATE.CLAIMSTREAM", "$JS.FC.CLAIMSTREAM.x.1", "$JS.CS.DELIVER.CLAIMSTREAM.M.x"} {
+		if err := nc.PublishRequest(subject, nats.NewInbox(), []byte(`{"stream_name":"CLAIMSTREAM","config":{"name":"`+sinkConsumer+`"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		v.saw(t, subject)
+	}
+	// The process's consumers are not in the subscribers' account: not
+	// listed, not found, and a consumer of the same name is the
+	// subscriber's own.
+	rs, err := js.Stream(ctx, "CLAIMSTREAM")
+	if err != nil {
 		t.Fatal(err)
 	}
-	v.saw(t, "$JS.API.CONSUMER.MSG.NEXT.CLAIMSTREAM."+sinkConsumer)
-	// The legacy create carries the consumer's name in the body only.
-	if err := nc.PublishRequest("$JS.API.CONSUMER.CREATE.CLAIMSTREAM", nats.NewInbox(), []byte(`{"stream_name":"CLAIMSTREAM","config":{"name":"`+sinkConsumer+`"}}`)); err != nil {
-		t.Fatal(err)
+	names := rs.ConsumerNames(ctx)
+	for n := range names.Name() {
+		t.Errorf("the subscriber lists consumer %s of the process", n)
 	}
-	v.saw(t, "$JS.API.CONSUMER.CREATE.CLAIMSTREAM")
-	try("list the consumers", func(ctx context.Context) error {
-		s, err := js.Stream(ctx, "CLAIMSTREAM")
-		if err != nil {
-			return nil
-		}
-		names := s.ConsumerNames(ctx)
-		for range names.Name() {
-		}
-		return names.Err()
-	})
-	v.saw(t, "$JS.API.CONSUMER.NAMES.CLAIMSTREAM")
+	if err := names.Err(); err != nil {
+		t.Fatalf("list its own consumers: %v", err)
+	}
+	if _, err := js.Consumer(ctx, "CLAIMSTREAM", sinkConsumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the sink's consumer from the subscriber: %v, want not found", err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: sinkConsumer, AckPolicy: jetstream.AckNonePolicy, FilterSubject: "cs.group.>"}); err != nil {
+		t.Fatalf("a consumer of its own named like the sink's: %v", err)
+	}
+	if err := js.DeleteConsumer(ctx, "CLAIMSTREAM", sinkConsumer); err != nil {
+		t.Fatalf("delete its own consumer: %v", err)
+	}
 	// Nor can it watch the process's replies.
 	if _, err := nc.SubscribeSync(events.ProcessInboxPrefix + ".>"); err != nil {
 		t.Fatal(err)
@@ -358,13 +389,20 @@ func TestSubscriberCannotWrite(t *testing.T) {
 	if _, err := pjs.Stream(ctx, "SHADOW"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("the reader's stream: %v", err)
 	}
+	cjs, err := jetstream.New(emb.SubscribersConn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cjs.Stream(ctx, "SHADOW"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("the reader's stream in its own account: %v", err)
+	}
 }
 
 // A read-only identity must not turn the server into its pen: a push
 // consumer delivers where its creator says, and the server, not the
-// creator, publishes there. A subscriber's consumers deliver in the
-// process's account, where no subscriber can listen, so such a consumer
-// delivers nothing.
+// creator, publishes there. A subscriber's consumers live and deliver in
+// the subscribers' account, where no stream takes event subjects, so such a
+// consumer writes nothing into the log or the dead letters.
 func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 	emb, st := listening(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -377,6 +415,8 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc, js, v := connectReader(t, emb)
+	copied(t, js, "CLAIMSTREAM", 1)
+	copied(t, js, deadLetters, 1)
 	for _, subject := range []string{"cs.slot.a.SlotDecommissioned", "csdl.alerts", "cs.>"} {
 		if _, err := nc.SubscribeSync(subject); err != nil {
 			t.Fatal(err)
@@ -385,13 +425,8 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 	}
 	// Each stream into the other.
 	into := map[string]string{deadLetters: "cs.slot.a.SlotDecommissioned", "CLAIMSTREAM": "csdl.alerts"}
-	var names []string
 	for stream, deliver := range into {
-		c, err := js.CreatePushConsumer(ctx, stream, jetstream.ConsumerConfig{DeliverSubject: deliver, DeliverPolicy: jetstream.DeliverAllPolicy})
-		if err != nil {
-			continue // refused outright is as good
-		}
-		names = append(names, stream+"/"+c.CachedInfo().Name)
+		_, _ = js.CreatePushConsumer(ctx, stream, jetstream.ConsumerConfig{DeliverSubject: deliver, DeliverPolicy: jetstream.DeliverAllPolicy})
 	}
 	// The server is delivering meanwhile: a pull of the reader's is served.
 	pull, err := js.CreateConsumer(ctx, deadLetters, jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
@@ -401,22 +436,163 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 	if _, err := pull.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
 		t.Fatalf("control pull: %v", err)
 	}
-	for _, n := range names {
-		stream, name, _ := strings.Cut(n, "/")
-		c, err := pjs.PushConsumer(ctx, stream, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := c.CachedInfo().Delivered.Stream; d != 0 {
-			t.Fatalf("consumer %s delivered %d messages into %s", n, d, into[stream])
-		}
-	}
 	if last, err := st.LastSeq(ctx); err != nil || last != 1 {
 		t.Fatalf("the log is at %d (%v), want 1", last, err)
 	}
 	dl, err := pjs.Stream(ctx, deadLetters)
 	if err != nil || dl.CachedInfo().State.Msgs != 1 {
 		t.Fatalf("dead letters: %v", err)
+	}
+}
+
+// A push consumer of a subscriber aimed at the subjects the process's own
+// consumers listen on (a pull request, a reset, a consumer create, flow
+// control) reaches none of them: the sink's durable delivers what the
+// process pulls, in order, from where it was.
+func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
+	emb, st := listening(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 20 {
+		slot := fmt.Sprint("s", i)
+		if _, err := st.Append(ctx, events.SlotAggregate(slot), 0, created(slot, "c"+slot)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pjs := st.JetStream()
+	sink, err := pjs.Consumer(ctx, "CLAIMSTREAM", sinkConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(n int) []uint64 {
+		t.Helper()
+		b, err := sink.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for m := range b.Messages() {
+			md, _ := m.Metadata()
+			seqs = append(seqs, md.Sequence.Stream)
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return seqs
+	}
+	if got := fetch(5); fmt.Sprint(got) != "[1 2 3 4 5]" {
+		t.Fatalf("the sink's first pull: %v", got)
+	}
+
+	_, js, _ := connectReader(t, emb)
+	copied(t, js, "CLAIMSTREAM", 20)
+	copied(t, js, deadLetters, 0)
+	var aimed []string
+	for _, target := range []string{
+		"$JS.API.CONSUMER.MSG.NEXT.CLAIMSTREAM." + sinkConsumer,
+		"$JS.API.CONSUMER.RESET.CLAIMSTREAM." + sinkConsumer,
+		"$JS.CS.API.CONSUMER.CREATE.CLAIMSTREAM",
+		"$JS.FC.CLAIMSTREAM." + sinkConsumer + ".1",
+		"$JS.API.STREAM.DELETE.CLAIMSTREAM",
+		"$JS.API.STREAM.PURGE.CLAIMSTREAM",
+	} {
+		c, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+			DeliverSubject: target, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
+		})
+		if err != nil {
+			continue // refused outright is as good
+		}
+		aimed = append(aimed, c.CachedInfo().Name)
+	}
+	// Let them deliver: a pull of the subscriber's own, served after them.
+	pull, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pull.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatalf("control pull: %v", err)
+	}
+
+	if got := fetch(5); fmt.Sprint(got) != "[6 7 8 9 10]" {
+		t.Fatalf("the sink's pull after the subscriber's push consumers: %v, want [6 7 8 9 10]", got)
+	}
+	info, err := sink.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Stream != 10 || info.AckFloor.Stream != 10 || info.NumAckPending != 0 {
+		t.Fatalf("the sink's consumer moved: delivered %d, ack floor %d, %d pending; want 10, 10, 0",
+			info.Delivered.Stream, info.AckFloor.Stream, info.NumAckPending)
+	}
+	if last, err := st.LastSeq(ctx); err != nil || last != 20 {
+		t.Fatalf("the log is at %d (%v), want 20", last, err)
+	}
+	// The events delivered as consumer create requests made no consumer.
+	ps, err := pjs.Stream(ctx, "CLAIMSTREAM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister := ps.ConsumerNames(ctx)
+	for n := range lister.Name() {
+		if n != sinkConsumer && !strings.HasPrefix(n, "JS_MIRROR_") {
+			t.Errorf("a consumer %s appeared on the process's stream", n)
+		}
+	}
+	for _, n := range aimed {
+		c, err := js.PushConsumer(ctx, "CLAIMSTREAM", n)
+		if err != nil {
+			t.Fatalf("the subscriber's push consumer %s: %v", n, err)
+		}
+		t.Logf("push consumer -> %s delivered %d", c.CachedInfo().Config.DeliverSubject, c.CachedInfo().Delivered.Stream)
+	}
+}
+
+// A subscriber holding every consumer it may have leaves the process's
+// readers alone: the views read, a new reader starts, and a restart opens
+// the log and reads it.
+func TestSubscriberConsumerFloodLeavesTheProcessReading(t *testing.T) {
+	dir := t.TempDir()
+	emb, st := listeningWith(t, dir, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	_, js, _ := connectReader(t, emb)
+	copied(t, js, "CLAIMSTREAM", 1)
+	made := 0
+	var refusal error
+	for i := range 20 {
+		_, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: fmt.Sprint("flood-", i), AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			refusal = err
+			break
+		}
+		made++
+	}
+	if made != 5 || refusal == nil || !strings.Contains(refusal.Error(), "maximum consumers") {
+		t.Fatalf("the subscriber made %d durables (limit 5), then: %v", made, refusal)
+	}
+	if got := len(readAll(t, st)); got != 1 {
+		t.Fatalf("the process read %d events during the flood, want 1", got)
+	}
+	u, err := st.ConsumerUsage(ctx)
+	if err != nil || u.Consumers != 1 {
+		t.Fatalf("the log's stream has %d consumers (%v), want 1 (the sink's): the subscriber's count elsewhere", u.Consumers, err)
+	}
+	emb.Shutdown()
+
+	emb, st = listeningWith(t, dir, 5)
+	if got := len(readAll(t, st)); got != 1 {
+		t.Fatalf("after a restart the process read %d events, want 1", got)
+	}
+	copies, err := emb.SubscriberCopies(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	su, err := copies.Usage(ctx)
+	if err != nil || su.Consumers != 5 || su.ConsumerLimit != 5 {
+		t.Fatalf("the subscribers hold %+v (%v), want 5 of 5", su, err)
 	}
 }
 

@@ -41,8 +41,17 @@ func TestSubscriberOnFollowerReadsButCannotWrite(t *testing.T) {
 	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
 		t.Fatal(err)
 	}
+	// Any replica keeps the copies; the subscriber reads one on another.
+	copies, err := c.Servers[0].SubscriberCopies(nil)
+	if err != nil || copies == nil {
+		t.Fatalf("subscribers' copies: %v", err)
+	}
+	if _, err := copies.Ensure(ctx); err != nil {
+		t.Fatalf("subscribers' copies: %v", err)
+	}
 	follower := c.Servers[c.Follower("CLAIMSTREAM")]
 	nc, js, v := connectReader(t, follower.Embedded)
+	copied(t, js, "CLAIMSTREAM", 1)
 
 	cons, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
 		Durable: "pager", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,

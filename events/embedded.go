@@ -55,8 +55,12 @@ func (t ListenTLS) enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 type Embedded struct {
 	Server *server.Server
 	Conn   *nats.Conn
-	lock   *DataDirLock
-	cfg    EmbeddedConfig
+	// SubscribersConn is the process's connection in SubscribersAccount,
+	// which keeps the subscribers' copies of the streams (nil when the
+	// account is not defined).
+	SubscribersConn *nats.Conn
+	lock            *DataDirLock
+	cfg             EmbeddedConfig
 }
 
 // StartEmbedded starts the server and connects to it in process.
@@ -107,6 +111,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	copier, err := newProcessIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
 	opts := &server.Options{
 		ServerName:         cfg.ServerName,
 		Host:               host,
@@ -122,7 +130,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	// Accounts are cluster-wide: every replica defines the same ones.
 	cfg.Access.clustered = cfg.Cluster.Enabled()
-	cfg.Access.configure(opts, proc)
+	cfg.Access.configure(opts, proc, copier)
 	if cfg.Cluster.Enabled() {
 		if err := cfg.Cluster.configure(opts, cfg.ServerName); err != nil {
 			return nil, fmt.Errorf("embedded nats: cluster: %w", err)
@@ -169,8 +177,18 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded nats: connect: %w", err)
 	}
+	e := &Embedded{Server: ns, Conn: nc, lock: lock, cfg: cfg}
+	if cfg.Access.needsAccount() {
+		e.SubscribersConn, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream subscribers' copies"),
+			nats.Nkey(copier.pub, copier.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
+		if err != nil {
+			nc.Close()
+			ns.Shutdown()
+			return nil, fmt.Errorf("embedded nats: connect to the subscribers' account: %w", err)
+		}
+	}
 	started = true
-	return &Embedded{Server: ns, Conn: nc, lock: lock, cfg: cfg}, nil
+	return e, nil
 }
 
 // ClientURL is the address of the client listener ("" when not listening).
@@ -183,6 +201,9 @@ func (e *Embedded) ClientURL() string {
 
 // Shutdown closes the connection and stops the server, waiting for it.
 func (e *Embedded) Shutdown() {
+	if e.SubscribersConn != nil {
+		e.SubscribersConn.Close()
+	}
 	if e.Conn != nil {
 		e.Conn.Close()
 	}

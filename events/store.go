@@ -93,6 +93,17 @@ type StoreConfig struct {
 	// Memory keeps the stream in memory instead of files: for a throwaway
 	// log (a what-if run's), never for the record.
 	Memory bool
+	// ReaderName names this process's readers' consumers (the replica's
+	// name; default "claimstream"), so that a restarted replica finds and
+	// deletes the ones of its earlier life.
+	ReaderName string
+	// MaxConsumers is the stream's consumer limit (default
+	// DefaultMaxConsumers).
+	MaxConsumers int
+	// MaxReaders bounds this process's reads in flight (default
+	// DefaultMaxReaders); a read over it fails with ErrTooManyReaders,
+	// except a PriorityRead.
+	MaxReaders int
 }
 
 func (c StoreConfig) withDefaults() StoreConfig {
@@ -124,6 +135,12 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
+	if c.MaxConsumers == 0 {
+		c.MaxConsumers = DefaultMaxConsumers
+	}
+	if c.MaxReaders == 0 {
+		c.MaxReaders = DefaultMaxReaders
+	}
 	return c
 }
 
@@ -141,13 +158,20 @@ type Store struct {
 	subjects Subjects
 
 	decoded, unknown, bad atomic.Uint64
+
+	// owner and incarnation name this process's readers' consumers;
+	// reads counts them; readers holds a place per read in flight.
+	owner, incarnation string
+	reads              atomic.Uint64
+	readers            chan struct{}
 }
 
 // OpenStore creates the stream, or updates it to cfg, and returns the store.
 // The stream denies delete and purge: the log is the record.
 func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
 	cfg = cfg.withDefaults()
-	s := &Store{js: js, cfg: cfg, subjects: Subjects{Prefix: cfg.Prefix}}
+	s := &Store{js: js, cfg: cfg, subjects: Subjects{Prefix: cfg.Prefix},
+		owner: readerOwner(cfg.ReaderName), incarnation: newIncarnation(), readers: make(chan struct{}, cfg.MaxReaders)}
 	storage := jetstream.FileStorage
 	if cfg.Memory {
 		storage = jetstream.MemoryStorage
@@ -165,9 +189,17 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		DenyPurge:          true,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		MaxConsumers:       cfg.MaxConsumers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", cfg.Stream, err)
+	}
+	if cfg.ReaderName == "" {
+		return s, nil
+	}
+	if _, err := s.FreeStaleReaders(ctx); err != nil {
+		// Not fatal: they expire by themselves.
+		cfg.Logger.Warn("could not delete this replica's readers from before its restart; they expire when inactive", "stream", cfg.Stream, "err", err)
 	}
 	return s, nil
 }
@@ -531,14 +563,16 @@ func (s *Store) consume(ctx context.Context, from uint64, fn func(e Event, pendi
 }
 
 func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn func(e Event, pending uint64) error, idle func(*jetstream.ConsumerInfo, time.Duration) error) error {
-	cons, err := s.orderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.subjects.All()},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
+	release, err := s.acquireReader(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	cons, err := s.readerConsumer(ctx, from)
 	if err != nil {
 		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
 	}
+	defer s.deleteReader(ctx, cons)
 	stopped := make(chan error, 1)
 	var once sync.Once
 	stop := func(err error) { once.Do(func() { stopped <- err }) }

@@ -148,7 +148,8 @@ func (r *Runner) Start(ctx context.Context) error {
 	begin := time.Now()
 	defer replayGC()()
 	from := st.Seq + 1
-	err = r.store.Read(ctx, from, last, func(e events.Event) error {
+	// The views' own read is never refused for the reads clients hold.
+	err = r.store.Read(events.PriorityRead(ctx), from, last, func(e events.Event) error {
 		r.fold(st, e)
 		lastTime = e.Time
 		return nil

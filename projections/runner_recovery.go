@@ -84,7 +84,7 @@ func (r *Runner) tailRecovering(ctx context.Context, clk clock.Clock, fold func(
 	wait := readerRetryFirst
 	for {
 		from := r.Seq() + 1
-		err := r.store.TailWith(ctx, from, func() {
+		err := r.store.TailWith(events.PriorityRead(ctx), from, func() {
 			r.readerStarted(from, clk.Now())
 			wait = readerRetryFirst
 		}, fold)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"time"
+
 	"log/slog"
 
 	"k8s.io/utils/clock"
@@ -39,4 +42,18 @@ func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemet
 		}
 	}
 	return logHealth{health: h, monitor: events.NewLogMonitor(emb, h, opts)}
+}
+
+// consumerUsage reads the log stream's consumer count for the metrics, in
+// a bounded time per scrape.
+func consumerUsage(store *events.Store) telemetry.ConsumerUsageFunc {
+	return func(ctx context.Context) map[string]events.ConsumerUsage {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		u, err := store.ConsumerUsage(ctx)
+		if err != nil {
+			return nil
+		}
+		return map[string]events.ConsumerUsage{store.Stream(): u}
+	}
 }

@@ -154,6 +154,9 @@ type plane struct {
 	clock   clock.Clock
 	logs    logHealth
 	lead    leaderState // serve_leader.go
+	// copies keeps the NATS subscribers' copies of the streams (nil
+	// without subscribers).
+	copies *events.SubscriberCopies
 
 	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
 	timelines *rest.TimelineIndex
@@ -191,7 +194,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 			return err
 		}
 	}
-	o.nats.protectSinks(sinkCfg)
 	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: "claimstream", OTLPEndpoint: o.otlpEndpoint, Prometheus: o.metricsAddress != "", Logger: log})
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
@@ -253,6 +255,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	views.Go("views", p.views.Run)
 	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
+	if p.copies != nil {
+		views.Go("subscribers' copies", func(ctx context.Context) error { p.copies.Run(ctx, clock.RealClock{}); return nil })
+	}
 	o.timing.done("listeners started")
 
 	// The leader applies the pool file, then runs the reactors and the
@@ -337,11 +342,27 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	js = clusterJetStream(js, emb, log)
-	p.store, err = openStoreRetrying(ctx, js, emb, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health}, o.nats.restoreBackup, log)
+	p.store, err = openStoreRetrying(ctx, js, emb, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health, ReaderName: emb.Server.Name()}, o.nats.restoreBackup, log)
 	if err != nil {
 		return nil, err
 	}
 	o.timing.done("event log stream opened", "stream", o.stream)
+	if p.copies, err = emb.SubscriberCopies(log); err != nil {
+		return nil, err
+	}
+	if p.copies != nil {
+		// Before anyone can be told the plane is up; kept by Run after.
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := p.copies.Ensure(cctx); err != nil {
+			log.Warn("subscribers' copies of the streams not all in place yet; trying again", "err", err)
+		}
+		cancel()
+	}
+	if tel != nil {
+		if err := tel.Metrics.ObserveConsumers(consumerUsage(p.store)); err != nil {
+			log.Warn("no consumer metrics", "err", err)
+		}
+	}
 	resumeSimClock(ctx, clk, p.store, log)
 	snaps, err := projections.OpenSnapshotsReplicated(ctx, js, "", p.store.Replicas())
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers/sinks"
 )
 
 // natsOptions are the flags of the embedded NATS server's client port and
@@ -25,9 +24,8 @@ type natsOptions struct {
 	tlsKey               string
 	tlsClientCA          string
 
-	// protected are the webhook sinks' consumers, which subscribers may not
-	// touch; set from the sinks file.
-	protected []string
+	// subscriberConsumers bounds the consumers of all subscribers.
+	subscriberConsumers int
 
 	// The replica's name, the replica count and the routes to the other
 	// replicas (serve_cluster.go).
@@ -38,17 +36,11 @@ func (n *natsOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&n.listen, "nats-listen", "", "also open a NATS client port at host:port for read-only subscribers (off by default; TLS required off loopback)")
 	f.StringVar(&n.subscriberUser, "nats-subscriber-user", "subscriber", "user name of the read-only NATS subscriber identity")
 	f.StringVar(&n.subscriberPasswordFN, "nats-subscriber-password-file", "", "file holding the subscriber's password (or its bcrypt hash), e.g. from a Secret; none: nobody outside the process can connect")
+	f.IntVar(&n.subscriberConsumers, "nats-subscriber-max-consumers", events.DefaultSubscriberConsumers, "consumers all NATS subscribers may hold together, in their own account (the process's readers never share this budget)")
 	f.StringVar(&n.tlsCert, "nats-tls-cert", "", "NATS client port certificate (PEM file)")
 	f.StringVar(&n.tlsKey, "nats-tls-key", "", "NATS client port key (PEM file)")
 	f.StringVar(&n.tlsClientCA, "nats-tls-client-ca", "", "CA that NATS clients' certificates must chain to (mTLS)")
 	n.addClusterFlags(f)
-}
-
-// protectSinks keeps subscribers off the sinks' durable consumers.
-func (n *natsOptions) protectSinks(cfg sinks.Config) {
-	for _, s := range cfg.Sinks {
-		n.protected = append(n.protected, s.ConsumerName())
-	}
 }
 
 // embeddedConfig turns the flags into the embedded server's config. Bad
@@ -67,8 +59,8 @@ func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *
 		ServerName: n.replicaName,
 		Cluster:    cluster,
 		Access: events.Access{
-			Streams:            []string{stream, stream + "_DEADLETTER"},
-			ProtectedConsumers: n.protected,
+			Streams:             []string{stream, stream + "_DEADLETTER"},
+			SubscriberConsumers: n.subscriberConsumers,
 		},
 	}
 	if n.listen == "" {

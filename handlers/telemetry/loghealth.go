@@ -49,3 +49,37 @@ func (m *Metrics) ObserveLogHealth(h *events.LogHealth) error {
 	}, writable, failures, resends)
 	return err
 }
+
+const (
+	// claimstream_log_consumers{stream}: the JetStream consumers the
+	// stream has (readers in flight, the views' reader, the sinks'
+	// durables). A stream at its limit starts no new reader.
+	InstLogConsumers = "claimstream_log_consumers"
+	// claimstream_log_consumer_limit{stream}: the stream's consumer limit.
+	InstLogConsumerLimit = "claimstream_log_consumer_limit"
+)
+
+// ConsumerUsageFunc reads the consumer count and limit of each stream.
+type ConsumerUsageFunc func(ctx context.Context) map[string]events.ConsumerUsage
+
+// ObserveConsumers exports each stream's consumer count and limit at every
+// scrape; a stream usage cannot read is left out of that scrape.
+func (m *Metrics) ObserveConsumers(usage ConsumerUsageFunc) error {
+	count, err := m.meter.Int64ObservableGauge(InstLogConsumers, metric.WithDescription("JetStream consumers of the stream (readers, the views' reader, sinks)."))
+	if err != nil {
+		return err
+	}
+	limit, err := m.meter.Int64ObservableGauge(InstLogConsumerLimit, metric.WithDescription("The stream's consumer limit."))
+	if err != nil {
+		return err
+	}
+	_, err = m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for stream, u := range usage(ctx) {
+			attrs := metric.WithAttributes(attribute.String("stream", stream))
+			o.ObserveInt64(count, int64(u.Consumers), attrs)
+			o.ObserveInt64(limit, int64(u.Limit), attrs)
+		}
+		return nil
+	}, count, limit)
+	return err
+}

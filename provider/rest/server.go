@@ -565,6 +565,13 @@ func StatusOf(code handlers.Code) int {
 
 func (s *server) fail(w http.ResponseWriter, err error) {
 	code := handlers.CodeOf(err)
+	var limit *events.ConsumerLimitError
+	if code == 0 && (errors.Is(err, events.ErrTooManyReaders) || errors.As(err, &limit)) {
+		// Reads in flight end by themselves: ask again shortly.
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, handlers.CodeUnavailable.String(), err.Error())
+		return
+	}
 	if code == 0 {
 		if errors.Is(err, context.Canceled) {
 			return

@@ -3,11 +3,13 @@ package events
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"k8s.io/utils/clock"
 )
 
 // EmbeddedConfig configures an in-process nats-server with JetStream.
@@ -41,6 +43,9 @@ type EmbeddedConfig struct {
 	// Cluster joins other replicas (see ClusterConfig); off by default.
 	// ServerName must then be the replica's stable name.
 	Cluster ClusterConfig
+	// Logger receives the client port's refused logins (default
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // ListenTLS names the PEM files of the client port's TLS. With
@@ -59,8 +64,12 @@ type Embedded struct {
 	// which keeps the subscribers' copies of the streams (nil when the
 	// account is not defined).
 	SubscribersConn *nats.Conn
-	lock            *DataDirLock
-	cfg             EmbeddedConfig
+	// AuthFailures counts the client port's refused logins (nil without a
+	// client port).
+	AuthFailures *AuthFailures
+	watchConn    *nats.Conn
+	lock         *DataDirLock
+	cfg          EmbeddedConfig
 }
 
 // StartEmbedded starts the server and connects to it in process.
@@ -115,6 +124,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	watcher, err := newProcessIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
 	opts := &server.Options{
 		ServerName:         cfg.ServerName,
 		Host:               host,
@@ -131,6 +144,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	// Accounts are cluster-wide: every replica defines the same ones.
 	cfg.Access.clustered = cfg.Cluster.Enabled()
 	cfg.Access.configure(opts, proc, copier)
+	if cfg.Listen {
+		configureAuthWatch(opts, watcher)
+	}
 	if cfg.Cluster.Enabled() {
 		if err := cfg.Cluster.configure(opts, cfg.ServerName); err != nil {
 			return nil, fmt.Errorf("embedded nats: cluster: %w", err)
@@ -182,13 +198,38 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		e.SubscribersConn, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream subscribers' copies"),
 			nats.Nkey(copier.pub, copier.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
 		if err != nil {
-			nc.Close()
+			e.closeConns()
 			ns.Shutdown()
 			return nil, fmt.Errorf("embedded nats: connect to the subscribers' account: %w", err)
 		}
 	}
+	if cfg.Listen {
+		e.watchConn, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream refused logins"),
+			nats.Nkey(watcher.pub, watcher.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
+		if err == nil {
+			log := cfg.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			e.AuthFailures, err = watchAuthFailures(ns, e.watchConn, log, clock.RealClock{})
+		}
+		if err != nil {
+			e.closeConns()
+			ns.Shutdown()
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
+	}
 	started = true
 	return e, nil
+}
+
+// closeConns closes the process's connections to its server.
+func (e *Embedded) closeConns() {
+	for _, c := range []*nats.Conn{e.watchConn, e.SubscribersConn, e.Conn} {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // ClientURL is the address of the client listener ("" when not listening).
@@ -201,12 +242,7 @@ func (e *Embedded) ClientURL() string {
 
 // Shutdown closes the connection and stops the server, waiting for it.
 func (e *Embedded) Shutdown() {
-	if e.SubscribersConn != nil {
-		e.SubscribersConn.Close()
-	}
-	if e.Conn != nil {
-		e.Conn.Close()
-	}
+	e.closeConns()
 	e.Server.Shutdown()
 	e.Server.WaitForShutdown()
 	_ = e.lock.Release()

@@ -57,3 +57,18 @@ func consumerUsage(store *events.Store) telemetry.ConsumerUsageFunc {
 		return map[string]events.ConsumerUsage{store.Stream(): u}
 	}
 }
+
+// natsAccessMetrics reads the client port's refused logins and the
+// subscribers' consumers for the metrics.
+func natsAccessMetrics(emb *events.Embedded, copies *events.SubscriberCopies) telemetry.NATSAccess {
+	a := telemetry.NATSAccess{AuthFailures: emb.AuthFailures.Total}
+	if copies != nil {
+		a.SubscriberConsumers = func(ctx context.Context) (int, int, bool) {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			u, err := copies.Usage(ctx)
+			return u.Consumers, u.ConsumerLimit, err == nil
+		}
+	}
+	return a
+}

@@ -362,6 +362,11 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		if err := tel.Metrics.ObserveConsumers(consumerUsage(p.store)); err != nil {
 			log.Warn("no consumer metrics", "err", err)
 		}
+		if emb.AuthFailures != nil {
+			if err := tel.Metrics.ObserveNATSAccess(natsAccessMetrics(emb, p.copies)); err != nil {
+				log.Warn("no NATS access metrics", "err", err)
+			}
+		}
 	}
 	resumeSimClock(ctx, clk, p.store, log)
 	snaps, err := projections.OpenSnapshotsReplicated(ctx, js, "", p.store.Replicas())

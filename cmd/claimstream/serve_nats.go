@@ -56,6 +56,7 @@ func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *
 	ec := events.EmbeddedConfig{
 		Dir:        dataDir,
 		NoSync:     noFsync,
+		Logger:     log,
 		ServerName: n.replicaName,
 		Cluster:    cluster,
 		Access: events.Access{

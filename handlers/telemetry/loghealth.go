@@ -83,3 +83,50 @@ func (m *Metrics) ObserveConsumers(usage ConsumerUsageFunc) error {
 	}, count, limit)
 	return err
 }
+
+const (
+	// claimstream_nats_auth_failures_total: logins the NATS client port
+	// refused (a wrong password, an unknown user, no credentials).
+	InstNATSAuthFailures = "claimstream_nats_auth_failures"
+	// claimstream_nats_subscriber_consumers: consumers the NATS
+	// subscribers hold in their own account, and their limit.
+	InstNATSSubscriberConsumers     = "claimstream_nats_subscriber_consumers"
+	InstNATSSubscriberConsumerLimit = "claimstream_nats_subscriber_consumer_limit"
+)
+
+// NATSAccess is what the metrics read of the NATS client port.
+type NATSAccess struct {
+	// AuthFailures is the count of refused logins.
+	AuthFailures func() uint64
+	// SubscriberConsumers reads the subscribers' consumers and limit (ok
+	// false: not known this scrape); nil without subscribers.
+	SubscriberConsumers func(ctx context.Context) (used, limit int, ok bool)
+}
+
+// ObserveNATSAccess exports the client port's refused logins and what the
+// subscribers hold.
+func (m *Metrics) ObserveNATSAccess(a NATSAccess) error {
+	failures, err := m.meter.Int64ObservableCounter(InstNATSAuthFailures, metric.WithDescription("Logins the NATS client port refused."))
+	if err != nil {
+		return err
+	}
+	used, err := m.meter.Int64ObservableGauge(InstNATSSubscriberConsumers, metric.WithDescription("Consumers the NATS subscribers hold in their own account."))
+	if err != nil {
+		return err
+	}
+	limit, err := m.meter.Int64ObservableGauge(InstNATSSubscriberConsumerLimit, metric.WithDescription("The NATS subscribers' consumer limit."))
+	if err != nil {
+		return err
+	}
+	_, err = m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		o.ObserveInt64(failures, int64(a.AuthFailures()))
+		if a.SubscriberConsumers != nil {
+			if u, l, ok := a.SubscriberConsumers(ctx); ok {
+				o.ObserveInt64(used, int64(u))
+				o.ObserveInt64(limit, int64(l))
+			}
+		}
+		return nil
+	}, failures, used, limit)
+	return err
+}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,5 +249,65 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// On three replicas too, the subscribers' consumers count against their
+// own account's limit, wherever they connect, and the process's readers
+// start on every replica while the subscribers hold all they may.
+func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T) {
+	c := eventstest.StartClusterWith(t, 3, eventstest.ClusterOptions{
+		Listen: true,
+		Access: events.Access{
+			Subscribers:         []events.Subscriber{{User: readerUser, Password: readerPassword}},
+			Streams:             []string{"CLAIMSTREAM", deadLetters},
+			SubscriberConsumers: 4,
+		},
+	})
+	st := c.Store(0, events.StoreConfig{ReaderName: "claimstream-0"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	copies, err := c.Servers[1].SubscriberCopies(nil)
+	if err != nil || copies == nil {
+		t.Fatalf("subscribers' copies: %v", err)
+	}
+	if _, err := copies.Ensure(ctx); err != nil {
+		t.Fatalf("subscribers' copies: %v", err)
+	}
+	made := 0
+	for i, srv := range c.Servers {
+		_, js, _ := connectReader(t, srv.Embedded)
+		copied(t, js, "CLAIMSTREAM", 1)
+		for j := range 3 {
+			name := fmt.Sprintf("flood-%d-%d", i, j)
+			eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+				_, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
+				switch {
+				case err == nil:
+					made++
+					return nil
+				case strings.Contains(err.Error(), "maximum consumers"):
+					return nil // refused: the limit holds
+				}
+				return err // not answered yet by a replica that just joined the copy
+			})
+		}
+	}
+	if made != 4 {
+		t.Fatalf("the subscribers made %d durables across the replicas, limit 4", made)
+	}
+	for i := range c.Servers {
+		rs := c.Store(i, events.StoreConfig{ReaderName: fmt.Sprint("claimstream-", i)})
+		n := 0
+		eventstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			n = 0
+			return rs.Read(ctx, 1, 0, func(events.Event) error { n++; return nil })
+		})
+		if n != 1 {
+			t.Fatalf("replica %d read %d events during the flood, want 1", i, n)
+		}
 	}
 }

@@ -48,6 +48,11 @@ type Access struct {
 	// and must be the same on every replica, so the subscribers' account
 	// is defined even where no subscriber is.
 	clustered bool
+	// listening: the client port is open. The subscribers' account is
+	// then always defined: nats-server lets anonymous clients into the
+	// global account when the only accounts are it and a configured
+	// system account (configureAuthWatch's).
+	listening bool
 }
 
 // DefaultSubscriberConsumers is the subscribers' consumer limit unless
@@ -65,7 +70,7 @@ const (
 )
 
 // needsAccount: the subscribers' account is defined on this server.
-func (a Access) needsAccount() bool { return len(a.Subscribers) > 0 || a.clustered }
+func (a Access) needsAccount() bool { return len(a.Subscribers) > 0 || a.clustered || a.listening }
 
 func (a Access) subscriberConsumers() int {
 	if a.SubscriberConsumers > 0 {

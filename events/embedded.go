@@ -143,6 +143,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	// Accounts are cluster-wide: every replica defines the same ones.
 	cfg.Access.clustered = cfg.Cluster.Enabled()
+	cfg.Access.listening = cfg.Listen
 	cfg.Access.configure(opts, proc, copier)
 	if cfg.Listen {
 		configureAuthWatch(opts, watcher)

@@ -164,6 +164,9 @@ type Store struct {
 	owner, incarnation string
 	reads              atomic.Uint64
 	readers            chan struct{}
+
+	// fence is the in-process half of fenced appends (store_fence.go).
+	fence fencing
 }
 
 // OpenStore creates the stream, or updates it to cfg, and returns the store.
@@ -248,7 +251,18 @@ func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs 
 // goes as one atomic batch: all land or none do. A failed expectation is a
 // *ConflictError (errors.Is(err, ErrConflict)); more than
 // MaxEventsPerAppend events is an *AppendTooLargeError and sends nothing.
+//
+// Under a fence (Fenced), the append lands only while the leadership's
+// last event is the writer's LeaderElected; otherwise it is a
+// *FencedError (errors.Is(err, ErrFenced)).
 func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
+	if fence, ok := fenceOf(ctx); ok {
+		return s.appendFenced(ctx, fence, writes)
+	}
+	return s.appendUnfenced(ctx, writes)
+}
+
+func (s *Store) appendUnfenced(ctx context.Context, writes []Write) (AppendResult, error) {
 	res, err := s.appendWrites(ctx, writes...)
 	res, err = s.retryNoResponders(ctx, res, err, writes)
 	if again := s.expiredExpectations(ctx, err, writes); again != nil {
@@ -270,6 +284,7 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 	var msgs []*nats.Msg
 	var out []Event
 	seen := map[Aggregate]bool{}
+	fence, fenced := fenceOf(ctx)
 	for _, w := range writes {
 		if len(w.Events) == 0 {
 			continue
@@ -307,7 +322,13 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 				return AppendResult{}, fmt.Errorf("append %s to %s: %w", t, w.Aggregate, err)
 			}
 			m.Header.Set(jetstream.MsgIDHeader, ev.ID)
-			if i == 0 {
+			switch {
+			case i == 0 && fenced && len(msgs) == 0:
+				// The append's first message carries the fence; its
+				// aggregate's expectation was checked by appendFenced.
+				m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(fence, 10))
+				m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, s.subjects.Filter(Leadership()))
+			case i == 0:
 				// Only the first event of an aggregate carries the
 				// expectation: in a batch, a later one on the same
 				// subject would be refused.

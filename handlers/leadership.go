@@ -35,8 +35,12 @@ type Leadership struct {
 	// --event-source, so two installations' events differ).
 	Source string
 
-	mu      sync.Mutex
-	epoch   uint64
+	mu    sync.Mutex
+	epoch uint64
+	// fence is the seq of this term's LeaderElected: every append of the
+	// term is fenced by it (events.Fenced), so the log refuses it once a
+	// newer leader is elected.
+	fence   uint64
 	deposed func(why string)
 }
 
@@ -86,7 +90,7 @@ func (l *Leadership) Elect(ctx context.Context, grpcAddress, apiAddress, cause s
 			return 0, fmt.Errorf("elect: %w", err)
 		}
 		l.mu.Lock()
-		l.epoch, l.deposed = epoch, deposed
+		l.epoch, l.fence, l.deposed = epoch, res.Last, deposed
 		l.mu.Unlock()
 		l.log.Info("leader elected", "replica", l.lease.Identity(), "epoch", epoch, "seq", res.Last)
 		return epoch, nil
@@ -98,7 +102,31 @@ func (l *Leadership) Elect(ctx context.Context, grpcAddress, apiAddress, cause s
 func (l *Leadership) StepDown() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.epoch, l.deposed = 0, nil
+	l.epoch, l.fence, l.deposed = 0, 0, nil
+}
+
+// Fence is the epoch this replica leads and the seq of its LeaderElected,
+// which fences the term's appends (0, 0: none).
+func (l *Leadership) Fence() (epoch, seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch, l.fence
+}
+
+// Fenced is told that the log refused an append of this term: a newer
+// leader was elected. It steps down as Prove does, at once.
+func (l *Leadership) Fenced(why string) {
+	l.mu.Lock()
+	epoch, deposed := l.epoch, l.deposed
+	l.mu.Unlock()
+	if epoch == 0 {
+		return
+	}
+	l.log.Warn("deposed: the log refused this leader's write", "replica", l.lease.Identity(), "epoch", epoch, "why", why)
+	l.StepDown()
+	if deposed != nil {
+		deposed(why)
+	}
 }
 
 // Epoch is the epoch this replica leads (0: none).

@@ -256,3 +256,48 @@ func TestFollowerReadsWaitForTheLogsEnd(t *testing.T) {
 		t.Fatalf("a running follower's read: %v", err)
 	}
 }
+
+// A leader whose term ends between its gate and its append (it was
+// stopped after deciding, and another replica was elected meanwhile) lands
+// nothing: its append is fenced by its own LeaderElected, the log refuses
+// it, and the leader steps down at once.
+func TestTheLogRefusesTheAppendOfADeposedLeader(t *testing.T) {
+	h := handlerstest.New(t)
+	h.Declare("g", events.GroupSpec{}, handlerstest.Slots("s", 3)...)
+	b := h.Replica("/claimstream/b")
+	la := handlers.NewLeadership(newTestLease("claimstream-0", true), h.Store, h.Views, h.Clock, nil)
+	var deposedWhy atomic.Value
+	if _, err := la.Elect(context.Background(), "", "", "test", func(why string) { deposedWhy.Store(why) }); err != nil {
+		t.Fatal(err)
+	}
+	h.Service.Fence, h.Service.OnFenced = la.Fence, la.Fenced
+	h.Service.Gate = la.Permit
+	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+
+	lb := handlers.NewLeadership(newTestLease("claimstream-1", true), b.Store, b.Views, h.Clock, nil)
+	electOnce := sync.Once{}
+	h.Service.Gate = func() (uint64, error) {
+		epoch, err := la.Permit()
+		// The other replica is elected after this gate let the write by.
+		electOnce.Do(func() {
+			if err := b.Views.WaitFor(context.Background(), h.Views.Seq()); err != nil {
+				t.Error(err)
+			}
+			if _, err := lb.Elect(context.Background(), "", "", "test", nil); err != nil {
+				t.Error(err)
+			}
+		})
+		return epoch, err
+	}
+	before, _ := h.Store.LastSeq(context.Background())
+	_, err := h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "a newer leader was elected") {
+		t.Fatalf("the deposed leader's write: %v, want Unavailable saying a newer leader was elected", err)
+	}
+	if last, _ := h.Store.LastSeq(context.Background()); last != before+1 {
+		t.Fatalf("the log went from %d to %d: want only the new LeaderElected", before, last)
+	}
+	if la.Epoch() != 0 || deposedWhy.Load() == nil {
+		t.Fatalf("the fenced leader still leads epoch %d (deposed: %v)", la.Epoch(), deposedWhy.Load())
+	}
+}

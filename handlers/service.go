@@ -52,6 +52,12 @@ type Service struct {
 	// handlers.Leadership.Permit): it returns the leadership epoch to stamp
 	// on the events, or the refusal of a replica that does not lead.
 	Gate func() (epoch uint64, err error)
+	// Fence, when set, is the epoch this replica leads and the seq of its
+	// LeaderElected (handlers.Leadership.Fence): every append goes fenced
+	// by it, so the log itself refuses the write of a deposed leader.
+	Fence func() (epoch, seq uint64)
+	// OnFenced is told when the log refused an append for its fence.
+	OnFenced func(why string)
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -179,6 +185,12 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 			}
 			continue
 		}
+		if errors.Is(err, events.ErrFenced) {
+			if s.OnFenced != nil {
+				s.OnFenced(err.Error())
+			}
+			return res, refuse(CodeUnavailable, "not the leader: %v; retry shortly, the new leader answers", err)
+		}
 		if err != nil {
 			return res, unavailableIfUnwritable(err)
 		}
@@ -202,6 +214,13 @@ func (s *Service) append(ctx context.Context, writes []events.Write) (events.App
 	var span trace.Span
 	if s.Tracer != nil {
 		ctx, span = s.Tracer.Start(ctx, "claimstream.append", trace.WithSpanKind(trace.SpanKindProducer))
+	}
+	if s.Fence != nil {
+		fe, seq := s.Fence()
+		if fe != epoch || seq == 0 {
+			return events.AppendResult{}, refuse(CodeUnavailable, "not the leader: this replica's term ended while the write was decided; retry shortly")
+		}
+		ctx = events.Fenced(ctx, seq)
 	}
 	s.stamp(ctx, writes, epoch)
 	began := time.Now()

@@ -101,6 +101,8 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 		l.leadership.Source = src
 	}
 	p.service.Gate = l.leadership.Permit
+	p.service.Fence = l.leadership.Fence
+	p.service.OnFenced = l.leadership.Fenced
 	if p.tel != nil {
 		if err := p.tel.Metrics.ObserveLeadership(l.leadership.Epoch); err != nil {
 			return err

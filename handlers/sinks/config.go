@@ -127,9 +127,10 @@ func (s *Sink) validate(expand bool) []fieldProblem {
 	case s.URL == "":
 		add("url", "required: the webhook's http(s) URL")
 	case err != nil:
-		add("url", "%q is not a URL: %v", s.URL, errors.Unwrap(err))
+		// Shown without its credentials, as everywhere (RedactURL).
+		add("url", "%q is not a URL: %s", RedactURL(s.URL), RedactText(errors.Unwrap(err).Error()))
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		add("url", "%q is not an http(s) URL", s.URL)
+		add("url", "%q is not an http(s) URL", RedactURL(s.URL))
 	}
 	for i, t := range s.Types {
 		typ := events.Type(t)

@@ -48,6 +48,7 @@ func (d *Dispatcher) ListDeadLetters(ctx context.Context, sink string) ([]DeadLe
 		if err := json.Unmarshal(raw.Data, &r); err != nil {
 			return nil, fmt.Errorf("dead-letter seq %d: %w", raw.Sequence, err)
 		}
+		r.LastError = RedactText(r.LastError) // a record stored before it was redacted
 		out = append(out, DeadLetterEntry{ID: raw.Sequence, DeadLetter: r})
 		seq = raw.Sequence + 1
 	}

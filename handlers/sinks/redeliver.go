@@ -117,7 +117,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, req RedeliverRequest) ([]Red
 			return nil, fmt.Errorf("%w: dead letter %d is of sink %q, which is not in the sinks file serve runs with", ErrBadRedeliver, e.ID, e.Sink)
 		}
 		s := d.Config.Sinks[i].clone()
-		if err := s.normalize(false); err != nil {
+		if err := s.normalize(); err != nil {
 			return nil, fmt.Errorf("sink %s: %w", s.Name, err)
 		}
 		w, err := d.newSender(s)

@@ -114,10 +114,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	workers := make([]*worker, 0, len(d.Config.Sinks))
 	for _, s := range d.Config.Sinks {
-		// A Config built in code gets its defaults here; a loaded one
-		// already has them (its headers are not expanded twice).
+		// A Config built in code gets its defaults and checks here; a
+		// loaded one already has them.
 		s = s.clone()
-		if err := s.normalize(false); err != nil {
+		if err := s.normalize(); err != nil {
 			return fmt.Errorf("sink %s: %w", s.Name, err)
 		}
 		w, err := d.newWorker(ctx, s)

@@ -249,7 +249,8 @@ func (d *Dispatcher) newSender(s Sink) (*worker, error) {
 	}
 	p, err := cehttp.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: http protocol: %w", s.Name, err)
+		// The sdk's target error quotes the URL.
+		return nil, fmt.Errorf("sink %s: http protocol: %w", s.Name, RedactError(err))
 	}
 	c, err := cloudevents.NewClient(p)
 	if err != nil {

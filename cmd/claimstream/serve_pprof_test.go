@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,24 @@ func TestServePprofNeedsMetricsAddress(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("data dir after the refused start: %v, want none", err)
+	}
+}
+
+// /debug/pprof/cmdline would print the process's arguments, --api-token's
+// value among them: it is not served, and no profile page shows the token.
+func TestServePprofNeverShowsTheCommandLine(t *testing.T) {
+	const secret = "pprof-cmdline-s3cret-token"
+	args := os.Args
+	os.Args = append(slices.Clone(args), "--api-token="+secret, "--nats-password", secret)
+	t.Cleanup(func() { os.Args = args })
+	_, metrics, _ := pprofServe(t, true)
+	code, body := httpStatus(t, "http://"+metrics+"/debug/pprof/cmdline", "")
+	if code != http.StatusNotFound || strings.Contains(body, secret) {
+		t.Fatalf("GET /debug/pprof/cmdline: %d, body %.200q; want 404 without the token", code, body)
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=2", "/debug/pprof/symbol"} {
+		if _, body := httpStatus(t, "http://"+metrics+path, ""); strings.Contains(body, secret) {
+			t.Errorf("GET %s shows the token", path)
+		}
 	}
 }

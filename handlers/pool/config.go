@@ -91,6 +91,9 @@ func Parse(source string, data []byte) (*Config, error) {
 	if p != nil {
 		return nil, fail([]Problem{*p})
 	}
+	if p := notAPoolFile(doc); p != nil {
+		return nil, fail([]Problem{*p})
+	}
 	if p := checkAliases(doc); p != nil {
 		return nil, fail([]Problem{*p})
 	}
@@ -188,6 +191,9 @@ func syntaxProblem(data []byte, err error) *Problem {
 				break
 			}
 		}
+		// The name is the file's content, and a file that does not parse
+		// may be anything (a token): the line says where.
+		msg = "an alias refers to an unknown anchor"
 	}
 	return &Problem{Line: line, Msg: "YAML syntax: " + msg}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Problem is one thing wrong with a pool file: where (line and field path)
@@ -81,4 +83,40 @@ func sortProblems(ps []Problem) []Problem {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Path, b.Path), cmp.Compare(a.Msg, b.Msg))
 	})
 	return slices.Compact(ps)
+}
+
+// poolFields are the top-level fields of a pool file.
+var poolFields = []string{"groups", "slots"}
+
+// notAPoolFile refuses a document that is not a pool file at all (a
+// scalar, a list, a map with neither groups nor slots) by its kind alone.
+// Its content is never echoed: --config pointed at the wrong file (the API
+// token, a kubeconfig) must not print a secret. A document that is a pool
+// file, however wrong, gets nil, and its problems show its values.
+func notAPoolFile(doc *yaml.Node) *Problem {
+	if doc == nil || len(doc.Content) == 0 {
+		return nil // empty: "groups: is required"
+	}
+	root := doc.Content[0]
+	const tail = ", not a pool file (a pool file is a map with groups and slots)"
+	switch root.Kind {
+	case yaml.MappingNode:
+		for i := 0; i < len(root.Content); i += 2 {
+			if k := root.Content[i]; k.Kind == yaml.ScalarNode && slices.Contains(poolFields, k.Value) {
+				return nil
+			}
+		}
+		if len(root.Content) == 0 {
+			return nil // {}: "groups: is required"
+		}
+		return &Problem{Line: root.Line, Msg: "the file is a map with neither groups nor slots" + tail}
+	case yaml.SequenceNode:
+		return &Problem{Line: root.Line, Msg: "the file is a list" + tail}
+	case yaml.ScalarNode:
+		if root.ShortTag() == "!!null" {
+			return nil
+		}
+		return &Problem{Line: root.Line, Msg: "the file is a single scalar" + tail}
+	}
+	return &Problem{Line: root.Line, Msg: "the file is not a map" + tail}
 }

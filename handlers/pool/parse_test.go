@@ -335,7 +335,7 @@ func TestParseEdgeCases(t *testing.T) {
 	}{
 		{"empty file", "", "x.yaml:1: groups: is required"},
 		{"comment only", "# nothing\n", "x.yaml:1: groups: is required"},
-		{"not a mapping", "- a\n", "x.yaml:1: must be a mapping (got a list)"},
+		{"not a mapping", "- a\n", "x.yaml:1: the file is a list, not a pool file (a pool file is a map with groups and slots)"},
 		{"empty pool", "groups: []\n", ""},
 		{"two documents", "groups: []\n---\ngroups: []\n", "x.yaml:2: a pool file holds one YAML document; found a second one"},
 		{"duplicate key", "groups: []\nslots: []\ngroups: []\n", "x.yaml:3: groups: duplicate key (first set at line 1)"},
@@ -343,7 +343,7 @@ func TestParseEdgeCases(t *testing.T) {
 		{"merge key", "groups:\n  - &g {name: a, minSize: 0, maxSize: 0}\n  - <<: *g\n    name: b\n", ""},
 		{"merge key keeps its errors", "groups:\n  - &g {name: a, minSize: -1}\n  - <<: *g\n    name: b\n",
 			"x.yaml:2: groups[0].minSize: must be >= 0 (got -1)\nx.yaml:2: groups[1].minSize: must be >= 0 (got -1)"},
-		{"unknown alias", "groups: *nope\n", "x.yaml:1: YAML syntax: unknown anchor 'nope' referenced"},
+		{"unknown alias", "groups: *nope\n", "x.yaml:1: YAML syntax: an alias refers to an unknown anchor"},
 		{"bad label key", "groups:\n  - name: g\n    template:\n      labels:\n        \"bad key/x/y\": v\n",
 			`x.yaml:5: groups[0].template.labels["bad key/x/y"]: invalid label key: a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`},
 		{"label value must be a string", "groups:\n  - name: g\n    template:\n      labels: {a: 1}\n",
@@ -393,6 +393,7 @@ func TestParseEdgeCases(t *testing.T) {
 // expanded.
 func TestAliasBomb(t *testing.T) {
 	var b strings.Builder
+	b.WriteString("groups: []\n")
 	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
 	for i := 1; i < 12; i++ {
 		fmt.Fprintf(&b, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
@@ -413,9 +414,9 @@ func TestAliasBomb(t *testing.T) {
 // and 12 MB of text).
 func TestAliasCycle(t *testing.T) {
 	for _, doc := range []string{
-		"a: &a [*a, *a]\n",
+		"groups: &a [*a, *a]\n",
 		"groups:\n  - &g {name: a, more: [*g]}\n",
-		"x: &m\n  <<: *m\n",
+		"slots: &m\n  <<: *m\n",
 	} {
 		start := time.Now()
 		_, err := Parse("x.yaml", []byte(doc))
@@ -430,7 +431,7 @@ func TestAliasCycle(t *testing.T) {
 			t.Errorf("%q: took %s", doc, d)
 		}
 	}
-	_, err := Parse("x.yaml", []byte("a: &a [*a, *a]\n"))
+	_, err := Parse("x.yaml", []byte("groups: &a [*a, *a]\n"))
 	if want := "x.yaml:1: YAML alias *a refers to the value that contains it (a cycle); aliases must name a value defined before and outside them"; err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}
@@ -440,6 +441,7 @@ func TestAliasCycle(t *testing.T) {
 // the budget, before any expansion.
 func TestAliasBombLine(t *testing.T) {
 	var b strings.Builder
+	b.WriteString("groups: []\n")
 	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
 	for i := 1; i < 40; i++ {
 		fmt.Fprintf(&b, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
@@ -450,9 +452,9 @@ func TestAliasBombLine(t *testing.T) {
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
 		t.Fatalf("got %v, want one problem", err)
 	}
-	// a4 expands to 111,111 values; a5 (line 6) crosses 2^18 on its third alias.
-	if p := ce.Problems[0]; p.Line != 6 || !strings.Contains(p.Msg, "alias bomb") {
-		t.Errorf("got %v, want line 6 and an alias bomb", p)
+	// a4 expands to 111,111 values; a5 (line 7) crosses 2^18 on its third alias.
+	if p := ce.Problems[0]; p.Line != 7 || !strings.Contains(p.Msg, "alias bomb") {
+		t.Errorf("got %v, want line 7 and an alias bomb", p)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("took %s", d)

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -75,9 +73,13 @@ type Sink struct {
 	Groups []string `yaml:"groups"`
 	// Mode is binary (default) or structured.
 	Mode Mode `yaml:"mode"`
-	// Headers are added to every request. A value may name environment
-	// variables ($TOKEN, ${TOKEN}); they are expanded when the file loads.
+	// Headers are added to every request, each value exactly as given (a
+	// file's valueFrom already read; see headers.go). Reserved headers
+	// (Ce-*, Content-Type, Host, Traceparent, ...) and values with a
+	// control character are refused.
 	Headers map[string]string `yaml:"headers"`
+	// headerFrom names where a header's value was read (for messages).
+	headerFrom map[string]string
 	// MaxAttempts bounds the attempts of one event (default 5) before it is
 	// dead-lettered.
 	MaxAttempts int     `yaml:"maxAttempts"`
@@ -97,9 +99,8 @@ var sinkName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // normalize fills the defaults and validates; the error names the first
 // field wrong (a Config built in code; a file reports every problem).
-// expand expands the environment in header values (once, at load).
-func (s *Sink) normalize(expand bool) error {
-	if ps := s.validate(expand); len(ps) > 0 {
+func (s *Sink) normalize() error {
+	if ps := s.validate(); len(ps) > 0 {
 		return fmt.Errorf("%s: %s", ps[0].field, ps[0].msg)
 	}
 	return nil
@@ -110,7 +111,7 @@ func (s *Sink) normalize(expand bool) error {
 type fieldProblem struct{ field, msg string }
 
 // validate fills the defaults and returns every problem of s.
-func (s *Sink) validate(expand bool) []fieldProblem {
+func (s *Sink) validate() []fieldProblem {
 	var ps []fieldProblem
 	add := func(field, format string, args ...any) {
 		ps = append(ps, fieldProblem{field, fmt.Sprintf(format, args...)})
@@ -127,9 +128,10 @@ func (s *Sink) validate(expand bool) []fieldProblem {
 	case s.URL == "":
 		add("url", "required: the webhook's http(s) URL")
 	case err != nil:
-		add("url", "%q is not a URL: %v", s.URL, errors.Unwrap(err))
+		// Shown without its credentials, as everywhere (RedactURL).
+		add("url", "%q is not a URL: %s", RedactURL(s.URL), RedactText(errors.Unwrap(err).Error()))
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		add("url", "%q is not an http(s) URL", s.URL)
+		add("url", "%q is not an http(s) URL", RedactURL(s.URL))
 	}
 	for i, t := range s.Types {
 		typ := events.Type(t)
@@ -157,12 +159,8 @@ func (s *Sink) validate(expand bool) []fieldProblem {
 		add("start", "%q, want new or all", s.Start)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
-		if k == "" || strings.ContainsAny(k, " :\r\n") {
-			add("headers", "bad header name %q", k)
-			continue
-		}
-		if expand {
-			s.Headers[k] = os.ExpandEnv(s.Headers[k])
+		if msg := headerProblem(k, s.Headers[k], s.headerFrom[k]); msg != "" {
+			add("headers."+k, "%s", msg)
 		}
 	}
 	switch {
@@ -210,6 +208,7 @@ func (s Sink) clone() Sink {
 	s.Slots = slices.Clone(s.Slots)
 	s.Groups = slices.Clone(s.Groups)
 	s.Headers = maps.Clone(s.Headers)
+	s.headerFrom = maps.Clone(s.headerFrom)
 	if s.DeadLetter != nil {
 		d := *s.DeadLetter
 		s.DeadLetter = &d

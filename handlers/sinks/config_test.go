@@ -2,10 +2,14 @@ package sinks_test
 
 import (
 	"errors"
+	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers/sinks"
@@ -112,15 +116,23 @@ func TestSinksFileReportsEveryProblem(t *testing.T) {
 
 // FuzzSinksFile: any input is either a valid config whose every sink
 // passes validation again, or a ConfigError naming at least one problem
-// with a line; it never panics.
+// with a line; it never panics. An accepted file's headers are tokens,
+// not reserved, with values free of CR, LF and NUL, and they round-trip:
+// written back as {value: ...} they load to the same headers. valueFrom
+// reads a fake environment and fake files only.
 func FuzzSinksFile(f *testing.F) {
+	env := map[string]string{"TOKEN": "t0ken", "CRLF": "a\r\nb", "EMPTY": ""}
+	files := map[string]string{"/run/tok": "f1le\n", "/run/lf": "a\nb", "/run/empty": ""}
 	f.Add([]byte("sinks:\n  - {name: a, url: 'http://x', types: [ClaimFailed], backoff: {initial: 1s, max: 2s}}\n"))
 	f.Add([]byte("sinks: [{name: a, url: [1], timeout: x, maxAttempts: 1.5, headers: {a: b}}]"))
+	f.Add([]byte("sinks: [{name: a, url: 'http://x', headers: {A: {prefix: 'Bearer ', valueFrom: {env: TOKEN}}, B: {valueFrom: {file: /run/tok}}, C: {value: '$X'}, D: abc$def}}]"))
+	f.Add([]byte("sinks: [{name: a, url: 'http://x', headers: {A: {valueFrom: {env: CRLF}}, B: {valueFrom: {file: /run/lf}}, Ce-Id: x, \"X\\r\": \"a\\nb\"}}]"))
+	f.Add([]byte("sinks: [{name: a, url: 'http://x', headers: {A: '${TOKEN}', b: {valueFrom: {env: EMPTY}}, B: 1}}]"))
 	f.Add([]byte("sinks: &a [*a]"))
 	f.Add([]byte("- 1\n- 2"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cfg, err := sinks.ParseConfig(b)
+		cfg, err := sinks.ParseConfigWith(b, env, files)
 		if err != nil {
 			var ce *sinks.ConfigError
 			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
@@ -134,6 +146,32 @@ func FuzzSinksFile(f *testing.F) {
 		for _, s := range cfg.Sinks {
 			if s.Name == "" || s.URL == "" || s.MaxAttempts <= 0 || s.Timeout <= 0 {
 				t.Fatalf("%q: a valid sink without its defaults: %+v", b, s)
+			}
+			for k, v := range s.Headers {
+				if k == "" || strings.ContainsAny(k, " :\r\n\x00") || strings.ContainsAny(v, "\r\n\x00") {
+					t.Fatalf("%q: header %q: %q accepted", b, k, v)
+				}
+				if c := http.CanonicalHeaderKey(k); strings.HasPrefix(c, "Ce-") || c == "Host" || c == "Content-Type" || c == "Traceparent" {
+					t.Fatalf("%q: reserved header %q accepted", b, k)
+				}
+			}
+			if len(s.Headers) == 0 {
+				continue
+			}
+			hs := map[string]any{}
+			for k, v := range s.Headers {
+				hs[k] = map[string]string{"value": v}
+			}
+			again, err := yaml.Marshal(map[string]any{"sinks": []any{map[string]any{"name": s.Name, "url": s.URL, "headers": hs}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := sinks.ParseConfigWith(again, nil, nil)
+			if err != nil {
+				t.Fatalf("%q: its headers written back do not load: %v\n%s", b, err, again)
+			}
+			if !maps.Equal(back.Sinks[0].Headers, s.Headers) {
+				t.Fatalf("%q: headers %q written back load as %q", b, s.Headers, back.Sinks[0].Headers)
 			}
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -55,27 +56,29 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("sinks file: %w", err)
 	}
-	return parseConfig(path, b)
+	src := osSources
+	src.dir = filepath.Dir(path)
+	return parseConfig(path, b, src)
 }
 
 // ParseConfig decodes a sinks file strictly (an unknown field is a
-// problem naming it), expands environment variables in header values,
-// fills the defaults and validates every sink. A *ConfigError lists every
-// problem.
-func ParseConfig(b []byte) (Config, error) { return parseConfig("sinks file", b) }
+// problem naming it), reads the header values named by valueFrom (a
+// relative file from the working directory), fills the defaults and
+// validates every sink. A *ConfigError lists every problem.
+func ParseConfig(b []byte) (Config, error) { return parseConfig("sinks file", b, osSources) }
 
 // sinkFields are a sink's fields as the file names them, with what each
 // holds (for the messages).
 var sinkFields = map[string]string{
 	"name": "a string", "url": "a string", "types": "a list of event types", "slots": "a list of slot names",
-	"groups": "a list of group names", "mode": "binary or structured", "headers": "a map of header names to values",
+	"groups": "a list of group names", "mode": "binary or structured", "headers": "a map of header names to values (a string, or {valueFrom: {env: NAME}})",
 	"maxAttempts": "a whole number", "backoff": "a map with initial and max", "timeout": "a duration such as 10s",
 	"deadLetter": "true or false", "start": "new or all",
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
-func parseConfig(source string, b []byte) (Config, error) {
+func parseConfig(source string, b []byte, src secretSources) (Config, error) {
 	var cfg Config
 	var ps []Problem
 	add := func(line int, field, format string, args ...any) {
@@ -116,7 +119,7 @@ func parseConfig(source string, b []byte) (Config, error) {
 		}
 		for j, item := range v.Content {
 			path := fmt.Sprintf("sinks[%d]", j)
-			s, lines, itemPs := decodeSink(path, item)
+			s, lines, itemPs := decodeSink(path, item, src)
 			ps = append(ps, itemPs...)
 			line := func(field string) int {
 				for f := field; f != ""; {
@@ -131,7 +134,7 @@ func parseConfig(source string, b []byte) (Config, error) {
 				}
 				return item.Line
 			}
-			for _, fp := range s.validate(true) {
+			for _, fp := range s.validate() {
 				if _, typeProblem := lines["!"+fp.field]; typeProblem {
 					continue // already reported as the wrong kind of value
 				}
@@ -158,7 +161,7 @@ func parseConfig(source string, b []byte) (Config, error) {
 // the wrong kind is reported (by its name in the file, with what it should
 // hold), not only the first. lines maps a field (types[1], backoff.max) to
 // its line; "!field" marks a field already reported.
-func decodeSink(path string, n *yaml.Node) (Sink, map[string]int, []Problem) {
+func decodeSink(path string, n *yaml.Node, src secretSources) (Sink, map[string]int, []Problem) {
 	var s Sink
 	lines := map[string]int{}
 	var ps []Problem
@@ -216,12 +219,16 @@ func decodeSink(path string, n *yaml.Node) (Sink, map[string]int, []Problem) {
 				s.Groups = list
 			}
 		case "headers":
-			var h map[string]string
-			if v.Kind != yaml.MappingNode || v.Decode(&h) != nil {
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+				continue
+			}
+			if v.Kind != yaml.MappingNode {
 				bad(v, field, sinkFields[field])
 				continue
 			}
-			s.Headers = h
+			h, from, hps := decodeHeaders(path, v, src, lines)
+			ps = append(ps, hps...)
+			s.Headers, s.headerFrom = h, from
 		case "maxAttempts":
 			var x int
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(&x) != nil {

@@ -48,6 +48,7 @@ func (d *Dispatcher) ListDeadLetters(ctx context.Context, sink string) ([]DeadLe
 		if err := json.Unmarshal(raw.Data, &r); err != nil {
 			return nil, fmt.Errorf("dead-letter seq %d: %w", raw.Sequence, err)
 		}
+		r.LastError = RedactText(r.LastError) // a record stored before it was redacted
 		out = append(out, DeadLetterEntry{ID: raw.Sequence, DeadLetter: r})
 		seq = raw.Sequence + 1
 	}
@@ -116,7 +117,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, req RedeliverRequest) ([]Red
 			return nil, fmt.Errorf("%w: dead letter %d is of sink %q, which is not in the sinks file serve runs with", ErrBadRedeliver, e.ID, e.Sink)
 		}
 		s := d.Config.Sinks[i].clone()
-		if err := s.normalize(false); err != nil {
+		if err := s.normalize(); err != nil {
 			return nil, fmt.Errorf("sink %s: %w", s.Name, err)
 		}
 		w, err := d.newSender(s)

@@ -114,10 +114,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	workers := make([]*worker, 0, len(d.Config.Sinks))
 	for _, s := range d.Config.Sinks {
-		// A Config built in code gets its defaults here; a loaded one
-		// already has them (its headers are not expanded twice).
+		// A Config built in code gets its defaults and checks here; a
+		// loaded one already has them.
 		s = s.clone()
-		if err := s.normalize(false); err != nil {
+		if err := s.normalize(); err != nil {
 			return fmt.Errorf("sink %s: %w", s.Name, err)
 		}
 		w, err := d.newWorker(ctx, s)
@@ -158,11 +158,13 @@ func (d *Dispatcher) ensureDeadLetterStream(ctx context.Context) error {
 }
 
 // consumerConfig is the durable consumer of s. An existing consumer keeps
-// its start; its filters follow the file.
+// its start; its filters and description follow the file.
 func (d *Dispatcher) consumerConfig(s Sink) jetstream.ConsumerConfig {
+	// Any subscriber reads the description (CONSUMER.INFO), and backups
+	// hold it: the URL without its credentials.
 	cfg := jetstream.ConsumerConfig{
 		Durable:        s.ConsumerName(),
-		Description:    "claimstream webhook sink " + s.Name + " -> " + s.URL,
+		Description:    "claimstream webhook sink " + s.Name + " -> " + RedactURL(s.URL),
 		FilterSubjects: s.FilterSubjects(d.Store.Subjects()),
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		// One event in flight: delivery in log order.
@@ -186,7 +188,8 @@ func (d *Dispatcher) ensureConsumer(ctx context.Context, s Sink) (jetstream.Cons
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		c, err = d.JS.CreateConsumer(ctx, stream, cfg)
 	case err == nil:
-		// Resume: keep where it started, follow the file's filters.
+		// Resume: keep where it started, follow the file's filters (and
+		// replace a description that held the URL's credentials).
 		old := c.CachedInfo().Config
 		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = old.DeliverPolicy, old.OptStartSeq, old.OptStartTime
 		c, err = d.JS.UpdateConsumer(ctx, stream, cfg)
@@ -246,7 +249,8 @@ func (d *Dispatcher) newSender(s Sink) (*worker, error) {
 	}
 	p, err := cehttp.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: http protocol: %w", s.Name, err)
+		// The sdk's target error quotes the URL.
+		return nil, fmt.Errorf("sink %s: http protocol: %w", s.Name, RedactError(err))
 	}
 	c, err := cloudevents.NewClient(p)
 	if err != nil {
@@ -257,7 +261,7 @@ func (d *Dispatcher) newSender(s Sink) (*worker, error) {
 
 // run is the delivery loop of one sink.
 func (w *worker) run(ctx context.Context) {
-	w.log.Info("sink delivering", "url", w.sink.URL, "consumer", w.sink.ConsumerName(), "filters", w.sink.FilterSubjects(w.d.Store.Subjects()))
+	w.log.Info("sink delivering", "url", RedactURL(w.sink.URL), "consumer", w.sink.ConsumerName(), "filters", w.sink.FilterSubjects(w.d.Store.Subjects()))
 	failures := 0
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, w.d.FetchWait)
@@ -372,8 +376,14 @@ func (w *worker) deliver(ctx context.Context, m jetstream.Msg, e events.Event) (
 }
 
 // send makes one attempt. The request is not cut off when ctx ends: a
-// receiver that accepts it is acked, so it never sees the event twice.
+// receiver that accepts it is acked, so it never sees the event twice. Its
+// error shows the URL without credentials (net/http's *url.Error prints the
+// user and the query): it is logged, dead-lettered and answered by the API.
 func (w *worker) send(ctx context.Context, ce cloudevents.Event, e events.Event) error {
+	return RedactError(w.sendOnce(ctx, ce, e))
+}
+
+func (w *worker) sendOnce(ctx context.Context, ce cloudevents.Event, e events.Event) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.sink.Timeout)
 	defer cancel()
 	if w.sink.Mode == ModeStructured {
@@ -391,10 +401,10 @@ func (w *worker) send(ctx context.Context, ce cloudevents.Event, e events.Event)
 	}
 	var hr *cehttp.Result
 	if cloudevents.ResultAs(res, &hr) {
-		return fmt.Errorf("%s answered %d: %w", w.sink.URL, hr.StatusCode, res)
+		return fmt.Errorf("%s answered %d: %w", RedactURL(w.sink.URL), hr.StatusCode, res)
 	}
 	if res == nil {
-		return fmt.Errorf("%s: no result", w.sink.URL)
+		return fmt.Errorf("%s: no result", RedactURL(w.sink.URL))
 	}
 	return res
 }
@@ -446,7 +456,7 @@ func (w *worker) deadLetter(ctx context.Context, e events.Event, attempts int, c
 	}
 	rec := DeadLetter{
 		Sink: w.sink.Name, EventID: e.ID, Seq: e.Seq, Type: string(e.Type), Subject: subject,
-		Attempts: attempts, LastError: strings.Join(strings.Fields(cause.Error()), " "), Time: w.d.Clock.Now().UTC(),
+		Attempts: attempts, LastError: RedactText(strings.Join(strings.Fields(cause.Error()), " ")), Time: w.d.Clock.Now().UTC(),
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -493,6 +503,7 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, store *events.
 		if err := json.Unmarshal(raw.Data, &r); err != nil {
 			return nil, fmt.Errorf("dead-letter seq %d: %w", raw.Sequence, err)
 		}
+		r.LastError = RedactText(r.LastError) // a record stored before it was redacted
 		out = append(out, r)
 		seq = raw.Sequence + 1
 	}

@@ -238,3 +238,27 @@ func TestReadRightAfterTheFollowersComeBack(t *testing.T) {
 		t.Fatalf("read %d events, want 1", n)
 	}
 }
+
+// The claimstream leader's server hands the stream's leadership to
+// another replica; a server that does not lead it moves nothing.
+func TestHandOffStreamLeaders(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	c.Store(0, events.StoreConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lead := c.StreamLeader("CLAIMSTREAM")
+	other := c.Servers[(c.Index(lead)+1)%3]
+	if moved, err := other.HandOffStreamLeaders(ctx, "CLAIMSTREAM"); err != nil || len(moved) != 0 {
+		t.Fatalf("a follower's hand-off moved %v (%v), want nothing", moved, err)
+	}
+	moved, err := lead.HandOffStreamLeaders(ctx, "CLAIMSTREAM")
+	if err != nil || len(moved) != 1 {
+		t.Fatalf("the leader's hand-off moved %v (%v), want CLAIMSTREAM", moved, err)
+	}
+	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if now := c.StreamLeader("CLAIMSTREAM"); now == lead {
+			return fmt.Errorf("the stream is still led by %s", now.Server.Name())
+		}
+		return nil
+	})
+}

@@ -40,9 +40,17 @@ func failoverOnce(b *testing.B) time.Duration {
 	leader := leaderOf(b, replicas)
 	killedAt := time.Now()
 	leader.signal(syscall.SIGKILL)
+	survivors := without(replicas, leader)
+	b.Cleanup(func() {
+		if b.Failed() {
+			for _, r := range survivors {
+				b.Logf("%s's log:\n%s", r.name, lastLines(r.logText(), 80))
+			}
+		}
+	})
 	var took time.Duration
 	eventstest.CheckFor(b, 90*time.Second, 20*time.Millisecond, func() error {
-		for _, r := range without(replicas, leader) {
+		for _, r := range survivors {
 			if err := r.toggleSlot("node-3.lan", false); err == nil {
 				took = time.Since(killedAt)
 				return nil

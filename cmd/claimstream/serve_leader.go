@@ -156,6 +156,9 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 		return nil
 	}
 	defer l.StepDown()
+	if p.emb.Clustered() {
+		go p.handOffStreamLeaders(ctx)
+	}
 	if p.lead.kube != nil && p.lead.podName != "" && p.lead.podNamespace != "" {
 		if err := leader.LabelLeaderPod(ctx, p.lead.kube, p.lead.podNamespace, p.lead.podName); err != nil {
 			p.log.Error("the leader's pod is not labelled: cluster-autoscaler may reach a follower", "err", err)
@@ -213,4 +216,23 @@ func (p *plane) poolInViews() bool {
 	ok := false
 	p.views.Read(func(st *projections.State) { ok = st.CurrentLeader().Epoch > 0 && len(st.Groups) > 0 })
 	return ok
+}
+
+// handOffStreamLeaders moves the leadership of the log's stream and of the
+// lease's bucket away from this replica's server, so that losing this
+// process does not also stop the writes the next leader needs.
+func (p *plane) handOffStreamLeaders(ctx context.Context) {
+	streams := []string{p.store.Stream()}
+	if _, kv := p.lead.elector.(*leader.KVLease); kv {
+		streams = append(streams, "KV_"+leader.DefaultBucket)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	moved, err := p.emb.HandOffStreamLeaders(ctx, streams...)
+	if len(moved) > 0 {
+		p.log.Info("moved the streams' leadership to another replica, so that losing this one leaves them standing", "streams", moved)
+	}
+	if err != nil && ctx.Err() == nil {
+		p.log.Warn("the streams' leadership stays on the claimstream leader's server: losing it costs a JetStream election", "err", err)
+	}
 }

@@ -305,10 +305,12 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 		return errors.Join(errs...)
 	})
 	t.Logf("failover: kill -9 of the leader to the first acknowledged write on the new leader: %s", failover.Round(time.Millisecond))
-	// The lease (15s on the survivor's clock from when it last saw the
-	// lease change) + a retry period + the election's append and catch-up.
-	if failover > 25*time.Second {
-		t.Errorf("failover took %s, want within the 15s lease and a reconcile", failover)
+	// The lease (4s on the survivor's clock from when it last saw the
+	// lease change) + a retry period + the election's append and catch-up,
+	// or a JetStream election where the killed server led what the
+	// survivor needs (up to 9s).
+	if failover > 20*time.Second {
+		t.Errorf("failover took %s, want within the 4s lease, a JetStream election and a reconcile", failover)
 	}
 	third := leaderOf(t, survivors)
 	after := sameLog(t, survivors)

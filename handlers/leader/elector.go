@@ -51,8 +51,10 @@ type Timing struct {
 	RetryPeriod time.Duration
 }
 
-// DefaultTiming is client-go's usual 15s/10s/2s.
-var DefaultTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+// DefaultTiming is short: the log fences every append by its leader's
+// LeaderElected (events.Fenced), so two replicas that both believe they
+// lead cannot both write, and a short lease only makes a failover fast.
+var DefaultTiming = Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 
 func (t Timing) withDefaults() Timing {
 	if t.LeaseDuration <= 0 {
@@ -75,6 +77,13 @@ type term struct {
 	deadline time.Duration
 	log      *slog.Logger
 	self     string
+	// timing bounds the rest after a short term (lead).
+	timing Timing
+	// rest is how long to wait before the next campaign: after terms
+	// whose work ended by itself sooner than the lease duration (a
+	// replica that cannot lead yet), RetryPeriod, doubling up to
+	// LeaseDuration; 0 after a term that lasted.
+	rest time.Duration
 
 	mu        sync.Mutex
 	leading   bool
@@ -120,6 +129,24 @@ func (t *term) current() Holder {
 	return t.leader
 }
 
+// pause waits out the rest lead set after a short term, so that a replica
+// whose work fails at once (its views cannot catch up yet, the log refuses
+// its election) does not take, fail and release the lease many times a
+// second, and the others get their turn.
+func (t *term) pause(ctx context.Context, clk clock.Clock) {
+	t.mu.Lock()
+	d := t.rest
+	t.mu.Unlock()
+	if d == 0 || ctx.Err() != nil {
+		return
+	}
+	t.log.Info("the leader's work ended soon after it began; waiting before campaigning again", "replica", t.self, "wait", d)
+	select {
+	case <-ctx.Done():
+	case <-clk.After(d):
+	}
+}
+
 // lead runs one term: lead(ctx) in its own goroutine with a context that
 // lost cancels; it returns once lead has returned, having logged why the
 // term ended.
@@ -128,6 +155,7 @@ func (t *term) lead(ctx context.Context, lead func(context.Context), lost <-chan
 	t.leading = true
 	t.mu.Unlock()
 	t.log.Info("leading", "replica", t.self)
+	began := t.clock.Now()
 	tctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -135,15 +163,22 @@ func (t *term) lead(ctx context.Context, lead func(context.Context), lost <-chan
 		lead(tctx)
 	}()
 	var why string
+	ended := false
 	select {
 	case why = <-lost:
 	case <-done:
-		why = "the leader's work ended"
+		why, ended = "the leader's work ended", true
 	case <-ctx.Done():
 		why = "stopping"
 	}
 	t.mu.Lock()
 	t.leading = false
+	switch {
+	case ended && t.clock.Since(began) < t.timing.LeaseDuration:
+		t.rest = min(max(2*t.rest, t.timing.RetryPeriod), t.timing.LeaseDuration)
+	default:
+		t.rest = 0
+	}
 	t.mu.Unlock()
 	cancel()
 	<-done

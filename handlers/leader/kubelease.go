@@ -59,7 +59,7 @@ func NewKubeLease(cfg KubeConfig) (*KubeLease, error) {
 		cfg.Log = slog.Default()
 	}
 	cfg.Timing = cfg.Timing.withDefaults()
-	return &KubeLease{cfg: cfg, term: &term{clock: cfg.Clock, deadline: cfg.Timing.RenewDeadline, log: cfg.Log, self: cfg.Self.Replica}}, nil
+	return &KubeLease{cfg: cfg, term: &term{clock: cfg.Clock, deadline: cfg.Timing.RenewDeadline, log: cfg.Log, self: cfg.Self.Replica, timing: cfg.Timing}}, nil
 }
 
 // Identity is the Lease holder identity of this replica.
@@ -79,6 +79,11 @@ func (k *KubeLease) Run(ctx context.Context, lead func(context.Context)) {
 			k.cfg.Log.Error("leader election", "err", err)
 			return
 		}
+		wait, ok := k.cfg.Clock.(clock.Clock)
+		if !ok {
+			wait = clock.RealClock{}
+		}
+		k.pause(ctx, wait)
 	}
 }
 

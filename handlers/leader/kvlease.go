@@ -87,7 +87,7 @@ func OpenKVLease(ctx context.Context, js jetstream.JetStream, cfg KVConfig) (*KV
 	if err != nil {
 		return nil, fmt.Errorf("leader lease bucket %s: %w", cfg.Bucket, err)
 	}
-	return &KVLease{kv: kv, cfg: cfg, term: &term{clock: cfg.Clock, deadline: cfg.Timing.RenewDeadline, log: cfg.Log, self: cfg.Self.Replica}}, nil
+	return &KVLease{kv: kv, cfg: cfg, term: &term{clock: cfg.Clock, deadline: cfg.Timing.RenewDeadline, log: cfg.Log, self: cfg.Self.Replica, timing: cfg.Timing}}, nil
 }
 
 // Identity is this replica's name.
@@ -120,6 +120,7 @@ func (l *KVLease) Run(ctx context.Context, lead func(context.Context)) {
 			l.release(context.WithoutCancel(ctx), rev)
 		}
 		*w = kvWatch{}
+		l.pause(ctx, l.cfg.Clock)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,9 +60,10 @@ func TestKVLeaseTakesAnotherHoldersLeaseOnlyAfterItAgedOnItsOwnClock(t *testing.
 	if got := b.Leader().Replica; got != "claimstream-0" {
 		t.Fatalf("b follows %q, want claimstream-0", got)
 	}
-	cb.Step(14 * time.Second)
+	lease := DefaultTiming.LeaseDuration
+	cb.Step(lease - time.Second)
 	if _, ok := b.tryAcquire(ctx, w); ok {
-		t.Fatal("b took the lease 14s after it first saw it (lease 15s)")
+		t.Fatalf("b took the lease %s after it first saw it (lease %s)", lease-time.Second, lease)
 	}
 	// a renews: b's wait starts again from the new revision.
 	if _, err := a.kv.Update(ctx, leaseKey, a.record(ca.Now()), revA); err != nil {
@@ -71,13 +73,13 @@ func TestKVLeaseTakesAnotherHoldersLeaseOnlyAfterItAgedOnItsOwnClock(t *testing.
 	if _, ok := b.tryAcquire(ctx, w); ok {
 		t.Fatal("b took a lease a renewed 0s ago on b's clock")
 	}
-	cb.Step(14 * time.Second)
+	cb.Step(lease - time.Second)
 	if _, ok := b.tryAcquire(ctx, w); ok {
-		t.Fatal("b took the renewed lease after 14s")
+		t.Fatalf("b took the renewed lease after %s", lease-time.Second)
 	}
 	cb.Step(time.Second)
 	if _, ok := b.tryAcquire(ctx, w); !ok {
-		t.Fatal("b did not take a lease unchanged for 15s on its clock")
+		t.Fatalf("b did not take a lease unchanged for %s on its clock", lease)
 	}
 	e, err := b.kv.Get(ctx, leaseKey)
 	if err != nil {
@@ -118,13 +120,14 @@ func TestKVLeaseNotRenewedWithinTheDeadlineIsNotLeading(t *testing.T) {
 	l.term.mu.Lock()
 	l.term.leading = true
 	l.term.mu.Unlock()
-	clk.Step(9 * time.Second)
+	deadline := DefaultTiming.RenewDeadline
+	clk.Step(deadline - time.Second)
 	if !l.Leading() {
-		t.Fatal("not leading 9s after a renewal (deadline 10s)")
+		t.Fatalf("not leading %s after a renewal (deadline %s)", deadline-time.Second, deadline)
 	}
 	clk.Step(time.Second)
 	if l.Leading() {
-		t.Fatal("still leading 10s after the last renewal")
+		t.Fatalf("still leading %s after the last renewal", deadline)
 	}
 }
 
@@ -216,4 +219,52 @@ func TestKVLeaseReleasedOnStop(t *testing.T) {
 	if _, ok := other.tryAcquire(context.Background(), &kvWatch{}); !ok {
 		t.Fatal("the released lease was not free")
 	}
+}
+
+// A replica whose work ends as soon as it leads (it cannot lead yet) does
+// not spin through take, fail and release: it waits RetryPeriod before the
+// next campaign, doubling after each short term.
+func TestKVLeaseBacksOffAfterShortTerms(t *testing.T) {
+	js := testJS(t)
+	logs, log := logcapture.New(slog.LevelInfo)
+	clk := testingclock.NewFakeClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	timing := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := OpenKVLease(ctx, js, KVConfig{Self: Holder{Replica: "claimstream-0"}, Timing: timing, Clock: clk, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var terms atomic.Int32
+	ran := make(chan struct{})
+	go func() { defer close(ran); l.Run(ctx, func(context.Context) { terms.Add(1) }) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	waiting := func(n int, wait string) {
+		t.Helper()
+		eventstest.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+			lines := logs.Lines("waiting before campaigning again")
+			if len(lines) != n || !strings.Contains(lines[n-1], "wait="+wait) || !clk.HasWaiters() {
+				return fmt.Errorf("%d terms; waits logged: %q", terms.Load(), lines)
+			}
+			return nil
+		})
+	}
+	waiting(1, "500ms")
+	if terms.Load() != 1 {
+		t.Fatalf("%d terms before any time passed, want 1", terms.Load())
+	}
+	clk.Step(500 * time.Millisecond)
+	waiting(2, "1s")
+	if terms.Load() != 2 {
+		t.Fatalf("%d terms after one rest, want 2", terms.Load())
+	}
+	clk.Step(500 * time.Millisecond)
+	if terms.Load() != 2 || !clk.HasWaiters() {
+		t.Fatalf("%d terms half-way through a 1s rest, want 2", terms.Load())
+	}
+	clk.Step(500 * time.Millisecond)
+	waiting(3, "2s")
+	clk.Step(2 * time.Second)
+	waiting(4, "4s")
+	clk.Step(4 * time.Second)
+	waiting(5, "4s") // bounded by the lease duration
 }

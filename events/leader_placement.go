@@ -1,0 +1,52 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// HandOffStreamLeaders moves the leadership of each of streams that this
+// server leads to another current replica. The claimstream leader calls it
+// once elected: its process going away (a kill, a crash) then leaves the
+// streams' leaders standing, and the next claimstream leader appends
+// without first waiting for JetStream to elect new ones. It returns the
+// streams it moved.
+func (e *Embedded) HandOffStreamLeaders(ctx context.Context, streams ...string) ([]string, error) {
+	if !e.Clustered() {
+		return nil, nil
+	}
+	self := e.Server.Name()
+	var moved []string
+	for _, st := range streams {
+		if e.StreamLeader(st) != self {
+			continue
+		}
+		// An empty placement asks for any online replica but this one.
+		resp, err := e.Conn.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.LEADER.STEPDOWN."+st, []byte(`{"placement":{}}`))
+		if err != nil {
+			return moved, fmt.Errorf("hand off the leadership of stream %s: %w", st, err)
+		}
+		var r struct {
+			Success bool `json:"success"`
+			Error   *struct {
+				Description string `json:"description"`
+				ErrCode     int    `json:"err_code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(resp.Data, &r); err != nil {
+			return moved, fmt.Errorf("hand off the leadership of stream %s: %w", st, err)
+		}
+		if r.Error != nil || !r.Success {
+			desc := "not done"
+			if r.Error != nil {
+				desc = fmt.Sprintf("%s (code %d)", r.Error.Description, r.Error.ErrCode)
+			}
+			return moved, fmt.Errorf("hand off the leadership of stream %s: %s", st, desc)
+		}
+		moved = append(moved, st)
+	}
+	return moved, nil
+}

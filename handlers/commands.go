@@ -31,6 +31,10 @@ type IncreaseSize struct {
 	// Call is the entry point recorded on the claims (default IncreaseSize;
 	// the built-in scaler says Decide).
 	Call string
+	// RequestKey identifies the call among its retries (events.Request.Key;
+	// provider.RequestKey derives it): a call whose key the group accepted
+	// within events.RequestRepeatWindow changes nothing and succeeds.
+	RequestKey string
 }
 
 func (c IncreaseSize) LockKey(*projections.State) string { return c.Group }
@@ -42,6 +46,10 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok {
 		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
+	}
+	if _, ok := s.AcceptedWithin(c.Group, c.RequestKey, now); ok {
+		// A retry of a call that landed: its claims are in the views.
+		return nil, nil
 	}
 	live := s.LiveInService(c.Group)
 	if maxSize := s.MaxSize(c.Group); live+c.Delta > maxSize {
@@ -59,7 +67,7 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	if call == "" {
 		call = events.CallIncreaseSize
 	}
-	req := events.Request{Call: call, Delta: c.Delta, Group: c.Group}
+	req := events.Request{Call: call, Delta: c.Delta, Group: c.Group, Key: c.RequestKey}
 	cause := fmt.Sprintf("%s(+%d) by %s for group %s", call, c.Delta, orUnknown(c.RequestedBy), c.Group)
 	writes := make([]events.Write, 0, c.Delta+1)
 	for _, slot := range free[:c.Delta] {

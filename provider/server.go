@@ -226,9 +226,14 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *pb.NodeGroupInc
 	if err := s.checkGroup(req.GetId()); err != nil {
 		return nil, err
 	}
-	_, err := s.cmds.Execute(ctx, handlers.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: s.requester(ctx)})
+	by := s.requester(ctx)
+	key := requestKey(ctx, by, req.GetId(), req.GetDelta())
+	res, err := s.cmds.Execute(ctx, handlers.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: by, RequestKey: key})
 	if err != nil {
 		return nil, s.fail(ctx, "NodeGroupIncreaseSize", req.GetId(), err)
+	}
+	if len(res.Events) == 0 {
+		s.log.InfoContext(ctx, "IncreaseSize is a retry of a request accepted within the repeat window; nothing written", "group", req.GetId(), "delta", req.GetDelta(), "key", key, "window", events.RequestRepeatWindow)
 	}
 	return &pb.NodeGroupIncreaseSizeResponse{}, nil
 }

@@ -32,7 +32,7 @@ type IncreaseSize struct {
 	// the built-in scaler says Decide).
 	Call string
 	// RequestKey identifies the call among its retries (events.Request.Key;
-	// provider.RequestKey derives it): a call whose key the group accepted
+	// the provider derives it): a call whose key the group accepted
 	// within events.RequestRepeatWindow changes nothing and succeeds.
 	RequestKey string
 }

@@ -3,8 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +16,6 @@ import (
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
-
-// ownTrace is ctx with a traceparent of its own for call i: a distinct
-// request.
-func ownTrace(ctx context.Context, i int) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "traceparent", fmt.Sprintf("00-%032x-00f067aa0ba902b7-01", i+1))
-}
 
 func TestTraceIDOfTraceParent(t *testing.T) {
 	const id = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -64,59 +58,87 @@ func FuzzTraceIDOf(f *testing.F) {
 	})
 }
 
-// A retried IncreaseSize (its answer lost, or outcome unknown) is
-// recognised by the trace of its call, or, without one, by caller, group
-// and delta within events.RequestRepeatWindow: it succeeds and creates no
-// second claim. A new trace, or the same call after the window, is a new
-// request.
+// A retried IncreaseSize (its answer lost, or outcome unknown) creates no
+// second claim. With a traceparent it is recognised by its trace; without
+// one, by caller, group and delta when the call before it ended without a
+// success its caller saw, within events.RequestRepeatWindow. A new trace,
+// a call after a success, or a retry past the window is a new request.
 func TestARetriedIncreaseSizeCreatesNoSecondClaim(t *testing.T) {
 	e := newEnv(t, Options{})
-	declare(t, e.h, "workers", events.GroupSpec{}, slotsNamed("w-0", "w-1", "w-2", "w-3", "w-4")...)
+	declare(t, e.h, "workers", events.GroupSpec{}, slotsNamed("w-0", "w-1", "w-2", "w-3", "w-4", "w-5")...)
 	target := func() int {
 		var n int
 		e.h.Read(func(st *projections.State) { n = st.TargetSize("workers") })
 		return n
 	}
-	call := func(traceparent string) {
+	call := func(ctx context.Context, traceparent string) error {
 		t.Helper()
-		ctx := e.ctx()
 		if traceparent != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", traceparent)
 		}
-		if _, err := e.c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1}); err != nil {
+		_, err := e.c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1})
+		return err
+	}
+	mustCall := func(traceparent string) {
+		t.Helper()
+		if err := call(e.ctx(), traceparent); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// loseAnswer makes the next call's append land and its answer come
+	// after the caller's deadline, as when the log's answer is lost.
+	var lose atomic.Bool
+	e.h.Service.OnAppend = func(ctx context.Context, _ time.Duration, _ int, err error) {
+		if err == nil && lose.CompareAndSwap(true, false) {
+			<-ctx.Done()
+		}
+	}
+	lostCall := func(traceparent string) {
+		t.Helper()
+		lose.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := call(ctx, traceparent); status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("call whose answer is lost: %v", err)
+		}
+	}
 	const tp1 = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	call(tp1)
-	call(tp1)
+	lostCall(tp1)
+	mustCall(tp1)
 	if n := target(); n != 1 {
 		t.Fatalf("target size %d after a call and its retry (same trace), want 1", n)
 	}
-	call("00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	mustCall("00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	if n := target(); n != 2 {
 		t.Fatalf("target size %d after a call of another trace, want 2", n)
 	}
-	// No trace: the caller, group and delta within the window.
-	call("")
+	// No trace: a retry after a lost answer, within the window.
+	lostCall("")
 	e.h.Clock.Step(events.RequestRepeatWindow - time.Second)
-	call("")
+	mustCall("")
 	if n := target(); n != 3 {
 		t.Fatalf("target size %d after a traceless call and its retry, want 3", n)
 	}
-	e.h.Clock.Step(2 * time.Second)
-	call("")
+	// The same call after a success is a new request.
+	mustCall("")
 	if n := target(); n != 4 {
-		t.Fatalf("target size %d after the same call past the window, want 4", n)
+		t.Fatalf("target size %d after the same call after a success, want 4", n)
 	}
-	// The request key is in the log, on the claims and the group's call.
+	// A retry past the window is a new request.
+	lostCall("")
+	e.h.Clock.Step(events.RequestRepeatWindow)
+	mustCall("")
+	if n := target(); n != 6 {
+		t.Fatalf("target size %d after a retry past the window, want 6", n)
+	}
+	// The request key is in the log, on the claims.
 	var keys []string
 	e.h.Read(func(st *projections.State) {
 		for _, c := range st.LiveClaims("workers") {
 			keys = append(keys, c.Request.Key)
 		}
 	})
-	if len(keys) != 4 || keys[0] != "trace 4bf92f3577b34da6a3ce929d0e0e4736 workers +1" || keys[2] != "caller "+DefaultRequestedBy+" workers +1" {
+	if len(keys) != 6 || keys[0] != "trace 4bf92f3577b34da6a3ce929d0e0e4736 workers +1" || !strings.HasPrefix(keys[2], "caller "+DefaultRequestedBy+" workers +1 #") || keys[2] == keys[3] {
 		t.Fatalf("claims' request keys %q", keys)
 	}
 }

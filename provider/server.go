@@ -71,6 +71,8 @@ type Server struct {
 	// reads answers NodeGroups, NodeGroupTargetSize and NodeGroupNodes
 	// without the views' lock (readsnapshot.go).
 	reads *readSnapshots
+	// keys identify IncreaseSize calls among their retries (requestkey.go).
+	keys *requestKeys
 }
 
 var _ pb.CloudProviderServer = (*Server)(nil)
@@ -94,7 +96,7 @@ func New(views *projections.Runner, cmds *handlers.Service, clk clock.PassiveClo
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger, reads: newReadSnapshots(opts.Serves, clk)}
+	s := &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger, reads: newReadSnapshots(opts.Serves, clk), keys: newRequestKeys(clk)}
 	views.Publish(s.reads.publish)
 	return s
 }
@@ -227,8 +229,9 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *pb.NodeGroupInc
 		return nil, err
 	}
 	by := s.requester(ctx)
-	key := requestKey(ctx, by, req.GetId(), req.GetDelta())
+	key, done := s.keys.begin(ctx, by, req.GetId(), req.GetDelta())
 	res, err := s.cmds.Execute(ctx, handlers.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: by, RequestKey: key})
+	done(err)
 	if err != nil {
 		return nil, s.fail(ctx, "NodeGroupIncreaseSize", req.GetId(), err)
 	}

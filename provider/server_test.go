@@ -147,8 +147,6 @@ func TestIncreaseSize(t *testing.T) {
 		_, err := e.c.NodeGroupIncreaseSize(e.ctx(), &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: d})
 		wantCode(t, err, codes.InvalidArgument, "delta")
 	}
-	// A later loop's call, not a retry of the first.
-	e.h.Clock.Step(events.RequestRepeatWindow)
 	_, err := e.c.NodeGroupIncreaseSize(e.ctx(), &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 2})
 	wantCode(t, err, codes.FailedPrecondition, "maxSize 3")
 	_, err = e.c.NodeGroupIncreaseSize(e.ctx(), &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1 << 30})

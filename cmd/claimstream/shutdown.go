@@ -24,7 +24,30 @@ const (
 	shutdownGrace = 30 * time.Second
 	// viewsGrace bounds the stop of the views and the log's monitor.
 	viewsGrace = 10 * time.Second
+	// closeGrace bounds each of the last steps: the embedded NATS server
+	// and the log, then telemetry's flush.
+	closeGrace = 10 * time.Second
 )
+
+// closeWithin runs the last steps' close fn and waits at most grace (on
+// clk) for it; past that the shutdown goes on without it, and the step is
+// named in the log.
+func closeWithin(clk clock.Clock, log *slog.Logger, step string, grace time.Duration, fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	start := clk.Now()
+	select {
+	case <-done:
+		log.Info("stopped", "stage", step, "took", clk.Since(start).Round(time.Millisecond))
+		return true
+	case <-clk.After(grace):
+		log.Error("shutdown stage overran its deadline; going on without it", "stage", step, "deadline", grace, "waiting_for", step)
+		return false
+	}
+}
 
 // stopServe stops serve's stages in order, each within its deadline
 // (once; later calls wait for nothing): intake, then the reactors and

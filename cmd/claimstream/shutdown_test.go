@@ -160,3 +160,32 @@ func TestShutdownGoesOnPastAStageThatNeverReturns(t *testing.T) {
 		t.Fatalf("later stages not logged as stopped:\n%s", logs)
 	}
 }
+
+// TestShutdownsLastStepsAreBoundedToo: the close of NATS or telemetry that
+// never returns holds the shutdown for its deadline only, and is named.
+func TestShutdownsLastStepsAreBoundedToo(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	logs, log := logcapture.New(slog.LevelInfo)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	done := make(chan bool, 1)
+	go func() { done <- closeWithin(clk, log, "embedded NATS server and the log", closeGrace, func() { <-hang }) }()
+	var returned bool
+	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		select {
+		case returned = <-done:
+			return nil
+		default:
+		}
+		if clk.HasWaiters() {
+			clk.Step(closeGrace)
+		}
+		return errors.New("closeWithin has not returned")
+	})
+	if returned || len(logs.Lines("shutdown stage overran its deadline", `stage="embedded NATS server and the log"`, "deadline=10s")) != 1 {
+		t.Fatalf("returned %t; log:\n%s", returned, logs)
+	}
+	if !closeWithin(clk, log, "telemetry", closeGrace, func() {}) || len(logs.Lines("stopped", "stage=telemetry")) != 1 {
+		t.Fatalf("a close that returns is not logged as stopped:\n%s", logs)
+	}
+}

@@ -73,7 +73,9 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 	stopped := c.StopOthers(li)
 	cmd := handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca", RequestKey: "trace 4bf92f3577b34da6a3ce929d0e0e4736 g +1"}
 	actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+	began := time.Now()
 	_, err = svc.Execute(actx, cmd)
+	took := time.Since(began)
 	acancel()
 	if err != nil && (!errors.Is(err, events.ErrOutcomeUnknown) || handlers.CodeOf(err) != 0 || errors.Is(err, events.ErrLogUnwritable)) {
 		t.Fatalf("IncreaseSize whose quorum was lost after the publish: %v (code %v), want success or outcome unknown\n%s", err, handlers.CodeOf(err), logs)
@@ -81,7 +83,7 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 	if s := health.Status(); s.Writable {
 		t.Fatalf("the monitor never saw the quorum lost: the append met no fault")
 	}
-	t.Logf("first answer: %v", err)
+	t.Logf("first answer after %v: %v", took.Round(time.Millisecond), err)
 
 	for _, i := range stopped {
 		c.Start(i)

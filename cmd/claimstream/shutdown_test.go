@@ -169,7 +169,9 @@ func TestShutdownsLastStepsAreBoundedToo(t *testing.T) {
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
 	done := make(chan bool, 1)
-	go func() { done <- closeWithin(clk, log, "embedded NATS server and the log", closeGrace, func() { <-hang }) }()
+	go func() {
+		done <- closeWithin(clk, log, "embedded NATS server and the log", closeGrace, func() { <-hang })
+	}()
 	var returned bool
 	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		select {

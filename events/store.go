@@ -85,6 +85,11 @@ type StoreConfig struct {
 	// request left unanswered is sent again after it, while the caller's
 	// deadline allows (default 5s, JetStream's own request timeout).
 	AnswerWait time.Duration
+	// OutcomeWait bounds the resolution of an append whose answer was
+	// lost: the read-back of its aggregates from the stream's leader and
+	// one resend with the same ids (default 3s). It runs after the
+	// caller's deadline, if that is what lost the answer.
+	OutcomeWait time.Duration
 	// Clock times the reads' idle checks (default the real clock).
 	Clock clock.WithTicker
 	// Health, when set, is checked before every append (an unwritable log
@@ -131,6 +136,9 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	}
 	if c.AnswerWait == 0 {
 		c.AnswerWait = 5 * time.Second
+	}
+	if c.OutcomeWait == 0 {
+		c.OutcomeWait = 3 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -252,6 +260,13 @@ func (s *Store) Append(ctx context.Context, agg Aggregate, expected uint64, evs 
 // *ConflictError (errors.Is(err, ErrConflict)); more than
 // MaxEventsPerAppend events is an *AppendTooLargeError and sends nothing.
 //
+// An append whose answer was lost (no answer within the deadline, the log
+// turned unwritable while it was under way, the connection closed) is
+// resolved before it returns (resolveOutcome): success if it landed, a
+// conflict if another write took its place, else an *OutcomeUnknownError
+// (errors.Is(err, ErrOutcomeUnknown)). Such an append is never reported as
+// a refusal.
+//
 // Under a fence (Fenced), the append lands only while the leadership's
 // last event is the writer's LeaderElected; otherwise it is a
 // *FencedError (errors.Is(err, ErrFenced)).
@@ -263,23 +278,59 @@ func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult
 }
 
 func (s *Store) appendUnfenced(ctx context.Context, writes []Write) (AppendResult, error) {
-	res, err := s.appendWrites(ctx, writes...)
-	res, err = s.retryNoResponders(ctx, res, err, writes)
+	att := &attempt{}
+	res, err := s.appendWrites(ctx, att, writes...)
+	res, err = s.retryNoResponders(ctx, att, res, err, writes)
+	if err != nil && att.unsure && !errors.Is(err, ErrConflict) {
+		return s.resolveOutcome(ctx, err, writes)
+	}
 	if again := s.expiredExpectations(ctx, err, writes); again != nil {
-		if res, rerr := s.appendWrites(ctx, again...); !errors.Is(rerr, ErrConflict) {
+		if res, rerr := s.appendWrites(ctx, att, again...); !errors.Is(rerr, ErrConflict) {
+			if rerr != nil && att.unsure {
+				return s.resolveOutcome(ctx, rerr, again)
+			}
 			return res, rerr
 		}
 	}
 	return res, err
 }
 
-func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
+// attempt is what the tries of one AppendWrites have left unsure.
+type attempt struct {
+	// unsure: a try was sent and got no answer from the stream (its
+	// deadline passed, the log's guard ended it, the connection closed) or
+	// was answered "held, not yet committed": it may have landed or may
+	// still land.
+	unsure bool
+	// once: a single try with the whole deadline (the resend of a
+	// resolution).
+	once bool
+}
+
+func (s *Store) appendWrites(ctx context.Context, att *attempt, writes ...Write) (AppendResult, error) {
+	msgs, out, err := s.appendMsgs(ctx, writes)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	ctx, release, err := s.guardAppend(ctx)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	defer release()
+	return s.publishAppend(ctx, att, msgs, writes, out)
+}
+
+// appendMsgs checks the writes and builds their messages. An event without
+// an id gets one, written back into writes, so that the same writes sent
+// again carry the same ids.
+// Under a fence (ctx), the first message carries it (store_fence.go).
+func (s *Store) appendMsgs(ctx context.Context, writes []Write) ([]*nats.Msg, []Event, error) {
 	total := 0
 	for _, w := range writes {
 		total += len(w.Events)
 	}
 	if total > MaxEventsPerAppend {
-		return AppendResult{}, &AppendTooLargeError{Events: total, Aggregates: aggregatesNamed(writes)}
+		return nil, nil, &AppendTooLargeError{Events: total, Aggregates: aggregatesNamed(writes)}
 	}
 	var msgs []*nats.Msg
 	var out []Event
@@ -290,19 +341,19 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 			continue
 		}
 		if w.Aggregate.Name == "" {
-			return AppendResult{}, fmt.Errorf("append: write to %s has no aggregate name", w.Aggregate.Kind)
+			return nil, nil, fmt.Errorf("append: write to %s has no aggregate name", w.Aggregate.Kind)
 		}
 		if seen[w.Aggregate] {
-			return AppendResult{}, fmt.Errorf("append: two writes to %s in one append", w.Aggregate)
+			return nil, nil, fmt.Errorf("append: two writes to %s in one append", w.Aggregate)
 		}
 		seen[w.Aggregate] = true
 		for i, ev := range w.Events {
 			if ev.Data == nil {
-				return AppendResult{}, fmt.Errorf("append to %s: event %d has no data", w.Aggregate, i)
+				return nil, nil, fmt.Errorf("append to %s: event %d has no data", w.Aggregate, i)
 			}
 			t := ev.Data.EventType()
 			if got := AggregateOf(ev.Data); got != w.Aggregate {
-				return AppendResult{}, fmt.Errorf("append %s to %s: the event belongs to %s", t, w.Aggregate, got)
+				return nil, nil, fmt.Errorf("append %s to %s: the event belongs to %s", t, w.Aggregate, got)
 			}
 			subject := s.subjects.Subject(w.Aggregate, t)
 			if ev.ID == "" {
@@ -315,11 +366,11 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 				w.Events[i].ID = ev.ID
 			}
 			if ev.Time.IsZero() {
-				return AppendResult{}, fmt.Errorf("append %s to %s: event has no time", t, w.Aggregate)
+				return nil, nil, fmt.Errorf("append %s to %s: event has no time", t, w.Aggregate)
 			}
 			m, err := ev.ToMsg(subject)
 			if err != nil {
-				return AppendResult{}, fmt.Errorf("append %s to %s: %w", t, w.Aggregate, err)
+				return nil, nil, fmt.Errorf("append %s to %s: %w", t, w.Aggregate, err)
 			}
 			m.Header.Set(jetstream.MsgIDHeader, ev.ID)
 			switch {
@@ -341,17 +392,18 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 		}
 	}
 	if len(msgs) == 0 {
-		return AppendResult{}, fmt.Errorf("append: no events")
+		return nil, nil, fmt.Errorf("append: no events")
 	}
-	ctx, release, err := s.guardAppend(ctx)
-	if err != nil {
-		return AppendResult{}, err
-	}
-	defer release()
+	return msgs, out, nil
+}
+
+// publishAppend sends the messages of one append (one message, or one
+// atomic batch) in tries (resendUnanswered).
+func (s *Store) publishAppend(ctx context.Context, att *attempt, msgs []*nats.Msg, writes []Write, out []Event) (AppendResult, error) {
 	var first, last uint64
 	var dup bool
 	if len(msgs) == 1 {
-		ack, err := resendUnanswered(ctx, s, writes, func(ctx context.Context) (*jetstream.PubAck, error) {
+		ack, err := resendUnanswered(ctx, s, att, writes, func(ctx context.Context) (*jetstream.PubAck, error) {
 			return s.js.PublishMsg(ctx, msgs[0])
 		})
 		if err != nil {
@@ -359,7 +411,7 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 		}
 		first, last, dup = ack.Sequence, ack.Sequence, ack.Duplicate
 	} else {
-		ack, err := resendUnanswered(ctx, s, writes, func(ctx context.Context) (*jetstreamext.BatchAck, error) {
+		ack, err := resendUnanswered(ctx, s, att, writes, func(ctx context.Context) (*jetstreamext.BatchAck, error) {
 			return jetstreamext.PublishMsgBatch(ctx, s.js, msgs)
 		})
 		if err != nil {
@@ -381,39 +433,19 @@ func (s *Store) appendWrites(ctx context.Context, writes ...Write) (AppendResult
 // landedBefore turns a conflict into success when the conflict is our own
 // earlier landing: the server checks expectations before Nats-Msg-Id, so a
 // retried append whose first try landed (and whose ack was lost) meets its
-// own event as the aggregate's last one. If every write's newest event
-// carries the id of the event we meant to put last, the append had landed.
+// own events, possibly with later writes of others after them. The read
+// back (readBack) finds the first event after each write's expectation:
+// if it carries our id, the append had landed.
 func (s *Store) landedBefore(ctx context.Context, err error, writes []Write, out []Event) (AppendResult, error) {
 	if !errors.Is(err, ErrConflict) && !isDuplicateBatch(err) {
 		return AppendResult{}, err
 	}
-	st, serr := s.js.Stream(ctx, s.cfg.Stream)
-	if serr != nil {
-		return AppendResult{}, err
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OutcomeWait)
+	defer cancel()
+	if rb := s.readBack(rctx, writes, out); rb.verdict == outcomeLanded {
+		return rb.res, nil
 	}
-	res := AppendResult{Duplicate: true}
-	i := 0
-	for _, w := range writes {
-		if len(w.Events) == 0 {
-			continue
-		}
-		i += len(w.Events)
-		want := out[i-1]
-		raw, gerr := st.GetLastMsgForSubject(ctx, s.subjects.Filter(w.Aggregate))
-		if gerr != nil || raw.Header.Get(jetstream.MsgIDHeader) != want.ID {
-			return AppendResult{}, err
-		}
-		// Events of one write are contiguous in the log.
-		for k := range w.Events {
-			out[i-len(w.Events)+k].Seq = raw.Sequence - uint64(len(w.Events)-1-k)
-		}
-		if res.First == 0 || out[i-len(w.Events)].Seq < res.First {
-			res.First = out[i-len(w.Events)].Seq
-		}
-		res.Last = max(res.Last, raw.Sequence)
-	}
-	res.Events = out
-	return res, nil
+	return AppendResult{}, err
 }
 
 func (s *Store) appendError(err error, writes []Write) error {

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -26,16 +27,23 @@ type unanswered struct {
 	first  int32
 	landed bool
 	calls  atomic.Int32
+	// meanwhile, when set, runs after the first unanswered publish (and
+	// its landing), before the answer is withheld: another writer.
+	meanwhile func()
 }
 
 func (j *unanswered) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	if j.calls.Add(1) > j.first {
+	n := j.calls.Add(1)
+	if n > j.first {
 		return j.JetStream.PublishMsg(ctx, m, opts...)
 	}
 	if j.landed {
 		if _, err := j.JetStream.PublishMsg(ctx, m, opts...); err != nil {
 			return nil, err
 		}
+	}
+	if n == 1 && j.meanwhile != nil {
+		j.meanwhile()
 	}
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -90,49 +98,51 @@ func TestAnAppendLeftUnansweredIsSentAgainAndLandsOnce(t *testing.T) {
 }
 
 // A caller whose deadline leaves no room for a second try gets one try
-// with all of it, and the error of that try.
+// with all of it; a stream that never answers then leaves the outcome
+// unknown after the resolution's one resend.
 func TestAnAppendWithinOneAnswerWaitIsTriedOnce(t *testing.T) {
 	srv := eventstest.StartServer(t)
 	real, err := jetstream.New(srv.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	js := &unanswered{JetStream: real, first: 1}
-	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 5 * time.Second})
+	js := &unanswered{JetStream: real, first: 100}
+	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 5 * time.Second, OutcomeWait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "c1")); err == nil {
-		t.Fatal("append answered although its only try got no answer")
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "c1")); !errors.Is(err, events.ErrOutcomeUnknown) {
+		t.Fatalf("append whose only try got no answer: %v, want outcome unknown", err)
 	}
-	if js.calls.Load() != 1 {
-		t.Fatalf("%d publishes, want 1", js.calls.Load())
+	if js.calls.Load() != 2 {
+		t.Fatalf("%d publishes, want 2 (the one try and the resolution's resend)", js.calls.Load())
 	}
 }
 
 // A caller without a deadline (the views' start, a reactor) gets a few
 // tries, not one: the second is answered; a server that never answers
-// fails the append after three.
+// leaves the append's outcome unknown after three and the resend of its
+// resolution.
 func TestAnAppendWithoutADeadlineGetsAFewTries(t *testing.T) {
 	for _, c := range []struct {
 		first     int32
 		wantCalls int32
 		wantErr   bool
-	}{{first: 1, wantCalls: 2}, {first: 100, wantCalls: 3, wantErr: true}} {
+	}{{first: 1, wantCalls: 2}, {first: 100, wantCalls: 4, wantErr: true}} {
 		real, err := jetstream.New(eventstest.StartServer(t).Conn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		js := &unanswered{JetStream: real, first: c.first}
-		st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 100 * time.Millisecond})
+		st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 100 * time.Millisecond, OutcomeWait: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = st.Append(context.Background(), events.SlotAggregate("a"), 0, created("a", "c1"))
-		if (err != nil) != c.wantErr {
-			t.Errorf("%d unanswered: append error %v, want error %v", c.first, err, c.wantErr)
+		if (err != nil) != c.wantErr || err != nil && !errors.Is(err, events.ErrOutcomeUnknown) {
+			t.Errorf("%d unanswered: append error %v, want error %v (outcome unknown)", c.first, err, c.wantErr)
 		}
 		if n := js.calls.Load(); n != c.wantCalls {
 			t.Errorf("%d unanswered: %d publishes, want %d", c.first, n, c.wantCalls)
@@ -201,5 +211,116 @@ func TestAnAppendHeldByALeaderWithoutQuorumIsAnsweredOnceItCommits(t *testing.T)
 	c.WaitStreamStored("CLAIMSTREAM", 2)
 	if last, err := st.LastSeq(ctx); err != nil || last != 2 {
 		t.Fatalf("log ends at %d (%v), want 2\n%s", last, err, c.StreamReport("CLAIMSTREAM"))
+	}
+}
+
+// An append whose only try got no answer within the caller's deadline is
+// resolved before the caller is answered, never reported as a failure of
+// the log: landed (read back by its id), sent again and landed, taken by
+// another write (a conflict: decide again), or, when the stream never
+// answers, an outcome unknown, which is neither a refusal nor a deadline.
+func TestAnAppendWhoseAnswerIsLostIsResolvedBeforeTheCallerIsAnswered(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		first      int32
+		landed     bool
+		other      bool // another writer takes the slot meanwhile
+		wantCalls  int32
+		wantSeq    uint64 // the append's event, 0: none
+		wantErr    error
+		wantEvents int
+	}{
+		{name: "stored, answer lost", first: 1, landed: true, wantCalls: 1, wantSeq: 1, wantEvents: 1},
+		{name: "dropped", first: 1, wantCalls: 2, wantSeq: 1, wantEvents: 1},
+		{name: "dropped, slot taken meanwhile", first: 1, other: true, wantCalls: 1, wantErr: events.ErrConflict, wantEvents: 1},
+		{name: "stored, slot written after it", first: 1, landed: true, other: true, wantCalls: 1, wantSeq: 1, wantEvents: 2},
+		{name: "never answered", first: 100, wantCalls: 2, wantErr: events.ErrOutcomeUnknown},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := eventstest.StartServer(t)
+			real, err := jetstream.New(srv.Conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js := &unanswered{JetStream: real, first: c.first, landed: c.landed}
+			health := events.NewLogHealth(time.Now())
+			// One try: the caller's deadline is shorter than AnswerWait.
+			st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 5 * time.Second, OutcomeWait: 500 * time.Millisecond, Health: health})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.other {
+				other, err := events.OpenStore(context.Background(), real, events.StoreConfig{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				expect := uint64(0)
+				if c.landed {
+					expect = 1
+				}
+				js.meanwhile = func() {
+					if _, err := other.Append(context.Background(), events.SlotAggregate("a"), expect, created("a", "other")); err != nil {
+						t.Errorf("the other writer: %v", err)
+					}
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			res, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "c1"))
+			switch {
+			case c.wantErr == nil && err != nil:
+				t.Fatalf("append: %v", err)
+			case c.wantErr != nil && !errors.Is(err, c.wantErr):
+				t.Fatalf("append: %v, want %v", err, c.wantErr)
+			case errors.Is(err, events.ErrLogUnwritable) || errors.Is(err, context.DeadlineExceeded):
+				t.Fatalf("append answered as a refusal or a deadline: %v", err)
+			}
+			if c.wantErr == events.ErrOutcomeUnknown && !strings.Contains(err.Error(), "outcome unknown") {
+				t.Fatalf("unknown outcome not said: %v", err)
+			}
+			if c.wantSeq != 0 && (res.Last != c.wantSeq || res.Events[0].Seq != c.wantSeq) {
+				t.Fatalf("append answered %+v, want its event at seq %d", res, c.wantSeq)
+			}
+			if n := js.calls.Load(); n != c.wantCalls {
+				t.Fatalf("%d publishes, want %d", n, c.wantCalls)
+			}
+			if got := readAll(t, st); len(got) != c.wantEvents {
+				t.Fatalf("log holds %d events, want %d", len(got), c.wantEvents)
+			}
+		})
+	}
+}
+
+// A resend whose first try landed meets a conflict; when another writer
+// appended to the aggregate after the landing, the aggregate's last event
+// is not ours, yet the append landed: it is success, not a conflict the
+// caller would decide again on (and write twice).
+func TestAResendWhoseFirstTryLandedBeforeAnotherWriteIsSuccess(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	real, err := jetstream.New(srv.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := events.OpenStore(context.Background(), real, events.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := &unanswered{JetStream: real, first: 1, landed: true, meanwhile: func() {
+		if _, err := other.Append(context.Background(), events.SlotAggregate("a"), 1, booting("a", "c1")); err != nil {
+			t.Errorf("the other writer: %v", err)
+		}
+	}}
+	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{AnswerWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "c1"))
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if res.Last != 1 || js.calls.Load() != 2 {
+		t.Fatalf("append answered %+v after %d publishes, want seq 1 after 2", res, js.calls.Load())
 	}
 }

@@ -28,14 +28,14 @@ func isNoResponders(err error) bool {
 
 // retryNoResponders sends the writes again while the server had no
 // responder for them, at most noRespondersRetries times.
-func (s *Store) retryNoResponders(ctx context.Context, res AppendResult, err error, writes []Write) (AppendResult, error) {
+func (s *Store) retryNoResponders(ctx context.Context, att *attempt, res AppendResult, err error, writes []Write) (AppendResult, error) {
 	for i := 0; i < noRespondersRetries && isNoResponders(err) && ctx.Err() == nil; i++ {
 		select {
 		case <-ctx.Done():
 			return res, err
 		case <-s.cfg.Clock.After(noRespondersWait):
 		}
-		res, err = s.appendWrites(ctx, writes...)
+		res, err = s.appendWrites(ctx, att, writes...)
 	}
 	return res, err
 }
@@ -82,10 +82,26 @@ func timedOut(ctx, tctx context.Context, err error) bool {
 // and the expectation let the write land at most once, a resend that
 // meets its own earlier landing is recognised (landedBefore), and one that
 // meets the first try still held by the leader waits for it.
-func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publish func(context.Context) (A, error)) (A, error) {
+//
+// A try that was sent and not answered by the stream marks att unsure: the
+// append may have landed (AppendWrites then resolves it).
+func resendUnanswered[A any](ctx context.Context, s *Store, att *attempt, writes []Write, publish func(context.Context) (A, error)) (A, error) {
 	held := false
-	return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (A, bool, error) {
+	wait := s.cfg.AnswerWait
+	if att.once {
+		// Far beyond any deadline: the one try has all of ctx's.
+		wait = 24 * time.Hour
+	}
+	return inTries(ctx, wait, func(tctx context.Context, n int) (A, bool, error) {
+		if err := tctx.Err(); err != nil {
+			// Ended before it was sent: nothing of this try can land.
+			var zero A
+			return zero, false, err
+		}
 		ack, err := publish(tctx)
+		if answerLost(err) {
+			att.unsure = true
+		}
 		switch {
 		case n > 1 && isInProcess(err):
 			// The leader still holds the first try: its answer, or its
@@ -110,6 +126,17 @@ func resendUnanswered[A any](ctx context.Context, s *Store, writes []Write, publ
 		}
 		return ack, false, err
 	})
+}
+
+// answerLost reports whether a sent try's error leaves its landing open:
+// anything but an answer of the stream refusing it, or a request that
+// reached nobody.
+func answerLost(err error) bool {
+	if err == nil || isNoResponders(err) {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	return !errors.As(err, &apiErr) || isInProcess(err)
 }
 
 // isInProcess reports whether the stream refused a write because it still

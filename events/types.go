@@ -243,7 +243,23 @@ type Request struct {
 	Delta int      `json:"delta,omitempty"`
 	Group string   `json:"group"`
 	Nodes []string `json:"nodes,omitempty"`
+	// Key identifies the call among its retries (RequestRepeatWindow):
+	// "trace <trace id> <group> +<delta>" when the caller sent a W3C
+	// traceparent, else "caller <requester> <group> +<delta> #<nonce>",
+	// the nonce shared by a call and its retries (provider/requestkey.go).
+	Key string `json:"key,omitempty"`
 }
+
+// RequestRepeatWindow: an IncreaseSize whose request key is that of one
+// accepted for the group within this window is a retry of it (its answer
+// was lost, or said the outcome is unknown): it writes nothing and
+// succeeds. It covers a client's retry after its own timeout
+// (cluster-autoscaler waits 5s for an answer) and is no longer than
+// cluster-autoscaler's scan interval (10s), so a call of its next loop,
+// decided on the new target size, is a new request. The provider also
+// keeps a call without a trace as a retry candidate only this long after
+// the call before it ended.
+const RequestRepeatWindow = 10 * time.Second
 
 // Calls that create or end claims.
 const (

@@ -31,6 +31,10 @@ type IncreaseSize struct {
 	// Call is the entry point recorded on the claims (default IncreaseSize;
 	// the built-in scaler says Decide).
 	Call string
+	// RequestKey identifies the call among its retries (events.Request.Key;
+	// the provider derives it): a call whose key the group accepted
+	// within events.RequestRepeatWindow changes nothing and succeeds.
+	RequestKey string
 }
 
 func (c IncreaseSize) LockKey(*projections.State) string { return c.Group }
@@ -43,9 +47,13 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	if !ok {
 		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
+	if _, ok := s.AcceptedWithin(c.Group, c.RequestKey, now); ok {
+		// A retry of a call that landed: its claims are in the views.
+		return nil, nil
+	}
 	live := s.LiveInService(c.Group)
 	if maxSize := s.MaxSize(c.Group); live+c.Delta > maxSize {
-		return nil, refuse(CodeFailedPrecondition, "size increase of group %s too large: %d live claims + delta %d > maxSize %d", c.Group, live, c.Delta, maxSize)
+		return nil, refuse(CodeFailedPrecondition, "%s", tooLarge(s, c, live, maxSize))
 	}
 	free := s.FreeSlots(c.Group, now)
 	if len(free) < c.Delta {
@@ -59,13 +67,31 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	if call == "" {
 		call = events.CallIncreaseSize
 	}
-	req := events.Request{Call: call, Delta: c.Delta, Group: c.Group}
+	req := events.Request{Call: call, Delta: c.Delta, Group: c.Group, Key: c.RequestKey}
 	cause := fmt.Sprintf("%s(+%d) by %s for group %s", call, c.Delta, orUnknown(c.RequestedBy), c.Group)
 	writes := make([]events.Write, 0, c.Delta+1)
 	for _, slot := range free[:c.Delta] {
 		writes = append(writes, newClaim(s, g, s.Slots[slot], now, req, c.RequestedBy, cause))
 	}
 	return withScaleRequest(s, c, now, append(writes, sizeIncreased(g, now, events.Ref{Cause: cause}, c.RequestedBy, req, writes))), nil
+}
+
+// tooLarge says why an increase exceeds maxSize in the numbers a caller
+// sees: the target size (what NodeGroupTargetSize reports) leaves out
+// claims marked for scale-down, which still hold their slots until their
+// machine is released, and maxSize bounds the slots held.
+func tooLarge(s *projections.State, c IncreaseSize, live, maxSize int) string {
+	releasing := 0
+	for _, cl := range s.LiveClaims(c.Group) {
+		if sl := s.Slots[cl.Slot]; sl != nil && sl.Decommissioned == nil && !cl.WantsMachine() {
+			releasing++
+		}
+	}
+	msg := fmt.Sprintf("size increase of group %s by %d too large: %d of its slots in service hold live claims, and %d + %d > maxSize %d", c.Group, c.Delta, live, live, c.Delta, maxSize)
+	if releasing > 0 {
+		msg += fmt.Sprintf(" (target size %d: %d of those claims are marked for scale-down, which the target size no longer counts, and hold their slots until their machine is off)", s.TargetSize(c.Group), releasing)
+	}
+	return msg
 }
 
 // whyNotFree explains a group's unclaimable slots.
@@ -140,7 +166,7 @@ func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]event
 		return nil, nil
 	}
 	if target := s.TargetSize(c.Group); target+c.Delta < g.Spec.MinSize {
-		return nil, refuse(CodeFailedPrecondition, "decrease of group %s by %d would take target size %d under minSize %d", c.Group, -c.Delta, target, g.Spec.MinSize)
+		return nil, refuse(CodeFailedPrecondition, "decrease of group %s by %d would take its target size from %d to %d, under minSize %d", c.Group, -c.Delta, target, target+c.Delta, g.Spec.MinSize)
 	}
 	if len(pending) < -c.Delta {
 		return nil, refuse(CodeUnavailable, "cannot decrease group %s by %d now: %d pending claims can be cancelled, %d booting and %d ready are past the cancelable phase (a boot ends at its deadline; remove a ready node with DeleteNodes)", c.Group, -c.Delta, len(pending), booting, ready)

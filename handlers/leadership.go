@@ -42,6 +42,9 @@ type Leadership struct {
 	// newer leader is elected.
 	fence   uint64
 	deposed func(why string)
+	// led is the last epoch this process was elected for (kept on step
+	// down): a refusal tells a stepped-down leader from a restarted one.
+	led uint64
 }
 
 // NewLeadership returns the leadership of the replica that lease names.
@@ -90,7 +93,7 @@ func (l *Leadership) Elect(ctx context.Context, grpcAddress, apiAddress, cause s
 			return 0, fmt.Errorf("elect: %w", err)
 		}
 		l.mu.Lock()
-		l.epoch, l.fence, l.deposed = epoch, res.Last, deposed
+		l.epoch, l.fence, l.deposed, l.led = epoch, res.Last, deposed, epoch
 		l.mu.Unlock()
 		l.log.Info("leader elected", "replica", l.lease.Identity(), "epoch", epoch, "seq", res.Last)
 		return epoch, nil
@@ -153,11 +156,21 @@ func (l *Leadership) Permit() (uint64, error) {
 }
 
 func (l *Leadership) notLeader(cur projections.Leader) error {
+	l.mu.Lock()
+	epoch, led := l.epoch, l.led
+	l.mu.Unlock()
 	switch {
 	case cur.Replica == "":
 		return refuse(CodeUnavailable, "not the leader: no replica has been elected yet; retry shortly")
-	case cur.Replica == l.lease.Identity() && l.Epoch() == 0:
-		return refuse(CodeUnavailable, "not the leader yet: this replica led epoch %d before it restarted and is taking the lead again; retry shortly", cur.Epoch)
+	case cur.Replica == l.lease.Identity() && epoch == 0:
+		// The log's last leader is this replica, which leads no epoch now.
+		switch {
+		case l.lease.Leading():
+			return refuse(CodeUnavailable, "not the leader yet: this replica led epoch %d, holds the lease again and is electing itself for the next epoch; retry shortly", cur.Epoch)
+		case led == cur.Epoch:
+			return refuse(CodeUnavailable, "not the leader: this replica led epoch %d, stepped down and has not re-established its lease; no other replica has been elected since; retry shortly", cur.Epoch)
+		}
+		return refuse(CodeUnavailable, "not the leader: this replica led epoch %d before it restarted and has not re-established its lease; no other replica has been elected since; retry shortly", cur.Epoch)
 	case cur.Replica == l.lease.Identity():
 		return refuse(CodeUnavailable, "not the leader: this replica's lease lapsed (it led epoch %d); retry shortly, a leader is being elected", cur.Epoch)
 	}

@@ -144,7 +144,7 @@ var moves = map[events.Type]func(*State, events.Event) error{
 	// The group-size events sum up claim events of the same batch: their
 	// sequence is the group's expectation (bumpAggregate); the claims are
 	// folded from their own events.
-	events.TypeSizeIncreased: func(*State, events.Event) error { return nil },
+	events.TypeSizeIncreased: sizeIncreased,
 	events.TypeSizeDecreased: func(*State, events.Event) error { return nil },
 }
 

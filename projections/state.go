@@ -151,6 +151,10 @@ type Group struct {
 	// scale call and observed demand (evolve_demand.go).
 	LastRefusal *Refusal        `json:"lastRefusal,omitempty"`
 	LastDemand  *DemandObserved `json:"lastDemand,omitempty"`
+	// Requests are the keys of the IncreaseSize calls accepted within
+	// events.RequestRepeatWindow of the group's last one, oldest first: a
+	// call with one of them is a retry (evolve_demand.go).
+	Requests []AcceptedRequest `json:"requests,omitempty"`
 }
 
 // ScaleDecided is the group's last built-in scale decision.

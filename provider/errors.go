@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
 )
 
@@ -28,8 +29,9 @@ func codeOf(c handlers.Code) codes.Code {
 }
 
 // toStatus turns an error of a command into a gRPC status: a refusal keeps
-// its code and message; a context error keeps its meaning (the write may
-// still have landed); anything else is Internal, with the RPC and group.
+// its code and message; an append whose outcome is unknown is Unknown; a
+// context error keeps its meaning (the write may still have landed);
+// anything else is Internal, with the RPC and group.
 func toStatus(op, group string, err error) error {
 	if err == nil {
 		return nil
@@ -44,6 +46,11 @@ func toStatus(op, group string, err error) error {
 		}
 	}
 	switch {
+	case errors.Is(err, events.ErrOutcomeUnknown):
+		// Not a refusal: the write may have landed. Unknown, never a code
+		// that says nothing happened (Unavailable, FailedPrecondition,
+		// Aborted); the views and TargetSize show what landed.
+		return status.Errorf(codes.Unknown, "%s on group %s: %v", op, group, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Errorf(codes.DeadlineExceeded, "%s on group %s: %v", op, group, err)
 	case errors.Is(err, context.Canceled):
@@ -57,8 +64,10 @@ func toStatus(op, group string, err error) error {
 func (s *Server) fail(ctx context.Context, op, group string, err error) error {
 	st := toStatus(op, group, err)
 	code := status.Code(st)
-	switch code {
-	case codes.Internal, codes.Unknown:
+	switch {
+	case errors.Is(err, events.ErrOutcomeUnknown):
+		s.log.ErrorContext(ctx, "provider write outcome unknown: it may have landed", "rpc", op, "group", group, "err", err)
+	case code == codes.Internal || code == codes.Unknown:
 		s.log.ErrorContext(ctx, "provider write failed", "rpc", op, "group", group, "err", err)
 	default:
 		s.log.InfoContext(ctx, "provider write refused", "rpc", op, "group", group, "code", code.String(), "msg", status.Convert(st).Message())

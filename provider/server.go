@@ -71,6 +71,8 @@ type Server struct {
 	// reads answers NodeGroups, NodeGroupTargetSize and NodeGroupNodes
 	// without the views' lock (readsnapshot.go).
 	reads *readSnapshots
+	// keys identify IncreaseSize calls among their retries (requestkey.go).
+	keys *requestKeys
 }
 
 var _ pb.CloudProviderServer = (*Server)(nil)
@@ -94,7 +96,7 @@ func New(views *projections.Runner, cmds *handlers.Service, clk clock.PassiveClo
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger, reads: newReadSnapshots(opts.Serves, clk)}
+	s := &Server{views: views, cmds: cmds, clock: clk, opts: opts, log: opts.Logger, reads: newReadSnapshots(opts.Serves, clk), keys: newRequestKeys(clk)}
 	views.Publish(s.reads.publish)
 	return s
 }
@@ -226,9 +228,15 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *pb.NodeGroupInc
 	if err := s.checkGroup(req.GetId()); err != nil {
 		return nil, err
 	}
-	_, err := s.cmds.Execute(ctx, handlers.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: s.requester(ctx)})
+	by := s.requester(ctx)
+	key, done := s.keys.begin(ctx, by, req.GetId(), req.GetDelta())
+	res, err := s.cmds.Execute(ctx, handlers.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: by, RequestKey: key})
+	done(err)
 	if err != nil {
 		return nil, s.fail(ctx, "NodeGroupIncreaseSize", req.GetId(), err)
+	}
+	if len(res.Events) == 0 {
+		s.log.InfoContext(ctx, "IncreaseSize is a retry of a request accepted within the repeat window; nothing written", "group", req.GetId(), "delta", req.GetDelta(), "key", key, "window", events.RequestRepeatWindow)
 	}
 	return &pb.NodeGroupIncreaseSizeResponse{}, nil
 }

@@ -36,7 +36,7 @@ var (
 		{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"},
 		{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: "NoExecute"},
 	}
-	request = events.Request{Call: events.CallIncreaseSize, Delta: 2, Group: "workers", Nodes: []string{"worker-1", "worker-2"}}
+	request = events.Request{Call: events.CallIncreaseSize, Delta: 2, Group: "workers", Nodes: []string{"worker-1", "worker-2"}, Key: "caller cluster-autoscaler workers +2 #5f3a9c01e2b4"}
 
 	fullGroupSpec = events.GroupSpec{
 		MinSize:              1,
@@ -105,10 +105,10 @@ var fullSamples = []events.Data{
 	events.ClaimBooting{Ref: fullRef, StartupJob: "worker-1-a3-startup"},
 	events.ClaimReady{Ref: fullRef, Node: "worker-1"},
 	events.ClaimFailed{Ref: fullRef, Reason: "DeadlineExceeded", Message: "not ready after 12m10s", ForceShutdown: true},
-	events.ClaimCancelled{Ref: fullRef, Reason: "CancelledByDecreaseTargetSize", RequestedBy: "cluster-autoscaler", Request: &events.Request{Call: events.CallDecreaseTargetSize, Delta: -1, Group: "workers", Nodes: []string{"worker-1"}}},
+	events.ClaimCancelled{Ref: fullRef, Reason: "CancelledByDecreaseTargetSize", RequestedBy: "cluster-autoscaler", Request: &events.Request{Call: events.CallDecreaseTargetSize, Delta: -1, Group: "workers", Nodes: []string{"worker-1"}, Key: "caller cluster-autoscaler workers +2 #5f3a9c01e2b4"}},
 	events.ClaimCompleted{Ref: fullRef, Reason: "ScaledDown"},
 	events.ClaimSuperseded{Ref: fullRef, By: "worker-1-a4"},
-	events.ScaleDownRequested{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"worker-1"}}, Reason: "ScaledDown"},
+	events.ScaleDownRequested{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"worker-1"}, Key: "caller cluster-autoscaler workers +2 #5f3a9c01e2b4"}, Reason: "ScaledDown"},
 	events.ShutdownFired{Ref: fullRef, Job: "worker-1-a3-shutdown-2", ShutdownAttempt: 2, Force: true},
 	events.ShutdownAttemptLimitReached{Ref: fullRef, Attempts: 3, PausedUntil: at.Add(time.Hour)},
 	events.MachineObservedOff{Ref: fullRef},
@@ -127,9 +127,9 @@ var fullSamples = []events.Data{
 	events.NodeDeleteRequested{Ref: fullRef, Node: "worker-1", Why: "NotReady after its shutdown"},
 	events.MachinePoweredOn{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtNodeCondition},
 	events.MachinePoweredOff{Ref: fullRef, Node: "worker-1", At: at, AtSource: events.AtObserved, Reason: events.PowerOffInputLaw},
-	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}}},
-	events.SizeIncreased{Ref: fullRef, Delta: 2, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 2, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001", "worker-2-0001"}},
-	events.SizeDecreased{Ref: fullRef, Delta: 1, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: -1, Group: "workers", Nodes: []string{"worker-1"}}, Claims: []string{"worker-1-0001"}},
+	events.FailedInstanceDeleted{Ref: fullRef, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: 1, Group: "workers", Nodes: []string{"homelab://worker-1"}, Key: "caller cluster-autoscaler workers +2 #5f3a9c01e2b4"}},
+	events.SizeIncreased{Ref: fullRef, Delta: 2, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallIncreaseSize, Delta: 2, Group: "workers", Nodes: []string{"worker-1"}, Key: "caller cluster-autoscaler workers +2 #5f3a9c01e2b4"}, Claims: []string{"worker-1-0001", "worker-2-0001"}},
+	events.SizeDecreased{Ref: fullRef, Delta: 1, RequestedBy: "cluster-autoscaler", Request: events.Request{Call: events.CallDeleteNodes, Delta: -1, Group: "workers", Nodes: []string{"worker-1"}, Key: "caller cluster-autoscaler workers +2 #5f3a9c01e2b4"}, Claims: []string{"worker-1-0001"}},
 	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
 	events.ScaleRequested{Ref: fullRef, Call: events.CallDeleteNodes, Delta: 2, Nodes: []string{"worker-1"}, Requester: "cluster-autoscaler", Accepted: true, Reason: "maxSize", Repeats: 3},
 	events.DemandObserved{Ref: fullRef, Demand: 9, Pending: 4, Running: 5},

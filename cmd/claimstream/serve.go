@@ -198,7 +198,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
-	defer tel.Shutdown(context.WithoutCancel(ctx))
+	defer closeWithin(clock.RealClock{}, log, "telemetry", closeGrace, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	})
 	tel.Metrics.KnownSinks(sinkNames(sinkCfg))
 	o.timing.done("telemetry")
 	p, err := startPlane(ctx, o, log, clk, tel)
@@ -206,7 +210,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	p.sinks = sinkCfg
-	defer p.emb.Shutdown()
+	defer closeWithin(clock.RealClock{}, log, "embedded NATS server and the log", closeGrace, p.emb.Shutdown)
 	cfg, err := poolFile.wait(ctx)
 	if err != nil {
 		return err

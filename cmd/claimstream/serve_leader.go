@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/leader"
@@ -150,7 +151,13 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 	l := p.lead.leadership
 	_, err := l.Elect(ctx, advertised(o.grpcAddress), advertised(o.apiAddress), p.lead.cause, func(why string) { depose(errors.New(why)) })
 	if err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, events.ErrOutcomeUnknown):
+			// It may have landed: the next term elects from the views
+			// that hold it, for a later epoch.
+			p.log.Warn("not leading: the outcome of LeaderElected's append is unknown; campaigning again", "err", err)
+		default:
 			p.log.Warn("not leading: LeaderElected not appended", "err", err)
 		}
 		return nil

@@ -5,24 +5,58 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
 )
 
-// shutdownGrace bounds the wait for the reactors and the webhook sinks to
-// finish what they have in flight (a delivery, its ack) at shutdown.
-const shutdownGrace = 30 * time.Second
+// Every stage of serve's shutdown has a deadline; one that overruns it is
+// logged with what it still waits for, and the shutdown goes on.
+const (
+	// intakeGrace bounds the intake's stop: the provider and the REST
+	// API give requests in flight 5 seconds, then close.
+	intakeGrace = 10 * time.Second
+	// shutdownGrace bounds the wait for the reactors and the webhook sinks
+	// to finish what they have in flight (a delivery, its ack).
+	shutdownGrace = 30 * time.Second
+	// viewsGrace bounds the stop of the views and the log's monitor.
+	viewsGrace = 10 * time.Second
+	// closeGrace bounds each of the last steps: the embedded NATS server
+	// and the log, then telemetry's flush.
+	closeGrace = 10 * time.Second
+)
 
-// stopServe stops serve's stages in order (once; later calls wait for
-// nothing): intake, then the reactors and sinks within shutdownGrace,
-// then the views.
+// closeWithin runs the last steps' close fn and waits at most grace (on
+// clk) for it; past that the shutdown goes on without it, and the step is
+// named in the log.
+func closeWithin(clk clock.Clock, log *slog.Logger, step string, grace time.Duration, fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	start := clk.Now()
+	select {
+	case <-done:
+		log.Info("stopped", "stage", step, "took", clk.Since(start).Round(time.Millisecond))
+		return true
+	case <-clk.After(grace):
+		log.Error("shutdown stage overran its deadline; going on without it", "stage", step, "deadline", grace, "waiting_for", step)
+		return false
+	}
+}
+
+// stopServe stops serve's stages in order, each within its deadline
+// (once; later calls wait for nothing): intake, then the reactors and
+// sinks, then the views.
 func stopServe(run *lifecycle, intake, work, views *stage) {
 	run.stopOnce.Do(func() {
-		intake.stop()
-		work.stopWithin(clock.RealClock{}, shutdownGrace)
-		views.stop()
+		intake.stopWithin(run.clock, intakeGrace)
+		work.stopWithin(run.clock, shutdownGrace)
+		views.stopWithin(run.clock, viewsGrace)
 	})
 }
 
@@ -32,6 +66,8 @@ func stopServe(run *lifecycle, intake, work, views *stage) {
 // into shutdown.
 type lifecycle struct {
 	log *slog.Logger
+	// clock times the stages' deadlines at stop.
+	clock clock.Clock
 
 	tripped  chan struct{} // closed by the first failing goroutine
 	tripOnce sync.Once
@@ -42,7 +78,7 @@ type lifecycle struct {
 }
 
 func newLifecycle(log *slog.Logger) *lifecycle {
-	return &lifecycle{log: log, tripped: make(chan struct{})}
+	return &lifecycle{log: log, clock: clock.RealClock{}, tripped: make(chan struct{})}
 }
 
 // failed is closed when a goroutine of any stage returned an error.
@@ -62,20 +98,33 @@ type stage struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[string]int // parts by name, while their fn runs
 }
 
 // stage starts a stage whose context ends with parent or when it is
 // stopped.
 func (l *lifecycle) stage(parent context.Context, name string) *stage {
 	ctx, cancel := context.WithCancel(parent)
-	return &stage{l: l, name: name, ctx: ctx, cancel: cancel}
+	return &stage{l: l, name: name, ctx: ctx, cancel: cancel, running: map[string]int{}}
 }
 
 // Go runs fn in the stage; what names it in errors.
 func (s *stage) Go(what string, fn func(context.Context) error) {
 	s.wg.Add(1)
+	s.mu.Lock()
+	s.running[what]++
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			if s.running[what]--; s.running[what] == 0 {
+				delete(s.running, what)
+			}
+			s.mu.Unlock()
+		}()
 		err := fn(s.ctx)
 		switch {
 		case err == nil:
@@ -95,16 +144,10 @@ func (s *stage) Go(what string, fn func(context.Context) error) {
 	}()
 }
 
-// stop cancels the stage and waits for its goroutines.
-func (s *stage) stop() {
-	s.cancel()
-	s.wg.Wait()
-	s.l.log.Info("stopped", "stage", s.name)
-}
-
 // stopWithin cancels the stage and waits at most grace (on clk) for its
-// goroutines; it reports whether they all returned. Past the grace period
-// the rest of the shutdown goes on and the stragglers are named in the log.
+// goroutines; it reports whether they all returned. Past the deadline the
+// rest of the shutdown goes on, and the parts still running are named in
+// the log.
 func (s *stage) stopWithin(clk clock.Clock, grace time.Duration) bool {
 	s.cancel()
 	done := make(chan struct{})
@@ -118,7 +161,19 @@ func (s *stage) stopWithin(clk clock.Clock, grace time.Duration) bool {
 		s.l.log.Info("stopped", "stage", s.name, "took", clk.Since(start).Round(time.Millisecond))
 		return true
 	case <-clk.After(grace):
-		s.l.log.Error("shutdown grace period over; stopping with work in flight", "stage", s.name, "grace", grace)
+		s.l.log.Error("shutdown stage overran its deadline; going on without it", "stage", s.name, "deadline", grace, "waiting_for", s.stillRunning())
 		return false
 	}
+}
+
+// stillRunning names the stage's parts whose fn has not returned, sorted.
+func (s *stage) stillRunning() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.running))
+	for n := range s.running {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

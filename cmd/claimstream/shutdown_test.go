@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +14,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 // TestServeWaitsForAnInFlightWebhook: SIGTERM (ctx canceled) while a
@@ -105,5 +109,85 @@ func TestServeStopsEverythingWhenOnePartFails(t *testing.T) {
 		}
 	case <-time.After(shutdownGrace + 30*time.Second):
 		t.Fatal("serve did not stop after a part failed")
+	}
+}
+
+// TestShutdownGoesOnPastAStageThatNeverReturns: a part of the intake that
+// never returns holds the shutdown only for the intake's deadline; the
+// other stages still stop, and the log names the stage and the part it
+// waited for.
+func TestShutdownGoesOnPastAStageThatNeverReturns(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	logs, log := logcapture.New(slog.LevelInfo)
+	run := newLifecycle(log)
+	run.clock = clk
+	intake := run.stage(context.Background(), "intake (provider, REST API, metrics)")
+	views := run.stage(context.Background(), "views")
+	work := run.stage(context.Background(), "reactors and sinks")
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	intake.Go("provider", func(context.Context) error { <-hang; return nil })
+	intake.Go("metrics", func(ctx context.Context) error { <-ctx.Done(); return nil })
+	var workStopped, viewsStopped atomic.Bool
+	work.Go("leadership", func(ctx context.Context) error { <-ctx.Done(); workStopped.Store(true); return nil })
+	views.Go("views", func(ctx context.Context) error { <-ctx.Done(); viewsStopped.Store(true); return nil })
+
+	done := make(chan struct{})
+	go func() { stopServe(run, intake, work, views); close(done) }()
+	// Only the intake's deadline is waited on the fake clock: the other
+	// stages stop at once.
+	stepped := false
+	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		if !stepped && clk.HasWaiters() {
+			clk.Step(intakeGrace)
+			stepped = true
+		}
+		return errors.New("stopServe has not returned")
+	})
+	if !workStopped.Load() || !viewsStopped.Load() {
+		t.Fatalf("stages after the hung one not stopped: work %t, views %t", workStopped.Load(), viewsStopped.Load())
+	}
+	lines := logs.Lines("shutdown stage overran its deadline", `stage="intake (provider, REST API, metrics)"`, "deadline=10s", "waiting_for=provider")
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], "waiting_for=provider") {
+		t.Fatalf("want one line naming the intake and its provider only:\n%s", logs)
+	}
+	if len(logs.Lines("stopped", `stage="reactors and sinks"`)) != 1 || len(logs.Lines("stopped", "stage=views")) != 1 {
+		t.Fatalf("later stages not logged as stopped:\n%s", logs)
+	}
+}
+
+// TestShutdownsLastStepsAreBoundedToo: the close of NATS or telemetry that
+// never returns holds the shutdown for its deadline only, and is named.
+func TestShutdownsLastStepsAreBoundedToo(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	logs, log := logcapture.New(slog.LevelInfo)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	done := make(chan bool, 1)
+	go func() {
+		done <- closeWithin(clk, log, "embedded NATS server and the log", closeGrace, func() { <-hang })
+	}()
+	var returned bool
+	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		select {
+		case returned = <-done:
+			return nil
+		default:
+		}
+		if clk.HasWaiters() {
+			clk.Step(closeGrace)
+		}
+		return errors.New("closeWithin has not returned")
+	})
+	if returned || len(logs.Lines("shutdown stage overran its deadline", `stage="embedded NATS server and the log"`, "deadline=10s")) != 1 {
+		t.Fatalf("returned %t; log:\n%s", returned, logs)
+	}
+	if !closeWithin(clk, log, "telemetry", closeGrace, func() {}) || len(logs.Lines("stopped", "stage=telemetry")) != 1 {
+		t.Fatalf("a close that returns is not logged as stopped:\n%s", logs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
@@ -248,10 +249,10 @@ func TestHandOffStreamLeaders(t *testing.T) {
 	defer cancel()
 	lead := c.StreamLeader("CLAIMSTREAM")
 	other := c.Servers[(c.Index(lead)+1)%3]
-	if moved, err := other.HandOffStreamLeaders(ctx, "CLAIMSTREAM"); err != nil || len(moved) != 0 {
+	if moved, err := other.HandOffStreamLeaders(ctx, clock.RealClock{}, "CLAIMSTREAM"); err != nil || len(moved) != 0 {
 		t.Fatalf("a follower's hand-off moved %v (%v), want nothing", moved, err)
 	}
-	moved, err := lead.HandOffStreamLeaders(ctx, "CLAIMSTREAM")
+	moved, err := lead.HandOffStreamLeaders(ctx, clock.RealClock{}, "CLAIMSTREAM")
 	if err != nil || len(moved) != 1 {
 		t.Fatalf("the leader's hand-off moved %v (%v), want CLAIMSTREAM", moved, err)
 	}

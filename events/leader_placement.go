@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/utils/clock"
 )
 
 // HandOffStreamLeaders moves the leadership of each of streams that this
@@ -14,7 +16,10 @@ import (
 // streams' leaders standing, and the next claimstream leader appends
 // without first waiting for JetStream to elect new ones. It returns the
 // streams it moved.
-func (e *Embedded) HandOffStreamLeaders(ctx context.Context, streams ...string) ([]string, error) {
+//
+// It returns once each stream it moved has its new leader (or ctx ends):
+// the writes of the new term then find one.
+func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicker, streams ...string) ([]string, error) {
 	if !e.Clustered() {
 		return nil, nil
 	}
@@ -47,6 +52,26 @@ func (e *Embedded) HandOffStreamLeaders(ctx context.Context, streams ...string) 
 			return moved, fmt.Errorf("hand off the leadership of stream %s: %s", st, desc)
 		}
 		moved = append(moved, st)
+		if err := e.waitStreamLedElsewhere(ctx, clk, st); err != nil {
+			return moved, err
+		}
 	}
 	return moved, nil
+}
+
+// waitStreamLedElsewhere polls until stream has a leader other than this
+// server.
+func (e *Embedded) waitStreamLedElsewhere(ctx context.Context, clk clock.WithTicker, stream string) error {
+	t := clk.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if l := e.StreamLeader(stream); l != "" && l != e.Server.Name() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stream %s has no new leader yet: %w", stream, ctx.Err())
+		case <-t.C():
+		}
+	}
 }

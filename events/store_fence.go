@@ -198,7 +198,8 @@ func (s *Store) appendFenced(ctx context.Context, fence uint64, writes []Write) 
 	last, ok := s.fence.known(fence, w.Aggregate)
 	if !ok {
 		if last, err = s.lastSeqAtLeader(ctx, w.Aggregate); err != nil {
-			return AppendResult{}, fmt.Errorf("append to %s: %w", w.Aggregate, err)
+			// Nothing was sent: a refusal the caller may retry.
+			return AppendResult{}, &LogUnwritableError{Reason: fmt.Sprintf("the last event of %s could not be read from the stream's leader before the write: %v", w.Aggregate, err)}
 		}
 		s.fence.learn(fence, w.Aggregate, last)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/kube"
@@ -164,7 +166,7 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 	}
 	defer l.StepDown()
 	if p.emb.Clustered() {
-		go p.handOffStreamLeaders(ctx)
+		p.handOffStreamLeaders(ctx)
 	}
 	if p.lead.kube != nil && p.lead.podName != "" && p.lead.podNamespace != "" {
 		if err := leader.LabelLeaderPod(ctx, p.lead.kube, p.lead.podNamespace, p.lead.podName); err != nil {
@@ -174,6 +176,12 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 	if cfg != nil {
 		if err := p.applyPool(ctx, cfg); err != nil {
 			if ctx.Err() != nil {
+				return nil
+			}
+			if termEndingFault(err) {
+				// Not the file's fault: end the term, campaign again and
+				// apply it then.
+				p.log.Warn("pool file not applied in this term; the term ends and the replica campaigns again", "err", err)
 				return nil
 			}
 			return err
@@ -235,11 +243,33 @@ func (p *plane) handOffStreamLeaders(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	moved, err := p.emb.HandOffStreamLeaders(ctx, streams...)
+	moved, err := p.emb.HandOffStreamLeaders(ctx, clock.RealClock{}, streams...)
 	if len(moved) > 0 {
 		p.log.Info("moved the streams' leadership to another replica, so that losing this one leaves them standing", "streams", moved)
 	}
 	if err != nil && ctx.Err() == nil {
 		p.log.Warn("the streams' leadership stays on the claimstream leader's server: losing it costs a JetStream election", "err", err)
 	}
+	if len(moved) == 0 {
+		return
+	}
+	// The log's health may have seen the stream without a leader for a
+	// moment: the term's first writes wait for it to see the new one.
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !p.logs.health.Status().Writable {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// termEndingFault reports whether a leader's work failed because this term
+// cannot write now (the log unwritable, an outcome it could not learn, a
+// newer leader), not because of what it was asked to do.
+func termEndingFault(err error) bool {
+	return errors.Is(err, events.ErrLogUnwritable) || errors.Is(err, events.ErrOutcomeUnknown) ||
+		errors.Is(err, events.ErrFenced) || errors.Is(err, handlers.ErrDeposed)
 }

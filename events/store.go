@@ -600,6 +600,12 @@ func (s *Store) TailWith(ctx context.Context, from uint64, started func(), fn fu
 	return s.consumeFrom(ctx, from, started, func(e Event, _ uint64) error { return fn(e) }, nil)
 }
 
+// readerHeartbeat is how often the server tells a reader it is still
+// there while it has nothing to deliver: a reader whose consumer lived on
+// a replica that died finds out after two missed heartbeats and makes a
+// new one on a live replica.
+const readerHeartbeat = 2 * time.Second
+
 // readIdleCheck is how long a bounded reader waits for the next message
 // before it asks the server whether anything is left to deliver.
 const readIdleCheck = 200 * time.Millisecond
@@ -645,7 +651,7 @@ func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn
 		if err := fn(s.decode(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data()), meta.NumPending); err != nil {
 			stop(err)
 		}
-	}, jetstream.PullMaxMessages(4096), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(4096), jetstream.PullHeartbeat(readerHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			stop(fmt.Errorf("read %s: %w", s.cfg.Stream, err))
 		}

@@ -23,8 +23,9 @@ import (
 
 // threeReplicas starts three serve processes on loopback sharing one log
 // (the arguments of TestThreeServeReplicasShareOneLog), each with its own
-// provider and REST API; they die with the test.
-func threeReplicas(t testing.TB) []*replicaProc {
+// provider and REST API; they die with the test. extra are more serve
+// arguments for each.
+func threeReplicas(t testing.TB, extra ...string) []*replicaProc {
 	t.Helper()
 	secret := filepath.Join(t.TempDir(), "route-secret")
 	writeFile(t, secret, "three-replicas-secret\n")
@@ -43,6 +44,7 @@ func threeReplicas(t testing.TB) []*replicaProc {
 			"--api-address", r.api, "--api-token", replicaAPIToken,
 			"--metrics-address=", "--no-fsync", "--log-level", "info",
 		}
+		r.args = append(r.args, extra...)
 		replicas = append(replicas, r)
 	}
 	t.Cleanup(func() {

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/claimstream/claimstream/events/eventstest"
+	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
+)
+
+// stormDefault is the storm's length in a plain `go test`; set
+// CLAIMSTREAM_STORM to a duration (10m) for the long run.
+const stormDefault = 40 * time.Second
+
+// TestStormOfThreeReplicas: three serve processes under IncreaseSize and
+// DecreaseTargetSize calls on every replica, while a random replica
+// (mostly the leader) is killed with SIGKILL or stopped with SIGSTOP every
+// few seconds and brought back a few seconds later. Then, from the log
+// one replica exports: every acknowledged IncreaseSize has its claim, no
+// refused one has any, at most one live claim per slot at every prefix,
+// no event of an older epoch after a newer LeaderElected, no gap; all
+// replicas show the same views, and the cluster still takes writes.
+//
+//	go test ./cmd/claimstream -run TestStormOfThreeReplicas -v
+//	CLAIMSTREAM_STORM=10m go test ./cmd/claimstream -run TestStormOfThreeReplicas -v -timeout 30m
+func TestStormOfThreeReplicas(t *testing.T) {
+	length := stormDefault
+	if v := os.Getenv("CLAIMSTREAM_STORM"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("CLAIMSTREAM_STORM=%q: %v", v, err)
+		}
+		length = d
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("CLAIMSTREAM_STORM_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("storm of %s, seed %d (CLAIMSTREAM_STORM_SEED)", length, seed)
+	rng := mrand.New(mrand.NewPCG(seed, seed))
+
+	// The simulated machines boot and shut down twenty times faster, so
+	// that claims end and slots free up for new ones within the storm.
+	replicas := threeReplicas(t, "--speed", "20")
+	sameLog(t, replicas)
+	var rep stormReport
+	ctx, cancel := context.WithTimeout(context.Background(), length)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wrng := mrand.New(mrand.NewPCG(seed, uint64(w)+1))
+			for ctx.Err() == nil {
+				r := replicas[wrng.IntN(len(replicas))]
+				switch wrng.IntN(4) {
+				case 0:
+					rep.other("DecreaseTargetSize", r.decreaseTarget())
+					continue
+				case 1:
+					rep.other("DeleteNodes", r.deleteNode(fmt.Sprintf("node-%d.lan", 1+wrng.IntN(3))))
+					continue
+				}
+				key, err := r.increaseTraced()
+				rep.call(key, err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Duration(50+wrng.IntN(150)) * time.Millisecond):
+				}
+			}
+		}()
+	}
+
+	chaos := newChaos(t, replicas, rng, &rep)
+	chaos.run(ctx)
+	wg.Wait()
+	chaos.heal()
+
+	sameLog(t, replicas)
+	// Serving at the end: a leader takes a write (one that always appends,
+	// whatever the group's size).
+	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		var errs []error
+		for _, r := range replicas {
+			if err := r.toggleSlot("node-3.lan", false); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			return nil
+		}
+		return errors.Join(errs...)
+	})
+	sameLog(t, replicas)
+	evs := checkLog(t, replicas[0])
+	onlyEpochAfterElection(t, evs)
+	rep.check(t, evs)
+	t.Logf("storm: %s", rep.summary(evs))
+}
+
+// stormReport is what the load and the chaos saw.
+type stormReport struct {
+	mu                 sync.Mutex
+	acked, refused     []string // request keys
+	unknown            int
+	kills, stops       int
+	leaderDowns        []time.Time // when a leader was killed or stopped
+	firstAckAfterDowns []time.Duration
+	calls              int
+	okCalls            int
+	why                map[string]int // refusals and unknowns, by their first words
+	others             map[string]int // the other calls' answers, by code
+}
+
+// call records one IncreaseSize: acknowledged, refused with nothing
+// written, or of unknown outcome (the replica died or stopped under it,
+// or it said so).
+func (r *stormReport) call(key string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	switch {
+	case err == nil:
+		r.okCalls++
+		r.acked = append(r.acked, key)
+		now := time.Now()
+		for len(r.firstAckAfterDowns) < len(r.leaderDowns) {
+			r.firstAckAfterDowns = append(r.firstAckAfterDowns, now.Sub(r.leaderDowns[len(r.firstAckAfterDowns)]))
+		}
+	case refusedCleanly(err):
+		r.refused = append(r.refused, key)
+		r.note(err)
+	default:
+		r.unknown++
+		r.note(err)
+	}
+}
+
+// other records the answer of a call the checks do not follow.
+func (r *stormReport) other(call string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.others == nil {
+		r.others = map[string]int{}
+	}
+	what := "ok"
+	if s, ok := status.FromError(err); err != nil && ok {
+		what = s.Code().String()
+	} else if err != nil {
+		what = "error"
+	}
+	r.others[call+" "+what]++
+}
+
+func (r *stormReport) note(err error) {
+	if r.why == nil {
+		r.why = map[string]int{}
+	}
+	msg := err.Error()
+	if s, ok := status.FromError(err); ok {
+		msg = s.Code().String() + ": " + s.Message()
+	}
+	if f := strings.Fields(msg); len(f) > 8 {
+		msg = strings.Join(f[:8], " ")
+	}
+	r.why[msg]++
+}
+
+// refusedCleanly: the server answered with a refusal that writes nothing:
+// not the leader, over a bound, a bad argument. A transport error or a
+// deadline is not an answer, and Unknown says the outcome is unknown.
+func refusedCleanly(err error) bool {
+	s, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch s.Code() {
+	case codes.FailedPrecondition, codes.InvalidArgument, codes.OutOfRange, codes.ResourceExhausted:
+		return true
+	case codes.Unavailable:
+		return strings.HasPrefix(s.Message(), "not the leader")
+	}
+	return false
+}
+
+// check holds the log to what the callers were told.
+func (r *stormReport) check(t *testing.T, evs []exported) {
+	t.Helper()
+	created := map[string]int{}
+	var prev uint64
+	for _, e := range evs {
+		seq, _ := strconv.ParseUint(e.Sequence, 10, 64)
+		if seq != prev+1 {
+			t.Errorf("the log skips from seq %d to %d", prev, seq)
+		}
+		prev = seq
+		if e.Type != "dev.claimstream.ClaimCreated.v1" && e.Type != "dev.claimstream.SizeIncreased.v1" {
+			continue
+		}
+		var d struct {
+			Attempt int
+			Request struct{ Key string }
+		}
+		_ = json.Unmarshal(e.Data, &d)
+		// A retry of a failed boot is a new attempt of the same request.
+		if e.Type == "dev.claimstream.ClaimCreated.v1" && d.Attempt == 1 {
+			created[d.Request.Key]++
+		}
+	}
+	for _, k := range r.acked {
+		if created[k] != 1 {
+			t.Errorf("acknowledged IncreaseSize %q has %d claims in the log, want 1", k, created[k])
+		}
+	}
+	for _, k := range r.refused {
+		if created[k] != 0 {
+			t.Errorf("refused IncreaseSize %q has %d claims in the log", k, created[k])
+		}
+	}
+}
+
+func (r *stormReport) summary(evs []exported) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	epochs := 0
+	for _, e := range evs {
+		if e.Type == "dev.claimstream.LeaderElected.v1" {
+			epochs++
+		}
+	}
+	fo := slices.Clone(r.firstAckAfterDowns)
+	slices.Sort(fo)
+	p50, worst := time.Duration(0), time.Duration(0)
+	if len(fo) > 0 {
+		p50, worst = fo[len(fo)/2], fo[len(fo)-1]
+	}
+	return fmt.Sprintf("%d events, %d epochs, %d kills, %d stops; IncreaseSize: %d calls, %d acknowledged, %d refused, %d unknown; leader down to the next acknowledged write: p50 %s, max %s over %d; answers other than success: %v; other calls: %v",
+		len(evs), epochs, r.kills, r.stops, r.calls, r.okCalls, len(r.refused), r.unknown, p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(fo), r.why, r.others)
+}
+
+// chaos kills and stops replicas, one at a time, and brings them back.
+type chaos struct {
+	t        *testing.T
+	replicas []*replicaProc
+	rng      *mrand.Rand
+	rep      *stormReport
+	stopped  map[*replicaProc]bool
+}
+
+func newChaos(t *testing.T, replicas []*replicaProc, rng *mrand.Rand, rep *stormReport) *chaos {
+	return &chaos{t: t, replicas: replicas, rng: rng, rep: rep, stopped: map[*replicaProc]bool{}}
+}
+
+// run strikes every 3 to 9 s until ctx ends: the leader two times in
+// three, else a follower; SIGKILL or SIGSTOP alike; the victim is back
+// after 0 to 6 s (killed) or 2 to 8 s (stopped).
+func (c *chaos) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(3000+c.rng.IntN(6000)) * time.Millisecond):
+		}
+		victim := c.pick()
+		if victim == nil {
+			continue
+		}
+		isLeader := victim == c.leader()
+		kill := c.rng.IntN(2) == 0
+		c.rep.mu.Lock()
+		if isLeader {
+			c.rep.leaderDowns = append(c.rep.leaderDowns, time.Now())
+		}
+		if kill {
+			c.rep.kills++
+		} else {
+			c.rep.stops++
+		}
+		c.rep.mu.Unlock()
+		if kill {
+			victim.signal(syscall.SIGKILL)
+			c.wait(ctx, 6000)
+			victim.start()
+		} else {
+			c.stop(victim)
+			c.wait(ctx, 6000)
+			c.resume(victim)
+		}
+		c.t.Logf("chaos: %s %s (leader %v)", map[bool]string{true: "killed", false: "stopped"}[kill], victim.name, isLeader)
+	}
+}
+
+func (c *chaos) wait(ctx context.Context, upToMillis int) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(c.rng.IntN(upToMillis)) * time.Millisecond):
+	}
+}
+
+// pick is the next victim among the running replicas, or nil.
+func (c *chaos) pick() *replicaProc {
+	if l := c.leader(); l != nil && c.rng.IntN(3) < 2 {
+		return l
+	}
+	var up []*replicaProc
+	for _, r := range c.replicas {
+		if r.running() {
+			up = append(up, r)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	return up[c.rng.IntN(len(up))]
+}
+
+// leader is the running replica that logged the newest election, if any.
+func (c *chaos) leader() *replicaProc {
+	var found *replicaProc
+	best := -1
+	for _, r := range c.replicas {
+		if !r.running() {
+			continue
+		}
+		for _, m := range leaderElectedLine.FindAllStringSubmatch(r.logText(), -1) {
+			if e, _ := strconv.Atoi(m[1]); e > best {
+				best, found = e, r
+			}
+		}
+	}
+	return found
+}
+
+func (c *chaos) stop(r *replicaProc) {
+	if r.running() {
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGSTOP)
+		c.stopped[r] = true
+	}
+}
+
+func (c *chaos) resume(r *replicaProc) {
+	if c.stopped[r] {
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGCONT)
+		delete(c.stopped, r)
+	}
+}
+
+// heal resumes every stopped replica and starts every dead one.
+func (c *chaos) heal() {
+	for _, r := range c.replicas {
+		c.resume(r)
+		if !r.running() {
+			r.start()
+		}
+	}
+}
+
+// increaseTraced calls IncreaseSize(+1) with a traceparent of its own and
+// returns the request key the log records for it.
+func (r *replicaProc) increaseTraced() (string, error) {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	trace := hex.EncodeToString(id[:])
+	key := "trace " + trace + " homelab +1"
+	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return key, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+	_, err = pb.NewCloudProviderClient(conn).NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: 1})
+	return key, err
+}
+
+// decreaseTarget calls DecreaseTargetSize(-1), churn the checks ignore.
+func (r *replicaProc) decreaseTarget() error {
+	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = pb.NewCloudProviderClient(conn).NodeGroupDecreaseTargetSize(ctx, &pb.NodeGroupDecreaseTargetSizeRequest{Id: "homelab", Delta: -1})
+	return err
+}

@@ -402,7 +402,7 @@ func (s *server) auditSlot(w http.ResponseWriter, r *http.Request) {
 	slot := r.PathValue("name")
 	evs, err := s.slotHistory(r.Context(), slot)
 	if err != nil {
-		s.fail(w, err)
+		s.readFailed(w, r, "audit", err)
 		return
 	}
 	if len(evs) == 0 {
@@ -440,13 +440,13 @@ func (s *server) auditClaim(w http.ResponseWriter, r *http.Request) {
 	for _, slot := range candidates {
 		evs, err := s.slotHistory(r.Context(), slot)
 		if err != nil {
-			s.fail(w, err)
+			s.readFailed(w, r, "audit", err)
 			return
 		}
 		mine := audit.OfClaim(evs, claim)
 		x, err := s.claimExpiry(r.Context(), claim, mine)
 		if err != nil {
-			s.fail(w, err)
+			s.readFailed(w, r, "audit", err)
 			return
 		}
 		if len(mine) == 0 && (x == nil || x.Claim == nil) {
@@ -511,7 +511,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		}
 		last, lerr := s.store.LastSeq(r.Context())
 		if lerr != nil {
-			s.fail(w, lerr)
+			s.readFailed(w, r, "replay", lerr)
 			return
 		}
 		if seq > last {
@@ -530,7 +530,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "give at=<RFC 3339 time> or seq=<n>")
 		return
 	}
-	if s.foldFailed(w, err, "replay") {
+	if s.foldFailed(w, r, err, "replay") {
 		return
 	}
 	at = at.UTC()
@@ -638,8 +638,8 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config,
 
 // foldFailed answers a failed fold of the log (a replay, a timeline) and
 // reports whether it did: a damaged log is 412, history expired without a
-// checkpoint 410, anything else 500.
-func (s *server) foldFailed(w http.ResponseWriter, err error, what string) bool {
+// checkpoint 410, a log that cannot be read 503.
+func (s *server) foldFailed(w http.ResponseWriter, r *http.Request, err error, what string) bool {
 	if err == nil {
 		return false
 	}
@@ -650,7 +650,7 @@ func (s *server) foldFailed(w http.ResponseWriter, err error, what string) bool 
 	case errors.As(err, &truncated):
 		writeError(w, http.StatusGone, "Expired", err.Error())
 	default:
-		s.fail(w, err)
+		s.readFailed(w, r, what, err)
 	}
 	return true
 }

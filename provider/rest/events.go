@@ -173,10 +173,9 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, encode func(even
 		return
 	}
 	rc := http.NewResponseController(w)
-	if q.follow {
-		// A followed stream lasts as long as the client reads it.
-		_ = rc.SetWriteDeadline(time.Time{})
-	}
+	// A listing is streamed: it lasts as long as the log is long (with
+	// follow, as long as the client reads it), not the write timeout.
+	_ = rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	out := &pagedWriter{w: w}
 	write := func(e events.Event) error {

@@ -205,6 +205,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 		}
+		Authenticated(r)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -595,23 +596,24 @@ func nonNil(s []string) []string {
 }
 
 // ListenAndServe serves h on addr until ctx ends, then stops gracefully
-// (in-flight requests get 5 seconds; followed event streams end).
-func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
+// (in-flight requests get 5 seconds; followed event streams end), with
+// lim's bounds on slow and unauthenticated clients.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, lim ServerLimits) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("rest: listen %s: %w", addr, err)
 	}
-	return Serve(ctx, ln, h)
+	return Serve(ctx, ln, h, lim)
 }
 
 // Serve is ListenAndServe on an open listener.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	return serve(ctx, ln, h, nil, nil)
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, lim ServerLimits) error {
+	return serve(ctx, ln, h, nil, nil, lim)
 }
 
 // serve serves h on ln, over TLS when tc is set (see ServeTLS).
-func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger, lim ServerLimits) error {
+	srv, ln := httpServer(ctx, ln, h, lim)
 	errs := make(chan error, 1)
 	if tc != nil {
 		srv.TLSConfig = tc

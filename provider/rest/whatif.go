@@ -46,6 +46,9 @@ func (s *server) whatIf(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", err.Error())
 		return
 	}
+	// A run is bounded by its own deadline (whatif.MaxRunTime), which
+	// may outlast the write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	stream := r.URL.Query().Get("progress") == "true"
 	var enc *json.Encoder
 	var flush func()

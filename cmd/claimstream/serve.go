@@ -455,7 +455,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), FreshReads: p.lead.leadership.FreshReads}
+	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads}
 	if ro.AuthLimit, err = p.authLimiter(o.authLimit); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -59,6 +58,9 @@ type Options struct {
 	// DeadLetters, when set, serves the sinks' dead letters
 	// (deadletters.go); nil: serve runs with no sinks.
 	DeadLetters DeadLetters
+	// Sinks names the sinks of the sinks file: a dead-letter filter that
+	// names another is 404 (nil: not checked).
+	Sinks []string
 	// FreshReads, when set, is asked before every authenticated GET
 	// (freshreads.go): a follower's views must first reach the log's end.
 	FreshReads func(context.Context) error
@@ -335,9 +337,8 @@ func (s *server) getClaim(w http.ResponseWriter, r *http.Request) {
 func (s *server) command(w http.ResponseWriter, r *http.Request, mk func(CommandRequest) handlers.Command) {
 	var req CommandRequest
 	if r.Body != nil && r.ContentLength != 0 {
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		// No body, or an empty one, is a command with no reason.
+		if err := decodeBody(w, r, &req); err != nil && !errors.Is(err, errEmptyBody) {
 			writeError(w, http.StatusBadRequest, "InvalidArgument", "request body: "+err.Error())
 			return
 		}

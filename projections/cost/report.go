@@ -95,8 +95,8 @@ type Report struct {
 	// after now: the report is cut at now (Until), as the hours after it
 	// have not happened.
 	AskedUntil *time.Time `json:"askedUntil,omitempty" yaml:"askedUntil,omitempty"`
-	By    Dimension `json:"by" yaml:"by"`
-	Rows  []Row     `json:"rows" yaml:"rows"`
+	By         Dimension  `json:"by" yaml:"by"`
+	Rows       []Row      `json:"rows" yaml:"rows"`
 	// Totals has one row per currency, its Key "total".
 	Totals []Row `json:"totals" yaml:"totals"`
 }

@@ -151,3 +151,32 @@ func TestAFollowedStreamWhoseLogFailsIsCut(t *testing.T) {
 		})
 	}
 }
+
+// TestTheClientReportsACutListing: the CLI's client turns the error line
+// of a followed listing whose log went away into an error, not a quiet
+// end.
+func TestTheClientReportsACutListing(t *testing.T) {
+	hs, srv, st := apiOverAStoppableLog(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(srv.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	err = (&rest.Client{BaseURL: hs.URL}).Events(ctx, rest.EventQuery{Follow: true}, func(rest.Event) error {
+		switch seen++; seen {
+		case 3:
+			// The listing is whole; one more, appended now, comes
+			// through the follow.
+			_, err := st.Append(ctx, events.SlotAggregate("late"), 0, events.Event{Time: time.Now(), Data: events.SlotDeclared{Ref: events.Ref{Slot: "late", Group: "g", Cause: "test"}}})
+			return err
+		case 4:
+			return js.DeleteStream(ctx, "CLAIMSTREAM")
+		}
+		return nil
+	})
+	if seen != 4 || err == nil || !strings.Contains(err.Error(), "cannot read the log") || !strings.Contains(err.Error(), "the answer is cut there") {
+		t.Fatalf("after %d events: %v, want the server's error", seen, err)
+	}
+}

@@ -52,6 +52,9 @@ func ParseRequest(body []byte) (Options, error) {
 	if !req.To.After(req.From) {
 		return Options{}, fmt.Errorf("%w (from %s, to %s)", ErrEmptyWindow, req.From.Format(time.RFC3339), req.To.Format(time.RFC3339))
 	}
+	if err := CheckWindow(req.From, req.To); err != nil {
+		return Options{}, err
+	}
 	if len(req.Candidates) == 0 {
 		return Options{}, errors.New("candidates: give at least one pool file")
 	}

@@ -15,6 +15,38 @@ import (
 // MaxCandidates bounds the configs of one what-if: each is a full run.
 const MaxCandidates = 8
 
+// MaxWindow bounds a what-if's period: the runs' work grows with the
+// simulated time, and a request must not keep the cores busy for years of
+// it.
+const MaxWindow = 31 * 24 * time.Hour
+
+// MaxRunTime bounds the wall time of one what-if (its runs together): past
+// it the runs are stopped and the request is refused.
+const MaxRunTime = 10 * time.Minute
+
+// ErrWindowTooLong refuses a period longer than MaxWindow.
+var ErrWindowTooLong = fmt.Errorf("the period is longer than the what-if limit of %s (whatif.MaxWindow): ask about a shorter one", durationDays(MaxWindow))
+
+// ErrRunTooLong refuses a what-if whose runs outlast their time limit
+// (MaxRunTime).
+var ErrRunTooLong = errors.New("the runs took longer than the what-if time limit and were stopped: ask about a shorter period or fewer candidates")
+
+// durationDays spells a whole number of days as days.
+func durationDays(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// CheckWindow refuses a period longer than MaxWindow, naming the limit.
+func CheckWindow(from, to time.Time) error {
+	if to.Sub(from) > MaxWindow {
+		return fmt.Errorf("%w (from %s, to %s: %s)", ErrWindowTooLong, from.Format(time.RFC3339), to.Format(time.RFC3339), to.Sub(from).Round(time.Second))
+	}
+	return nil
+}
+
 // Candidate is a pool config to replay the period under.
 type Candidate struct {
 	// Name labels its column (the file's name).
@@ -34,6 +66,8 @@ type Options struct {
 	// Progress, when set, is told of each run's progress (simulated time
 	// covered), at most once per percent.
 	Progress func(Progress)
+	// RunTimeLimit bounds the runs' wall time (0: MaxRunTime).
+	RunTimeLimit time.Duration
 }
 
 // Report is a what-if's answer.
@@ -72,6 +106,24 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 			return nil, fmt.Errorf("what-if: candidate %d (%s) has no config", i+1, c.Name)
 		}
 	}
+	if err := CheckWindow(opts.From, opts.To); err != nil {
+		return nil, fmt.Errorf("what-if: %w", err)
+	}
+	limit := opts.RunTimeLimit
+	if limit <= 0 || limit > MaxRunTime {
+		limit = MaxRunTime
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	rep, err := run(ctx, store, opts)
+	if err != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("what-if: %w (limit %s, whatif.MaxRunTime)", ErrRunTooLong, limit)
+	}
+	return rep, err
+}
+
+func run(ctx context.Context, store *events.Store, opts Options) (*Report, error) {
 	rec, err := Read(ctx, store, opts.From, opts.To, opts.MinSamples)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/provider/rest"
 )
 
@@ -74,7 +75,7 @@ func (o *cliOptions) bind(cmd *cobra.Command, output bool) {
 func (o *cliOptions) client() (*rest.Client, error) {
 	var file cliFile
 	if o.configFile != "" {
-		b, err := os.ReadFile(o.configFile)
+		b, err := pool.ReadFile(o.configFile)
 		switch {
 		case err == nil:
 			if err := yaml.UnmarshalStrict(b, &file); err != nil {

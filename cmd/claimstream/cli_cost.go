@@ -89,6 +89,9 @@ func printCost(w io.Writer, format string, rep cost.Report) error {
 		return cw.Error()
 	}
 	fmt.Fprintf(w, "%s to %s, by %s\n", rep.Since.Format("2006-01-02T15:04:05Z07:00"), rep.Until.Format("2006-01-02T15:04:05Z07:00"), rep.By)
+	if rep.AskedUntil != nil {
+		fmt.Fprintf(w, "(the period asked for ends at %s, after now: cut at now)\n", rep.AskedUntil.Format("2006-01-02T15:04:05Z07:00"))
+	}
 	tw := table(w)
 	fmt.Fprintf(tw, "%s\tMACHINE-HOURS\tBOOT-HOURS\tKWH\tCOST\tBOOTS\tFAILED\tUNWANTED\tNO-CLAIM\tINPUT-LAW-PAUSE\tDRAIN\tSHUTDOWN-REFUSED\n", strings.ToUpper(string(rep.By)))
 	for _, r := range append(rep.Rows, rep.Totals...) {

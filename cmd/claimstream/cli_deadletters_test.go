@@ -47,7 +47,8 @@ var anyID = regexp.MustCompile(`[0-9a-f]{32}`)
 // TestCLISinksDeadLettersAndRedeliver: against a real embedded JetStream
 // store and an httptest webhook, a sink that gives up dead-letters its
 // events; `sinks dead-letters` lists them; `sinks redeliver` with the
-// receiver still down keeps them and fails; a bad id changes nothing;
+// receiver still down keeps them and fails; a bad id, an id named twice,
+// an unknown sink or a wildcard changes nothing and says why;
 // once the receiver is back, redeliver sends each through the sink and
 // removes it, and the list is empty.
 func TestCLISinksDeadLettersAndRedeliver(t *testing.T) {
@@ -61,7 +62,7 @@ func TestCLISinksDeadLettersAndRedeliver(t *testing.T) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	d := &sinks.Dispatcher{JS: h.Store.JetStream(), Store: h.Store, Config: cfg, Clock: h.Clock, Logger: quiet, FetchWait: 100 * time.Millisecond}
-	api := httptest.NewServer(rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: "dl-token", Logger: quiet, DeadLetters: d}))
+	api := httptest.NewServer(rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: "dl-token", Logger: quiet, DeadLetters: d, Sinks: sinkNames(cfg)}))
 	defer api.Close()
 	h.Declare("g", events.GroupSpec{}, "a", "b")
 
@@ -96,6 +97,10 @@ func TestCLISinksDeadLettersAndRedeliver(t *testing.T) {
 	step("sinks", "redeliver", "99")
 	step("sinks", "redeliver", "1", "--all")
 	step("sinks", "redeliver", "--all", "--sink", "nope")
+	step("sinks", "dead-letters", "--sink", "nope")
+	step("sinks", "dead-letters", "--sink", "*")
+	step("sinks", "dead-letters", "--sink", ">")
+	step("sinks", "redeliver", "1", "2", "1")
 	step("sinks", "dead-letters", "--sink", "alerts")
 	hook.mu.Lock()
 	hook.fixed = true

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,9 +49,12 @@ goes to stderr. docs/whatif.md says what the figures can and cannot tell.`,
 			if err != nil {
 				return fmt.Errorf("--from/--to: %w", err)
 			}
+			if err := whatif.CheckWindow(win.Since, win.Until); err != nil {
+				return fmt.Errorf("--from/--to: %w", err)
+			}
 			req := whatif.Request{From: win.Since, To: win.Until, Seed: seed}
 			for _, path := range configs {
-				data, err := os.ReadFile(path)
+				data, err := pool.ReadFile(path)
 				if err != nil {
 					return fmt.Errorf("--config: %w", err)
 				}

@@ -59,9 +59,10 @@ type serveOptions struct {
 
 	sinks          string
 	metricsAddress string
-	pprof          bool // serve_pprof.go
-	servingGC      int  // serve_gc.go
-	releaseCode    bool // serve_code_pages.go
+	httpLimits     httpLimitFlags // serve_httplimits.go
+	pprof          bool           // serve_pprof.go
+	servingGC      int            // serve_gc.go
+	releaseCode    bool           // serve_code_pages.go
 	otlpEndpoint   string
 
 	cluster clusterOptions
@@ -113,6 +114,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.eventSource, "event-source", "", eventSourceHelp)
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
+	o.httpLimits.addFlags(f)
 	f.BoolVar(&o.pprof, "pprof", false, pprofHelp)
 	f.IntVar(&o.servingGC, "serving-gc-percent", defaultServingGCPercent, servingGCPercentHelp)
 	f.BoolVar(&o.releaseCode, "release-code-pages", true, releaseCodePagesHelp)
@@ -245,7 +247,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// counters alike (REST API on or off).
 	intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 	if api != nil {
-		intake.Go("REST API", func(ctx context.Context) error { return p.serveAPI(ctx, o.apiAddress, api, apiTLS) })
+		intake.Go("REST API", func(ctx context.Context) error {
+			return p.serveAPI(ctx, o.apiAddress, api, apiTLS, o.httpLimits.ServerLimits)
+		})
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
 	}
 	if o.metricsAddress != "" {
@@ -254,7 +258,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 		if o.pprof {
 			mountPprof(mux)
 		}
-		intake.Go("metrics", func(ctx context.Context) error { return rest.ListenAndServe(ctx, o.metricsAddress, mux) })
+		intake.Go("metrics", func(ctx context.Context) error {
+			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.ServerLimits)
+		})
 		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}
 	views.Go("views", p.views.Run)
@@ -479,7 +485,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), FreshReads: p.lead.leadership.FreshReads}
+	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads}
 	if ro.AuthLimit, err = p.authLimiter(o.authLimit); err != nil {
 		return nil, err
 	}

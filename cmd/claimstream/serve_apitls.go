@@ -29,11 +29,11 @@ func (p *plane) apiTLS(o serveOptions) (*tls.Config, error) {
 
 // serveAPI serves the REST API on addr until ctx ends, over TLS when tc is
 // set.
-func (p *plane) serveAPI(ctx context.Context, addr string, api http.Handler, tc *tls.Config) error {
+func (p *plane) serveAPI(ctx context.Context, addr string, api http.Handler, tc *tls.Config, lim rest.ServerLimits) error {
 	if tc == nil {
-		return rest.ListenAndServe(ctx, addr, api)
+		return rest.ListenAndServe(ctx, addr, api, lim)
 	}
-	return rest.ListenAndServeTLS(ctx, addr, api, tc, p.log)
+	return rest.ListenAndServeTLS(ctx, addr, api, tc, p.log, lim)
 }
 
 // tlsReloadFailed counts a certificate rotation that did not load.

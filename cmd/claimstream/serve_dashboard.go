@@ -25,7 +25,18 @@ func (p *plane) withDashboard(ro rest.Options, token string, copiesEvery uint64)
 	if p.tel != nil {
 		do.OnLogin, do.OnCSRFRefused = p.tel.Metrics.DashboardLogin, p.tel.Metrics.DashboardCSRFRefused
 	}
-	return dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), do)
+	h, err := dashboard.New(rest.New(p.views, p.service, p.store, p.clock, ro), do)
+	if err != nil {
+		return nil, err
+	}
+	// A page view in a live session counts its connection as
+	// authenticated, as an API call with the token does.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sessions.Authenticates(r) {
+			rest.Authenticated(r)
+		}
+		h.ServeHTTP(w, r)
+	}), nil
 }
 
 // countCopySaves counts the saves of an index's copies

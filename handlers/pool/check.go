@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 
 	"github.com/claimstream/claimstream/events"
 )
@@ -188,12 +189,22 @@ func (c *checker) labels(ptr string, v any) {
 	}
 }
 
+// annotations checks keys as the API server does, and their total size
+// (keys and values) against its limit, so a file that validates applies.
 func (c *checker) annotations(ptr string, v any) {
 	m, _ := v.(map[string]any)
+	total := 0
 	for _, k := range sortedKeys(m) {
 		if errs := content.IsLabelKey(k); len(errs) > 0 {
 			c.add(ptr+"/"+escapeToken(k), "invalid annotation key: %s", strings.Join(errs, "; "))
 		}
+		total += len(k)
+		if s, ok := m[k].(string); ok {
+			total += len(s)
+		}
+	}
+	if total > apivalidation.TotalAnnotationSizeLimitB {
+		c.add(ptr, "annotations of %d bytes (keys and values): the API server's limit is %d (256 KiB)", total, apivalidation.TotalAnnotationSizeLimitB)
 	}
 }
 

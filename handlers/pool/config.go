@@ -24,10 +24,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 
@@ -71,14 +73,70 @@ type Slot struct {
 // DefaultProviderID is the providerID of a slot that declares none.
 func DefaultProviderID(slot string) string { return events.DefaultProviderID(slot) }
 
-// Load reads and parses the pool file at path. Problems with its content
-// come back as a *ConfigError.
+// Load reads (ReadFile) and parses the pool file at path. Problems with
+// its content come back as a *ConfigError.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("pool file: %w", err)
 	}
 	return Parse(path, data)
+}
+
+// MaxFileBytes bounds a pool file (and the CLI's config file): far above
+// any real pool, far below what would strain the process to parse.
+const MaxFileBytes = 8 << 20
+
+// ReadFile reads a config file: a regular file of at most MaxFileBytes.
+// Anything else (a directory, a FIFO that would block the read, a device
+// such as /dev/zero that never ends) is refused before it is read.
+func ReadFile(path string) ([]byte, error) {
+	// Non-blocking, so opening a FIFO does not wait for a writer; it
+	// changes nothing for a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s): give the path of a YAML file", path, fileKind(fi.Mode()))
+	}
+	tooBig := func(n int64) error {
+		return fmt.Errorf("%s: %d bytes, more than the limit of %d (%d MiB): a pool file this large is not one", path, n, MaxFileBytes, MaxFileBytes>>20)
+	}
+	if fi.Size() > MaxFileBytes {
+		return nil, tooBig(fi.Size())
+	}
+	// Read at most one byte past the limit: the file may grow meanwhile.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, tooBig(int64(len(data)))
+	}
+	return data, nil
+}
+
+// fileKind names what a file that is not a regular one is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.String()
 }
 
 // Parse parses a pool file's content; source names it in errors. Every

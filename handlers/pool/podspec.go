@@ -65,8 +65,17 @@ func (c *checker) podSpec(ptr string, v map[string]any) {
 		c.add(ptr, "%v", err)
 		return
 	}
+	if len(canon) > MaxPodSpecBytes {
+		c.add(ptr, "a pod spec of %d bytes (as JSON): at most %d (256 KiB), so the slot's declaration fits one event of the log and its Job one API request", len(canon), MaxPodSpecBytes)
+		return
+	}
 	c.podSpecs[ptr] = canon
 }
+
+// MaxPodSpecBytes bounds a lifecycle pod spec (compact JSON): a slot's
+// two specs travel in one event of the log (at most 1 MiB, the NATS
+// payload limit).
+const MaxPodSpecBytes = 256 << 10
 
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 

@@ -91,8 +91,12 @@ type Row struct {
 type Report struct {
 	Since time.Time `json:"since" yaml:"since"`
 	Until time.Time `json:"until" yaml:"until"`
-	By    Dimension `json:"by" yaml:"by"`
-	Rows  []Row     `json:"rows" yaml:"rows"`
+	// AskedUntil, when set, is the end of the period asked for, which was
+	// after now: the report is cut at now (Until), as the hours after it
+	// have not happened.
+	AskedUntil *time.Time `json:"askedUntil,omitempty" yaml:"askedUntil,omitempty"`
+	By         Dimension  `json:"by" yaml:"by"`
+	Rows       []Row      `json:"rows" yaml:"rows"`
 	// Totals has one row per currency, its Key "total".
 	Totals []Row `json:"totals" yaml:"totals"`
 }

@@ -20,10 +20,11 @@ import (
 // Failed authentications are throttled per client address, on the API
 // (a missing or wrong bearer token) and on the dashboard's login form (a
 // wrong token) alike, from one budget per address: a burst, then a steady
-// rate. An address over its budget is answered 429 with Retry-After
-// before its token is even looked at, so a guesser on the LAN gets a few
-// tries a second at most, and the server does no hashing for it.
-// Successful requests never touch the budget.
+// rate. A wrong token from an address over its budget is answered 429
+// with Retry-After, so a guesser on the LAN gets a few tries a second at
+// most; the right token is always let through, so a guesser behind the
+// same NAT or proxy cannot lock the others out. Successful requests never
+// touch the budget.
 
 // Surfaces of an authentication failure (the metric's surface label).
 const (
@@ -220,14 +221,14 @@ func parseHostAddr(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// Check runs check, the comparison of the request's token, unless the
-// request's address is over its budget of failures: then it answers
-// AuthThrottled and how long until the address may try again, without
-// running check. A check that fails answers AuthRefused and is counted
+// Check runs check, the comparison of the request's token. One that
+// passes answers "" and spends nothing, whatever the address's budget.
+// One that fails from an address over its budget of failures answers
+// AuthThrottled and how long until the address may try again; otherwise
+// it answers AuthRefused and is counted
 // against the address (the first few of an episode logged as refusal, a
-// WARN line with the address and attrs; the rest only summed up); one
-// that passes answers "" and spends nothing. Checks are run one at a
-// time, so concurrent guesses cannot overrun the budget.
+// WARN line with the address and attrs; the rest only summed up). Checks
+// are run one at a time, so concurrent guesses cannot overrun the budget.
 func (l *AuthLimiter) Check(r *http.Request, surface string, check func() bool, refusal string, attrs ...any) (retryAfter time.Duration, outcome string) {
 	key := l.clientKey(r)
 	l.mu.Lock()
@@ -237,6 +238,9 @@ func (l *AuthLimiter) Check(r *http.Request, surface string, check func() bool, 
 	if v, ok := l.clients.Get(key); ok {
 		c = v.(*authClient)
 		if tokens := c.lim.TokensAt(now); tokens < 1 {
+			if check() {
+				return 0, ""
+			}
 			l.throttled(key, c, surface, now, tokens)
 			return l.wait(tokens), AuthThrottled
 		}

@@ -96,12 +96,12 @@ func TestAuthLimiterLogsOncePerEpisode(t *testing.T) {
 	}
 }
 
-// TestConcurrentGuessesStayWithinTheBudget: a hundred guesses at once from
-// one address get their tokens compared ten times, no more.
+// TestConcurrentGuessesStayWithinTheBudget: of a hundred wrong guesses at
+// once from one address, ten are refused and the rest throttled, no more.
 func TestConcurrentGuessesStayWithinTheBudget(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	l := NewAuthLimiter(AuthLimitOptions{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
-	var compared atomic.Int64
+	var compared, refused atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 0; i < 100; i++ {
@@ -111,16 +111,23 @@ func TestConcurrentGuessesStayWithinTheBudget(t *testing.T) {
 			req := httptest.NewRequest("GET", "/", nil)
 			req.RemoteAddr = "192.0.2.1:1"
 			<-start
-			l.Check(req, AuthSurfaceAPI, func() bool {
+			_, outcome := l.Check(req, AuthSurfaceAPI, func() bool {
 				compared.Add(1)
 				runtime.Gosched() // let the others in, were they not kept out
 				return false
 			}, "refused")
+			if outcome == AuthRefused {
+				refused.Add(1)
+			}
 		}()
 	}
 	close(start)
 	wg.Wait()
-	if n := compared.Load(); n != DefaultAuthFailureBurst {
-		t.Errorf("%d tokens compared for 100 concurrent guesses, want %d", n, DefaultAuthFailureBurst)
+	if n := refused.Load(); n != DefaultAuthFailureBurst {
+		t.Errorf("%d refusals for 100 concurrent guesses, want %d", n, DefaultAuthFailureBurst)
+	}
+	// Every token is compared: the right one always passes.
+	if n := compared.Load(); n != 100 {
+		t.Errorf("%d tokens compared, want 100", n)
 	}
 }

@@ -64,9 +64,10 @@ func (a *throttledAPI) get(remote, token string) *httptest.ResponseRecorder {
 }
 
 // TestWrongTokensAreThrottledPerAddress: ten wrong tokens are refused 401;
-// the eleventh is answered 429 with Retry-After, unchecked (the right
-// token from that address waits too); another address is not affected;
-// a second later the address may try again.
+// the eleventh is answered 429 with Retry-After; the right token from
+// that address (another client behind the same NAT) is let through;
+// another address is not affected; a second later the address may try
+// again.
 func TestWrongTokensAreThrottledPerAddress(t *testing.T) {
 	a := startThrottledAPI(t)
 	const guesser, other = "192.0.2.7:40001", "192.0.2.8:40002"
@@ -90,8 +91,11 @@ func TestWrongTokensAreThrottledPerAddress(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Code != "ResourceExhausted" || body.Error == "" {
 		t.Errorf("429 body %s (%v), want code ResourceExhausted with a message", rec.Body, err)
 	}
-	if rec := a.get(guesser, "right-token"); rec.Code != http.StatusTooManyRequests {
-		t.Errorf("right token from the throttled address: %d, want 429 (not checked)", rec.Code)
+	if rec := a.get(guesser, "right-token"); rec.Code != http.StatusOK {
+		t.Errorf("right token from the throttled address: %d, want 200", rec.Code)
+	}
+	if rec := a.get(guesser, "guess"); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("a wrong token after the right one: %d, want 429 still", rec.Code)
 	}
 	if rec := a.get(other, "right-token"); rec.Code != http.StatusOK {
 		t.Errorf("right token from another address: %d, want 200", rec.Code)

@@ -21,6 +21,8 @@ const BackupContentType = "application/vnd.claimstream.backup"
 // trailer, is refused by restore.
 func (s *server) backup(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// A backup is as long as the log: exempt from the write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	out := &lazyBackupWriter{w: w}
 	m, err := events.WriteBackup(r.Context(), s.store.JetStream().Conn(), s.store.Stream(), out, s.viewsDigestAt, nil)
 	if s.opts.OnBackup != nil {

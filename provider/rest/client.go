@@ -333,6 +333,13 @@ func (c *Client) lines(ctx context.Context, path string, q EventQuery, fn func([
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
+		if bytes.HasPrefix(sc.Bytes(), []byte(`{"error":`)) {
+			// The server's read failed midway: its last line says why.
+			var e ErrorBody
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Error != "" {
+				return &APIError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error + " (the answer is cut there)"}
+			}
+		}
 		if err := fn(sc.Bytes()); err != nil {
 			return err
 		}

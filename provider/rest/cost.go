@@ -2,8 +2,10 @@ package rest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/claimstream/claimstream/projections/cost"
 )
@@ -25,9 +27,23 @@ func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Hours that have not happened are not charged: a period that ends
+	// after now (a month in progress) is cut at now, and says so.
+	now := s.now()
+	asked := win.Until
+	if !win.Since.Before(now) {
+		writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("the period starts at %s, not before now (%s): nothing in it has happened yet", win.Since.Format(time.RFC3339), now.Format(time.RFC3339)))
+		return
+	}
+	if win.Until.After(now) {
+		win.Until = now
+	}
 	rep, err := s.costs.Report(r.Context(), by, win.Since, win.Until)
 	if s.answerCostIndex(w, r, err) {
 		return
+	}
+	if asked.After(win.Until) {
+		rep.AskedUntil = &asked
 	}
 	writeJSON(w, http.StatusOK, rep)
 }

@@ -255,7 +255,7 @@ func (s *server) answerCostIndex(w http.ResponseWriter, r *http.Request, err err
 		writeError(w, http.StatusGone, "Expired", expired.Error())
 	case r.Context().Err() != nil:
 	default:
-		s.fail(w, err)
+		s.readFailed(w, r, "cost", err)
 	}
 	return true
 }

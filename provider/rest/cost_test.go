@@ -176,3 +176,41 @@ func TestCostOverAnExpiredLogIsGone(t *testing.T) {
 		t.Fatalf("cost over an expired log start: %d %s", rec.status, rec.body.String())
 	}
 }
+
+// TestCostIsNotChargedForHoursToCome: a machine on for two hours and
+// still on, in a month in progress or a period asked to end a year ahead,
+// is charged the two hours until now, and the report says it was cut at
+// now; a period that starts after now is refused.
+func TestCostIsNotChargedForHoursToCome(t *testing.T) {
+	f := resttest.Start(t)
+	f.H.Declare("lab", events.GroupSpec{}, "n1")
+	start := f.H.Clock.Now().UTC()
+	var seq uint64
+	f.H.Read(func(s *projections.State) { seq = s.Slots["n1"].Seq })
+	res, err := f.H.Store.Append(context.Background(), events.SlotAggregate("n1"), seq, events.Event{Time: start, Data: events.MachinePoweredOn{Ref: events.Ref{Slot: "n1", Group: "lab", Cause: "test"}, Node: "n1", At: start, AtSource: events.AtObserved}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.H.Views.WaitFor(context.Background(), res.Last); err != nil {
+		t.Fatal(err)
+	}
+	f.H.Clock.Step(2 * time.Hour)
+	now := f.H.Clock.Now().UTC()
+	for _, q := range []url.Values{
+		{"month": {start.Format("2006-01")}, "by": {"slot"}},
+		{"since": {start.Format(time.RFC3339)}, "until": {now.AddDate(1, 0, 0).Format(time.RFC3339)}, "by": {"slot"}},
+	} {
+		rep, err := f.Client.Cost(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Rows) != 1 || rep.Rows[0].MachineHours != 2 || !rep.Until.Equal(now) || rep.AskedUntil == nil || !rep.AskedUntil.After(now) {
+			t.Errorf("%v: until %s asked %v rows %+v, want 2 machine-hours cut at now %s", q, rep.Until, rep.AskedUntil, rep.Rows, now)
+		}
+	}
+	_, err = f.Client.Cost(context.Background(), url.Values{"since": {now.AddDate(1, 0, 0).Format(time.RFC3339)}, "until": {now.AddDate(1, 1, 0).Format(time.RFC3339)}})
+	var apiErr *rest.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || !strings.Contains(apiErr.Msg, "nothing in it has happened yet") {
+		t.Fatalf("a period a year ahead: %v", err)
+	}
+}

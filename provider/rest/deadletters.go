@@ -2,9 +2,12 @@ package rest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/claimstream/claimstream/handlers/sinks"
 )
@@ -38,7 +41,11 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if s.noSinks(w) {
 		return
 	}
-	items, err := s.opts.DeadLetters.ListDeadLetters(r.Context(), r.URL.Query().Get("sink"))
+	sink := r.URL.Query().Get("sink")
+	if s.badSink(w, "sink", sink) {
+		return
+	}
+	items, err := s.opts.DeadLetters.ListDeadLetters(r.Context(), sink)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "Unavailable", "cannot read the dead letters: "+err.Error())
 		return
@@ -53,10 +60,21 @@ func (s *server) redeliverDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req sinks.RedeliverRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := decodeBody(w, r, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "request body: want {\"ids\": [N, ...]} or {\"all\": true[, \"sink\": NAME]}: "+err.Error())
+		return
+	}
+	// A dead letter named twice would be sent twice (and its second
+	// removal reported as a failure): refused, so the ask is unambiguous.
+	seen := make(map[uint64]bool, len(req.IDs))
+	for _, id := range req.IDs {
+		if seen[id] {
+			writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("ids: dead letter %d is named twice: name each once", id))
+			return
+		}
+		seen[id] = true
+	}
+	if s.badSink(w, "sink", req.Sink) {
 		return
 	}
 	res, err := s.opts.DeadLetters.Redeliver(r.Context(), req)
@@ -69,6 +87,29 @@ func (s *server) redeliverDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, RedeliverAnswer{Results: res})
+}
+
+// sinkName is a sink's name as the sinks file allows it (one NATS subject
+// token, no wildcard).
+var sinkName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// badSink answers a sink name that names no sink: 400 for what is not a
+// sink name at all (a NATS wildcard such as * or > would match every
+// sink's letters), 404 for a name the sinks file does not hold. It
+// reports whether it answered.
+func (s *server) badSink(w http.ResponseWriter, field, name string) bool {
+	if name == "" {
+		return false
+	}
+	if !sinkName.MatchString(name) {
+		writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("%s: %q is not a sink name (letters, digits, _ and -; no wildcards)", field, name))
+		return true
+	}
+	if s.opts.Sinks != nil && !slices.Contains(s.opts.Sinks, name) {
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("%s: no sink %q in the sinks file (its sinks: %s)", field, name, strings.Join(s.opts.Sinks, ", ")))
+		return true
+	}
+	return false
 }
 
 // ListDeadLetters lists the dead letters (of sink, if set).

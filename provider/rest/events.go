@@ -164,6 +164,8 @@ func (s *server) scan(ctx context.Context, q eventQuery, fn func(events.Event) e
 
 // stream writes matching events as JSON lines, then, with follow=true,
 // keeps writing new ones as they are appended until the client goes away.
+// A read that fails before the first page went out is answered with an
+// error status; after it, with an error line, and the answer is cut.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, encode func(events.Event) ([]byte, error)) {
 	q, err := parseEventQuery(r)
 	if err != nil {
@@ -171,8 +173,11 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, encode func(even
 		return
 	}
 	rc := http.NewResponseController(w)
+	// A listing is streamed: it lasts as long as the log is long (with
+	// follow, as long as the client reads it), not the write timeout.
+	_ = rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
+	out := &pagedWriter{w: w}
 	write := func(e events.Event) error {
 		b, err := encode(e)
 		if err != nil {
@@ -180,15 +185,18 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, encode func(even
 			// export; the plain listing shows it with its error.
 			return nil
 		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
-			return err
+		if _, err := out.Write(append(b, '\n')); err != nil {
+			return errClientGone{err}
 		}
 		return nil
 	}
 	ctx := r.Context()
 	last, err := s.scan(ctx, q, write)
 	if err != nil {
-		s.log.Warn("event stream ended", "err", err)
+		s.streamFailed(w, r, out, err)
+		return
+	}
+	if err := out.commit(); err != nil {
 		return
 	}
 	if !q.follow {
@@ -202,11 +210,35 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, encode func(even
 		if err := write(e); err != nil {
 			return err
 		}
-		return rc.Flush()
+		if err := rc.Flush(); err != nil {
+			return errClientGone{err}
+		}
+		return nil
 	})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		s.log.Warn("event stream ended", "err", err)
+	if err != nil {
+		s.streamFailed(w, r, out, err)
 	}
+}
+
+// errClientGone is a write to the client that failed: the client went
+// away, nothing to tell it.
+type errClientGone struct{ err error }
+
+func (e errClientGone) Error() string { return "writing the answer: " + e.err.Error() }
+func (e errClientGone) Unwrap() error { return e.err }
+
+// streamFailed ends a JSON Lines answer whose read failed: an error
+// status if nothing went out yet, else an error line and a cut.
+func (s *server) streamFailed(w http.ResponseWriter, r *http.Request, out *pagedWriter, err error) {
+	var gone errClientGone
+	if errors.As(err, &gone) || r.Context().Err() != nil {
+		return
+	}
+	if !out.committed {
+		s.readFailed(w, r, "events", err)
+		return
+	}
+	s.abortStream(w, r, "events", err, ndjsonError)
 }
 
 func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -59,6 +58,9 @@ type Options struct {
 	// DeadLetters, when set, serves the sinks' dead letters
 	// (deadletters.go); nil: serve runs with no sinks.
 	DeadLetters DeadLetters
+	// Sinks names the sinks of the sinks file: a dead-letter filter that
+	// names another is 404 (nil: not checked).
+	Sinks []string
 	// FreshReads, when set, is asked before every authenticated GET
 	// (freshreads.go): a follower's views must first reach the log's end.
 	FreshReads func(context.Context) error
@@ -205,6 +207,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 		}
+		Authenticated(r)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -334,9 +337,8 @@ func (s *server) getClaim(w http.ResponseWriter, r *http.Request) {
 func (s *server) command(w http.ResponseWriter, r *http.Request, mk func(CommandRequest) handlers.Command) {
 	var req CommandRequest
 	if r.Body != nil && r.ContentLength != 0 {
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		// No body, or an empty one, is a command with no reason.
+		if err := decodeBody(w, r, &req); err != nil && !errors.Is(err, errEmptyBody) {
 			writeError(w, http.StatusBadRequest, "InvalidArgument", "request body: "+err.Error())
 			return
 		}
@@ -402,7 +404,7 @@ func (s *server) auditSlot(w http.ResponseWriter, r *http.Request) {
 	slot := r.PathValue("name")
 	evs, err := s.slotHistory(r.Context(), slot)
 	if err != nil {
-		s.fail(w, err)
+		s.readFailed(w, r, "audit", err)
 		return
 	}
 	if len(evs) == 0 {
@@ -440,13 +442,13 @@ func (s *server) auditClaim(w http.ResponseWriter, r *http.Request) {
 	for _, slot := range candidates {
 		evs, err := s.slotHistory(r.Context(), slot)
 		if err != nil {
-			s.fail(w, err)
+			s.readFailed(w, r, "audit", err)
 			return
 		}
 		mine := audit.OfClaim(evs, claim)
 		x, err := s.claimExpiry(r.Context(), claim, mine)
 		if err != nil {
-			s.fail(w, err)
+			s.readFailed(w, r, "audit", err)
 			return
 		}
 		if len(mine) == 0 && (x == nil || x.Claim == nil) {
@@ -511,7 +513,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		}
 		last, lerr := s.store.LastSeq(r.Context())
 		if lerr != nil {
-			s.fail(w, lerr)
+			s.readFailed(w, r, "replay", lerr)
 			return
 		}
 		if seq > last {
@@ -530,7 +532,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "give at=<RFC 3339 time> or seq=<n>")
 		return
 	}
-	if s.foldFailed(w, err, "replay") {
+	if s.foldFailed(w, r, err, "replay") {
 		return
 	}
 	at = at.UTC()
@@ -602,23 +604,24 @@ func nonNil(s []string) []string {
 }
 
 // ListenAndServe serves h on addr until ctx ends, then stops gracefully
-// (in-flight requests get 5 seconds; followed event streams end).
-func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
+// (in-flight requests get 5 seconds; followed event streams end), with
+// lim's bounds on slow and unauthenticated clients.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, lim ServerLimits) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("rest: listen %s: %w", addr, err)
 	}
-	return Serve(ctx, ln, h)
+	return Serve(ctx, ln, h, lim)
 }
 
 // Serve is ListenAndServe on an open listener.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	return serve(ctx, ln, h, nil, nil)
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, lim ServerLimits) error {
+	return serve(ctx, ln, h, nil, nil, lim)
 }
 
 // serve serves h on ln, over TLS when tc is set (see ServeTLS).
-func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger, lim ServerLimits) error {
+	srv, ln := httpServer(ctx, ln, h, lim)
 	errs := make(chan error, 1)
 	if tc != nil {
 		srv.TLSConfig = tc
@@ -645,8 +648,8 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config,
 
 // foldFailed answers a failed fold of the log (a replay, a timeline) and
 // reports whether it did: a damaged log is 412, history expired without a
-// checkpoint 410, anything else 500.
-func (s *server) foldFailed(w http.ResponseWriter, err error, what string) bool {
+// checkpoint 410, a log that cannot be read 503.
+func (s *server) foldFailed(w http.ResponseWriter, r *http.Request, err error, what string) bool {
 	if err == nil {
 		return false
 	}
@@ -657,7 +660,7 @@ func (s *server) foldFailed(w http.ResponseWriter, err error, what string) bool 
 	case errors.As(err, &truncated):
 		writeError(w, http.StatusGone, "Expired", err.Error())
 	default:
-		s.fail(w, err)
+		s.readFailed(w, r, what, err)
 	}
 	return true
 }

@@ -1,13 +1,13 @@
 package rest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/claimstream/claimstream/events"
 )
@@ -34,19 +34,23 @@ func (s *server) sseEvents(w http.ResponseWriter, r *http.Request) {
 		q.from, q.last = seq+1, 0
 	}
 	rc := http.NewResponseController(w)
+	// The stream lasts as long as the client reads it.
+	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	// A buffering proxy would hold the stream back.
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	// The past events are held back (up to a page) until read whole, so
+	// a read that fails at once is answered with an error status.
+	out := &pagedWriter{w: w}
 	// The client waits 2 s before reconnecting after a cut.
-	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
-		return
-	}
+	_, _ = fmt.Fprint(out, "retry: 2000\n\n")
 	write := func(e events.Event) error {
-		_, err := w.Write(sseMessage(e))
-		return err
+		if _, err := out.Write(sseMessage(e)); err != nil {
+			return errClientGone{err}
+		}
+		return nil
 	}
 	ctx := r.Context()
 	var last uint64
@@ -57,7 +61,10 @@ func (s *server) sseEvents(w http.ResponseWriter, r *http.Request) {
 		last, err = s.scan(ctx, q, write)
 	}
 	if err != nil {
-		s.log.Warn("event stream ended", "err", err)
+		s.sseFailed(w, r, out, err)
+		return
+	}
+	if err := out.commit(); err != nil {
 		return
 	}
 	if err := rc.Flush(); err != nil {
@@ -70,11 +77,29 @@ func (s *server) sseEvents(w http.ResponseWriter, r *http.Request) {
 		if err := write(e); err != nil {
 			return err
 		}
-		return rc.Flush()
+		if err := rc.Flush(); err != nil {
+			return errClientGone{err}
+		}
+		return nil
 	})
-	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		s.log.Warn("event stream ended", "err", err)
+	if err != nil {
+		s.sseFailed(w, r, out, err)
 	}
+}
+
+// sseFailed ends an event stream whose read failed: an error status if
+// nothing went out yet, else a log-error event and a cut (the browser
+// reconnects and resumes from the last id it got).
+func (s *server) sseFailed(w http.ResponseWriter, r *http.Request, out *pagedWriter, err error) {
+	var gone errClientGone
+	if errors.As(err, &gone) || r.Context().Err() != nil {
+		return
+	}
+	if !out.committed {
+		s.readFailed(w, r, "event stream", err)
+		return
+	}
+	s.abortStream(w, r, "event stream", err, sseError)
 }
 
 // sseMessage is one event as a server-sent event: its sequence as the id,

@@ -304,7 +304,7 @@ func (s *server) timeline(w http.ResponseWriter, r *http.Request) {
 		// fold the window from the log.
 		tl, err = BuildTimeline(r.Context(), s.store, s.views.Checkpoints(), since, until, now)
 	}
-	if s.foldFailed(w, err, "draw a timeline") {
+	if s.foldFailed(w, r, err, "draw a timeline") {
 		return
 	}
 	writeMaybeGzip(w, r, tl)

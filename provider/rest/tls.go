@@ -15,7 +15,7 @@ import (
 // (provider.ServerTLS builds it, re-reading rotated files). Without TLS
 // the bearer token crosses the network in clear. Refused handshakes are
 // logged at debug on log, with the client's address and the reason.
-func ListenAndServeTLS(ctx context.Context, addr string, h http.Handler, tc *tls.Config, log *slog.Logger) error {
+func ListenAndServeTLS(ctx context.Context, addr string, h http.Handler, tc *tls.Config, log *slog.Logger, lim ServerLimits) error {
 	if tc == nil {
 		return fmt.Errorf("rest: listen %s: no TLS configuration", addr)
 	}
@@ -23,15 +23,15 @@ func ListenAndServeTLS(ctx context.Context, addr string, h http.Handler, tc *tls
 	if err != nil {
 		return fmt.Errorf("rest: listen %s: %w", addr, err)
 	}
-	return serve(ctx, ln, h, tc, log)
+	return serve(ctx, ln, h, tc, log, lim)
 }
 
 // ServeTLS is ListenAndServeTLS on an open listener.
-func ServeTLS(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger) error {
+func ServeTLS(ctx context.Context, ln net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger, lim ServerLimits) error {
 	if tc == nil {
 		return fmt.Errorf("rest: serve %s: no TLS configuration", ln.Addr())
 	}
-	return serve(ctx, ln, h, tc, log)
+	return serve(ctx, ln, h, tc, log, lim)
 }
 
 // serverErrorLog bridges net/http's error log to slog: a refused TLS

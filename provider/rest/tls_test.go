@@ -69,7 +69,7 @@ func TestServeTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- rest.ServeTLS(ctx, ln, f.Server.Config.Handler, tc, log) }()
+	go func() { done <- rest.ServeTLS(ctx, ln, f.Server.Config.Handler, tc, log, rest.ServerLimits{}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -46,6 +46,9 @@ func (s *server) whatIf(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", err.Error())
 		return
 	}
+	// A run is bounded by its own deadline (whatif.MaxRunTime), which
+	// may outlast the write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	stream := r.URL.Query().Get("progress") == "true"
 	var enc *json.Encoder
 	var flush func()
@@ -83,7 +86,8 @@ func (s *server) whatIf(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case events.GapsOf(err) != nil:
 			status, code = http.StatusPreconditionFailed, "FailedPrecondition"
-		case errors.Is(err, whatif.ErrEmptyWindow), errors.Is(err, whatif.ErrNothingToReplay):
+		case errors.Is(err, whatif.ErrEmptyWindow), errors.Is(err, whatif.ErrNothingToReplay),
+			errors.Is(err, whatif.ErrWindowTooLong), errors.Is(err, whatif.ErrRunTooLong):
 			status, code = http.StatusBadRequest, "InvalidArgument"
 		}
 		s.log.Warn("what-if failed", "err", err)

@@ -52,6 +52,7 @@ func TestWhatIfEndpoint(t *testing.T) {
 		`{"from":"2026-03-04T10:00:00Z","to":"2026-03-04T09:00:00Z","candidates":[]}`:                                     "the period is empty",
 		`{"from":"2026-03-04T09:00:00Z","to":"2026-03-04T10:00:00Z","candidates":[{"name":"x.yaml","pool":"groups: 3"}]}`: "x.yaml",
 		`not json`: "request body",
+		`{"from":"2000-01-01T00:00:00Z","to":"9999-12-31T00:00:00Z","candidates":[{"name":"x.yaml","pool":"groups: []"}]}`: "31 days (whatif.MaxWindow)",
 	} {
 		resp := post(resttest.Token, body)
 		var eb rest.ErrorBody

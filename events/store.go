@@ -673,12 +673,20 @@ func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn
 		defer t.Stop()
 		tick = t.C()
 	}
+	// A closed connection ends no consumer by itself: the read would wait
+	// for ever.
+	closed := clk.NewTicker(readerHeartbeat)
+	defer closed.Stop()
 	for {
 		select {
 		case err := <-stopped:
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-closed.C():
+			if s.js.Conn().IsClosed() {
+				return fmt.Errorf("read %s: %w", s.cfg.Stream, nats.ErrConnectionClosed)
+			}
 		case <-tick:
 			last := activity.Load()
 			if last == 0 {

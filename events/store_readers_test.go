@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
@@ -185,5 +186,39 @@ func TestReadsInFlightAreBounded(t *testing.T) {
 	<-done
 	if err := st.Read(context.Background(), 1, 0, func(events.Event) error { return nil }); err != nil {
 		t.Fatalf("a read once the tail ended: %v", err)
+	}
+}
+
+// A tail whose connection to the server closes ends with an error: a
+// reader (an SSE client's, a follower's) is not left waiting for ever.
+func TestATailEndsWhenItsConnectionCloses(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	nc, err := nats.Connect("", nats.InProcessServer(srv.Server), nats.Nkey(srv.Conn.Opts.Nkey, srv.Conn.Opts.SignatureCB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendSome(t, st, 1)
+	seen := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Tail(context.Background(), 1, func(events.Event) error { seen <- struct{}{}; return nil })
+	}()
+	<-seen
+	nc.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Fatalf("the tail ended with %v, want a closed connection", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tail did not end within 20s of its connection closing")
 	}
 }

@@ -80,25 +80,41 @@ var ErrNoEvent = errors.New("no event on the aggregate")
 // stream answers and which may lag: the proof a leader asks for before it
 // acts must see what the stream has acknowledged.
 func (s *Store) LastFromLeader(ctx context.Context, agg Aggregate) (Event, error) {
-	req, err := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{s.subjects.Filter(agg)})
-	if err != nil {
-		return Event{}, err
-	}
-	subject := jetstream.DefaultAPIPrefix + "STREAM.MSG.GET." + s.cfg.Stream
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	m, err := s.js.Conn().RequestWithContext(ctx, subject, req)
+	m, err := s.getFromLeader(ctx, struct {
+		LastFor string `json:"last_by_subj"`
+	}{s.subjects.Filter(agg)}, "the last event of "+agg.String())
 	if err != nil {
-		return Event{}, fmt.Errorf("read the last event of %s from the stream leader: %w", agg, err)
+		return Event{}, err
+	}
+	return s.decode(m.Subject, m.Seq, m.Header, m.Data), nil
+}
+
+// leaderMsg is one message as the stream's leader answered a get.
+type leaderMsg struct {
+	Subject string
+	Seq     uint64
+	Header  nats.Header
+	Data    []byte
+}
+
+// getFromLeader asks the stream's leader for the message req names
+// (what, in errors): ErrNoEvent when there is none.
+func (s *Store) getFromLeader(ctx context.Context, req any, what string) (leaderMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return leaderMsg{}, err
+	}
+	m, err := s.js.Conn().RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+s.cfg.Stream, body)
+	if err != nil {
+		return leaderMsg{}, fmt.Errorf("read %s from the stream leader: %w", what, err)
 	}
 	var resp struct {
 		Error *struct {
-			Code        int    `json:"code"`
 			ErrCode     int    `json:"err_code"`
 			Description string `json:"description"`
 		} `json:"error,omitempty"`
@@ -110,22 +126,22 @@ func (s *Store) LastFromLeader(ctx context.Context, agg Aggregate) (Event, error
 		} `json:"message,omitempty"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return Event{}, fmt.Errorf("read the last event of %s: %w", agg, err)
+		return leaderMsg{}, fmt.Errorf("read %s: %w", what, err)
 	}
 	if resp.Error != nil {
 		if resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound) {
-			return Event{}, ErrNoEvent
+			return leaderMsg{}, ErrNoEvent
 		}
-		return Event{}, fmt.Errorf("read the last event of %s: %s (code %d)", agg, resp.Error.Description, resp.Error.ErrCode)
+		return leaderMsg{}, fmt.Errorf("read %s: %s (code %d)", what, resp.Error.Description, resp.Error.ErrCode)
 	}
 	if resp.Message == nil {
-		return Event{}, fmt.Errorf("read the last event of %s: empty answer", agg)
+		return leaderMsg{}, fmt.Errorf("read %s: empty answer", what)
 	}
-	var h nats.Header
+	out := leaderMsg{Subject: resp.Message.Subject, Seq: resp.Message.Sequence, Data: resp.Message.Data}
 	if len(resp.Message.Header) > 0 {
-		if h, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return Event{}, fmt.Errorf("read the last event of %s: headers: %w", agg, err)
+		if out.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return leaderMsg{}, fmt.Errorf("read %s: headers: %w", what, err)
 		}
 	}
-	return s.decode(resp.Message.Subject, resp.Message.Sequence, h, resp.Message.Data), nil
+	return out, nil
 }

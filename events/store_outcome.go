@@ -2,12 +2,10 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -176,53 +174,19 @@ func (s *Store) resolveOutcome(ctx context.Context, lost error, writes []Write) 
 // stream's leader ($JS.API.STREAM.MSG.GET, never a direct get: a lagging
 // replica could miss the write): ErrNoEvent when there is none.
 func (s *Store) firstAfterFromLeader(ctx context.Context, agg Aggregate, seq uint64) (Event, error) {
-	req, err := json.Marshal(struct {
+	m, err := s.getFromLeader(ctx, struct {
 		Seq     uint64 `json:"seq"`
 		NextFor string `json:"next_by_subj"`
-	}{seq + 1, s.subjects.Filter(agg)})
+	}{seq + 1, s.subjects.Filter(agg)}, fmt.Sprintf("the event of %s after seq %d", agg, seq))
 	if err != nil {
 		return Event{}, err
 	}
-	m, err := s.js.Conn().RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+s.cfg.Stream, req)
-	if err != nil {
-		return Event{}, fmt.Errorf("read the event of %s after seq %d from the stream leader: %w", agg, seq, err)
-	}
-	var resp struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error,omitempty"`
-		Message *struct {
-			Subject  string `json:"subject"`
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs,omitempty"`
-			Data     []byte `json:"data,omitempty"`
-		} `json:"message,omitempty"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return Event{}, fmt.Errorf("read the event of %s after seq %d: %w", agg, seq, err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound) {
-			return Event{}, ErrNoEvent
-		}
-		return Event{}, fmt.Errorf("read the event of %s after seq %d: %s (code %d)", agg, seq, resp.Error.Description, resp.Error.ErrCode)
-	}
-	if resp.Message == nil {
-		return Event{}, fmt.Errorf("read the event of %s after seq %d: empty answer", agg, seq)
-	}
-	var h nats.Header
-	if len(resp.Message.Header) > 0 {
-		if h, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return Event{}, fmt.Errorf("read the event of %s after seq %d: headers: %w", agg, seq, err)
-		}
-	}
 	// The id alone decides; an event this build cannot decode still names it.
-	id := h.Get(jetstream.MsgIDHeader)
+	id := m.Header.Get(jetstream.MsgIDHeader)
 	if id == "" {
-		id = h.Get(HeaderID)
+		id = m.Header.Get(HeaderID)
 	}
-	return Event{ID: id, Seq: resp.Message.Sequence, Subject: resp.Message.Subject, Type: typeOfSubject(resp.Message.Subject)}, nil
+	return Event{ID: id, Seq: m.Seq, Subject: m.Subject, Type: typeOfSubject(m.Subject)}, nil
 }
 
 // typeOfSubject is the last token of an event's subject: its type.

@@ -95,17 +95,21 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 		_, err := svc.Execute(rctx, cmd)
 		return err
 	})
-	last, err = st.LastSeq(ctx)
+	// Reads right after replicas rejoin get tries of AnswerWait until their
+	// deadline (a read without one gets three: under 1s here).
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	last, err = st.LastSeq(rctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := views.WaitFor(ctx, last); err != nil {
+	if err := views.WaitFor(rctx, last); err != nil {
 		t.Fatal(err)
 	}
 	var target int
 	views.Read(func(s *projections.State) { target = s.TargetSize("g") })
 	created := 0
-	if err := st.Read(ctx, 1, 0, func(e events.Event) error {
+	if err := st.Read(rctx, 1, 0, func(e events.Event) error {
 		if _, ok := e.Data.(events.ClaimCreated); ok {
 			created++
 		}

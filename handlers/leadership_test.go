@@ -276,9 +276,10 @@ func TestTheLogRefusesTheAppendOfADeposedLeader(t *testing.T) {
 
 	lb := handlers.NewLeadership(newTestLease("claimstream-1", true), b.Store, b.Views, h.Clock, nil)
 	electOnce := sync.Once{}
-	h.Service.Gate = func() (uint64, error) {
-		epoch, err := la.Permit()
-		// The other replica is elected after this gate let the write by.
+	h.Service.Fence = func() (uint64, uint64) {
+		epoch, seq := la.Fence()
+		// The other replica is elected after the gate let the write by,
+		// as the fence is read: the last step before the append.
 		electOnce.Do(func() {
 			if err := b.Views.WaitFor(context.Background(), h.Views.Seq()); err != nil {
 				t.Error(err)
@@ -287,7 +288,7 @@ func TestTheLogRefusesTheAppendOfADeposedLeader(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		return epoch, err
+		return epoch, seq
 	}
 	before, _ := h.Store.LastSeq(context.Background())
 	_, err := h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})

@@ -17,7 +17,7 @@ func RedactURL(raw string) string {
 		raw = raw[:i]
 	}
 	prefix, rest := "", raw
-	if scheme, after, ok := strings.Cut(raw, "://"); ok {
+	if scheme, after, ok := strings.Cut(raw, "://"); ok && isScheme(scheme) {
 		prefix, rest = scheme+"://", after
 	} else if after, ok := strings.CutPrefix(raw, "//"); ok {
 		prefix, rest = "//", after
@@ -33,6 +33,20 @@ func RedactURL(raw string) string {
 		authority = authority[i+1:]
 	}
 	return prefix + authority + path
+}
+
+// isScheme reports whether s is a URL scheme: a letter, then letters,
+// digits, '+', '-' or '.' (RFC 3986).
+func isScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // urlInText is a URL as errors print one: net/http's *url.Error quotes it,

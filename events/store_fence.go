@@ -189,6 +189,14 @@ func (s *Store) appendFenced(ctx context.Context, fence uint64, writes []Write) 
 	if first < 0 {
 		return AppendResult{}, fmt.Errorf("append: no events")
 	}
+	// A log known unwritable refuses at once, before any request to the
+	// stream's leader (as guardAppend does for the publish).
+	if h := s.cfg.Health; h != nil {
+		if err := h.Err(); err != nil {
+			h.failed(WriteFailureUnwritable)
+			return AppendResult{}, fmt.Errorf("append to %s: %w", s.cfg.Stream, err)
+		}
+	}
 	release, err := s.fence.lock(ctx, slices.Clone(aggs))
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("append to %s: %w", aggregatesNamed(writes), err)

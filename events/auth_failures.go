@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"k8s.io/utils/clock"
@@ -35,7 +36,7 @@ func configureAuthWatch(opts *server.Options, watcher *processIdentity) {
 	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{
 		Nkey:                   watcher.pub,
 		Account:                sys,
-		AllowedConnectionTypes: map[string]struct{}{"IN_PROCESS": {}},
+		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}},
 		Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Deny: []string{">"}},
 			Subscribe: &server.SubjectPermission{Allow: []string{fmt.Sprintf(authErrorSubject, "*")}},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -719,18 +718,10 @@ func (s *Store) consumeFrom(ctx context.Context, from uint64, started func(), fn
 func (s *Store) storedAtLeader(ctx context.Context, seq uint64) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req := []byte(`{"seq":` + strconv.FormatUint(seq, 10) + `}`)
-	resp, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.cfg.Stream, req)
-	if err != nil {
-		return false
-	}
-	var r struct {
-		Error   *struct{} `json:"error"`
-		Message *struct {
-			Seq uint64 `json:"seq"`
-		} `json:"message"`
-	}
-	return json.Unmarshal(resp.Data, &r) == nil && r.Error == nil && r.Message != nil && r.Message.Seq == seq
+	m, err := s.getFromLeader(ctx, struct {
+		Seq uint64 `json:"seq"`
+	}{seq}, fmt.Sprintf("seq %d", seq))
+	return err == nil && m.Seq == seq
 }
 
 // Get reads the event at seq.

@@ -250,15 +250,28 @@ func increaseSize(t testing.TB, replicas []*replicaProc) {
 
 // increase calls the replica's provider once.
 func (r *replicaProc) increase(delta int32) error {
+	return r.callProvider(ctx10s, func(ctx context.Context, c pb.CloudProviderClient) error {
+		_, err := c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: delta})
+		return err
+	})
+}
+
+// ctx10s is the call context of the replica tests' provider calls.
+func ctx10s() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 10*time.Second)
+}
+
+// callProvider makes one call to the replica's provider on a connection
+// of its own, in the context ctxOf gives.
+func (r *replicaProc) callProvider(ctxOf func() (context.Context, context.CancelFunc), call func(context.Context, pb.CloudProviderClient) error) error {
 	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := ctxOf()
 	defer cancel()
-	_, err = pb.NewCloudProviderClient(conn).NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: delta})
-	return err
+	return call(ctx, pb.NewCloudProviderClient(conn))
 }
 
 // leaderOf is the running replica that logged its election last.

@@ -243,7 +243,9 @@ func (p *plane) handOffStreamLeaders(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	moved, err := p.emb.HandOffStreamLeaders(ctx, clock.RealClock{}, streams...)
+	// Real time, whatever clock drives the views: JetStream's elections are.
+	clk := clock.RealClock{}
+	moved, err := p.emb.HandOffStreamLeaders(ctx, clk, streams...)
 	if len(moved) > 0 {
 		p.log.Info("moved the streams' leadership to another replica, so that losing this one leaves them standing", "streams", moved)
 	}
@@ -255,13 +257,13 @@ func (p *plane) handOffStreamLeaders(ctx context.Context) {
 	}
 	// The log's health may have seen the stream without a leader for a
 	// moment: the term's first writes wait for it to see the new one.
-	t := time.NewTicker(20 * time.Millisecond)
+	t := clk.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for !p.logs.health.Status().Writable {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

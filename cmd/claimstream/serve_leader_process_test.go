@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/claimstream/claimstream/events/eventstest"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -119,30 +116,20 @@ func (r *replicaProc) toggleSlot(slot string, on bool) error {
 }
 
 func (r *replicaProc) targetSize(group string) (int32, error) {
-	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := pb.NewCloudProviderClient(conn).NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: group})
-	if err != nil {
-		return 0, err
-	}
-	return res.GetTargetSize(), nil
+	var size int32
+	err := r.callProvider(ctx10s, func(ctx context.Context, c pb.CloudProviderClient) error {
+		res, err := c.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: group})
+		size = res.GetTargetSize()
+		return err
+	})
+	return size, err
 }
 
 func (r *replicaProc) deleteNode(node string) error {
-	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	return r.callProvider(ctx10s, func(ctx context.Context, c pb.CloudProviderClient) error {
+		_, err := c.NodeGroupDeleteNodes(ctx, &pb.NodeGroupDeleteNodesRequest{Id: "homelab", Nodes: []*pb.ExternalGrpcNode{{Name: node, ProviderID: "homelab://" + node}}})
 		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = pb.NewCloudProviderClient(conn).NodeGroupDeleteNodes(ctx, &pb.NodeGroupDeleteNodesRequest{Id: "homelab", Nodes: []*pb.ExternalGrpcNode{{Name: node, ProviderID: "homelab://" + node}}})
-	return err
+	})
 }
 
 type liveClaim struct {

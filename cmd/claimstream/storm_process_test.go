@@ -17,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -382,27 +380,22 @@ func (r *replicaProc) increaseTraced() (string, error) {
 	_, _ = rand.Read(id[:])
 	trace := hex.EncodeToString(id[:])
 	key := "trace " + trace + " homelab +1"
-	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return key, err
+	ctxOf := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		return metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01"), cancel
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
-	_, err = pb.NewCloudProviderClient(conn).NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: 1})
-	return key, err
+	return key, r.callProvider(ctxOf, func(ctx context.Context, c pb.CloudProviderClient) error {
+		_, err := c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "homelab", Delta: 1})
+		return err
+	})
 }
 
 // decreaseTarget calls DecreaseTargetSize(-1), churn the checks ignore.
 func (r *replicaProc) decreaseTarget() error {
-	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	return r.callProvider(func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 5*time.Second)
+	}, func(ctx context.Context, c pb.CloudProviderClient) error {
+		_, err := c.NodeGroupDecreaseTargetSize(ctx, &pb.NodeGroupDecreaseTargetSizeRequest{Id: "homelab", Delta: -1})
 		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = pb.NewCloudProviderClient(conn).NodeGroupDecreaseTargetSize(ctx, &pb.NodeGroupDecreaseTargetSizeRequest{Id: "homelab", Delta: -1})
-	return err
+	})
 }

@@ -77,7 +77,10 @@ func TestQuorumLossStopsWritesAndIsReported(t *testing.T) {
 	})
 
 	c.Start(1)
-	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	// Two replicas elect the meta leader, then the stream's leader; both
+	// campaign at once after the loss, and a split vote costs another
+	// election timeout (4-9 s) each time.
+	eventstest.CheckFor(t, 60*time.Second, 20*time.Millisecond, func() error {
 		if s := health.Status(); !s.Writable {
 			return fmt.Errorf("log status %+v", s)
 		}

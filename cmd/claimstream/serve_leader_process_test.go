@@ -24,6 +24,17 @@ import (
 // arguments for each.
 func threeReplicas(t testing.TB, extra ...string) []*replicaProc {
 	t.Helper()
+	replicas := newThreeReplicas(t, extra...)
+	for _, r := range replicas {
+		r.start()
+	}
+	return replicas
+}
+
+// newThreeReplicas is threeReplicas with none started yet: a test may add
+// arguments of one replica's own first.
+func newThreeReplicas(t testing.TB, extra ...string) []*replicaProc {
+	t.Helper()
 	secret := filepath.Join(t.TempDir(), "route-secret")
 	writeFile(t, secret, "three-replicas-secret\n")
 	routes := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
@@ -49,9 +60,6 @@ func threeReplicas(t testing.TB, extra ...string) []*replicaProc {
 			r.signal(syscall.SIGKILL)
 		}
 	})
-	for _, r := range replicas {
-		r.start()
-	}
 	return replicas
 }
 

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,37 +61,13 @@ func TestStormOfThreeReplicas(t *testing.T) {
 
 	// The simulated machines boot and shut down twenty times faster, so
 	// that claims end and slots free up for new ones within the storm.
-	replicas := threeReplicas(t, "--speed", "20")
+	replicas := threeReplicas(t, "--speed", "20", "--config", stormPool(t, stormSlots))
 	sameLog(t, replicas)
 	var rep stormReport
 	ctx, cancel := context.WithTimeout(context.Background(), length)
 	defer cancel()
-
 	var wg sync.WaitGroup
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wrng := mrand.New(mrand.NewPCG(seed, uint64(w)+1))
-			for ctx.Err() == nil {
-				r := replicas[wrng.IntN(len(replicas))]
-				switch wrng.IntN(4) {
-				case 0:
-					rep.other("DecreaseTargetSize", r.decreaseTarget())
-					continue
-				case 1:
-					rep.other("DeleteNodes", r.deleteNode(fmt.Sprintf("node-%d.lan", 1+wrng.IntN(3))))
-					continue
-				}
-				key, err := r.increaseTraced()
-				rep.call(key, err)
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Duration(50+wrng.IntN(150)) * time.Millisecond):
-				}
-			}
-		}()
-	}
+	stormLoad(ctx, &wg, replicas, seed, &rep)
 
 	chaos := newChaos(t, replicas, rng, &rep)
 	chaos.run(ctx)
@@ -116,6 +95,131 @@ func TestStormOfThreeReplicas(t *testing.T) {
 	t.Logf("storm: %s", rep.summary(evs))
 }
 
+// stormSlots is how many machines the storm's group has: enough that
+// most IncreaseSize calls find a free slot while claims come and go.
+const stormSlots = 12
+
+// stormProbeSlot is the slot of the probe group, whose decommissions
+// time the failovers.
+const stormProbeSlot = "probe-1"
+
+// stormPool writes a pool of one cluster-autoscaler group, homelab, of n
+// slots node-1.lan to node-<n>.lan, and the probe group of one slot, and
+// returns its path.
+func stormPool(t testing.TB, n int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: homelab\n    readinessTaints: []\n    template:\n      capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n")
+	b.WriteString("  - name: probe\n    template:\n      capacity: {cpu: \"1\", memory: 1Gi, pods: \"10\"}\nslots:\n")
+	fmt.Fprintf(&b, "  - name: %s\n    group: probe\n    startup:\n      podSpec: {restartPolicy: Never, containers: [{name: wake, image: busybox:1.37}]}\n    shutdown:\n      podSpec: {restartPolicy: Never, containers: [{name: halt, image: busybox:1.37}]}\n", stormProbeSlot)
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - name: node-%d.lan\n    group: homelab\n    startup:\n      podSpec: {restartPolicy: Never, containers: [{name: wake, image: busybox:1.37}]}\n    shutdown:\n      podSpec: {restartPolicy: Never, containers: [{name: halt, image: busybox:1.37}]}\n", i)
+	}
+	p := filepath.Join(t.TempDir(), "storm-pool.yaml")
+	writeFile(t, p, b.String())
+	return p
+}
+
+// stormLoad starts the load on every replica until ctx ends: three
+// workers calling IncreaseSize (traced, so the log names each request),
+// DecreaseTargetSize and DeleteNodes on a random replica, and one reader
+// of the REST API's log reads (events, export, cost, audit), each a
+// reader of the log with a consumer of its own. wg waits for them.
+func stormLoad(ctx context.Context, wg *sync.WaitGroup, replicas []*replicaProc, seed uint64, rep *stormReport) {
+	pause := func(rng *mrand.Rand, from, upTo int) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(from+rng.IntN(upTo-from)) * time.Millisecond):
+		}
+	}
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wrng := mrand.New(mrand.NewPCG(seed, uint64(w)+1))
+			for ctx.Err() == nil {
+				r := replicas[wrng.IntN(len(replicas))]
+				switch wrng.IntN(4) {
+				case 0:
+					rep.other("DecreaseTargetSize", r.decreaseTarget())
+					continue
+				case 1:
+					// cluster-autoscaler deletes nodes it sees up: a
+					// Ready claim's, so that its slot frees for the next.
+					if slot := r.readySlot(wrng); slot != "" {
+						rep.other("DeleteNodes", r.deleteNode(slot))
+					}
+					continue
+				}
+				key, err := r.increaseTraced()
+				rep.call(key, err)
+				pause(wrng, 50, 200)
+			}
+		}()
+	}
+	// The probe: a write that always appends (a decommission of the probe
+	// group's slot), every 100 ms on a random replica: how soon a new
+	// leader takes writes.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		prng := mrand.New(mrand.NewPCG(seed, 98))
+		for ctx.Err() == nil {
+			rep.probed(replicas[prng.IntN(len(replicas))].toggleSlot(stormProbeSlot, false))
+			pause(prng, 100, 101)
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rrng := mrand.New(mrand.NewPCG(seed, 99))
+		reads := []string{"/api/v1/events?last=50", "/api/v1/events/export?last=200", "/api/v1/cost?by=slot", "/api/v1/audit/slots/node-1.lan", "/api/v1/timeline"}
+		for ctx.Err() == nil {
+			r := replicas[rrng.IntN(len(replicas))]
+			code, err := r.read(reads[rrng.IntN(len(reads))])
+			what := "GET " + strconv.Itoa(code)
+			if err != nil {
+				what = "GET error"
+			}
+			rep.count(what)
+			pause(rrng, 20, 100)
+		}
+	}()
+}
+
+// readySlot is the slot of one of the replica's Ready claims, or "".
+func (r *replicaProc) readySlot(rng *mrand.Rand) string {
+	cs, err := r.claims()
+	if err != nil {
+		return ""
+	}
+	var ready []string
+	for _, c := range cs {
+		if c.Phase == "ready" {
+			ready = append(ready, c.Slot)
+		}
+	}
+	if len(ready) == 0 {
+		return ""
+	}
+	return ready[rng.IntN(len(ready))]
+}
+
+// read GETs path, reads the whole answer and returns its status.
+func (r *replicaProc) read(path string) (int, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+r.api+path, nil)
+	req.Header.Set("Authorization", "Bearer "+replicaAPIToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
+
 // stormReport is what the load and the chaos saw.
 type stormReport struct {
 	mu                 sync.Mutex
@@ -126,6 +230,7 @@ type stormReport struct {
 	firstAckAfterDowns []time.Duration
 	calls              int
 	okCalls            int
+	probes, probesOK   int            // writes that always append, to time failovers
 	why                map[string]int // refusals and unknowns, by their first words
 	others             map[string]int // the other calls' answers, by code
 }
@@ -141,10 +246,7 @@ func (r *stormReport) call(key string, err error) {
 	case err == nil:
 		r.okCalls++
 		r.acked = append(r.acked, key)
-		now := time.Now()
-		for len(r.firstAckAfterDowns) < len(r.leaderDowns) {
-			r.firstAckAfterDowns = append(r.firstAckAfterDowns, now.Sub(r.leaderDowns[len(r.firstAckAfterDowns)]))
-		}
+		r.acknowledged(time.Now())
 	case refusedCleanly(err):
 		r.refused = append(r.refused, key)
 		r.note(err)
@@ -154,20 +256,44 @@ func (r *stormReport) call(key string, err error) {
 	}
 }
 
-// other records the answer of a call the checks do not follow.
-func (r *stormReport) other(call string, err error) {
+// acknowledged is a write acknowledged at now: the first after each
+// leader that went down since the last one ends that outage. Under r.mu.
+func (r *stormReport) acknowledged(now time.Time) {
+	for len(r.firstAckAfterDowns) < len(r.leaderDowns) {
+		r.firstAckAfterDowns = append(r.firstAckAfterDowns, now.Sub(r.leaderDowns[len(r.firstAckAfterDowns)]))
+	}
+}
+
+// probed records the answer of a probe write.
+func (r *stormReport) probed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.others == nil {
-		r.others = map[string]int{}
+	r.probes++
+	if err == nil {
+		r.probesOK++
+		r.acknowledged(time.Now())
 	}
+}
+
+// other records the answer of a call the checks do not follow.
+func (r *stormReport) other(call string, err error) {
 	what := "ok"
 	if s, ok := status.FromError(err); err != nil && ok {
 		what = s.Code().String()
 	} else if err != nil {
 		what = "error"
 	}
-	r.others[call+" "+what]++
+	r.count(call + " " + what)
+}
+
+// count adds one to the answers of the calls the checks do not follow.
+func (r *stormReport) count(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.others == nil {
+		r.others = map[string]int{}
+	}
+	r.others[what]++
 }
 
 func (r *stormReport) note(err error) {
@@ -252,8 +378,8 @@ func (r *stormReport) summary(evs []exported) string {
 	if len(fo) > 0 {
 		p50, worst = fo[len(fo)/2], fo[len(fo)-1]
 	}
-	return fmt.Sprintf("%d events, %d epochs, %d kills, %d stops; IncreaseSize: %d calls, %d acknowledged, %d refused, %d unknown; leader down to the next acknowledged write: p50 %s, max %s over %d; answers other than success: %v; other calls: %v",
-		len(evs), epochs, r.kills, r.stops, r.calls, r.okCalls, len(r.refused), r.unknown, p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(fo), r.why, r.others)
+	return fmt.Sprintf("%d events, %d epochs, %d kills, %d stops; IncreaseSize: %d calls, %d acknowledged, %d refused, %d unknown; probe writes: %d of %d acknowledged; leader down to the next acknowledged write: p50 %s, max %s over %d; answers other than success: %v; other calls: %v",
+		len(evs), epochs, r.kills, r.stops, r.calls, r.okCalls, len(r.refused), r.unknown, r.probesOK, r.probes, p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(fo), r.why, r.others)
 }
 
 // chaos kills and stops replicas, one at a time, and brings them back.

@@ -19,9 +19,10 @@ import (
 // (cost.Index), so GET /api/v1/cost walks its spans instead of folding the
 // log from seq 1 per request (a million events: some 6 s of reading and
 // folding, against tens of milliseconds), and the cost counters read its
-// running totals (SlotTotals): serve reads the log's history once for both. It folds the log once, then each
-// new event as Run sees it appended; a request first folds whatever Run
-// has not yet, so a report reflects every event appended before it.
+// running totals (SlotTotals): serve reads the log's history once for
+// both. It folds the log once, then each new event the views' runner
+// folds (cost_index_follow.go); a request first folds whatever Run has not
+// yet, so a report reflects every event appended before it.
 //
 // While the first fold is under way a request is refused with
 // CostIndexBuildingError (503, Retry-After) saying how far it is. A log
@@ -47,6 +48,10 @@ type CostIndex struct {
 	// of the last event folded, under catchMu.
 	copies *costCopies
 	lastID string
+
+	// feed is the events the views' runner folded, for Run to apply
+	// (cost_index_follow.go).
+	feed costFeed
 
 	running atomic.Bool   // Run keeps the index current
 	built   atomic.Bool   // the first fold reached the log's end
@@ -83,11 +88,24 @@ func NewCostIndex(store *events.Store, log *slog.Logger) *CostIndex {
 func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
 	x.running.Store(true)
 	defer x.running.Store(false)
-	wake, unsubscribe := wakeOnEvents(views)
-	defer unsubscribe()
+	wake := make(chan struct{}, 1)
+	if views != nil {
+		defer views.Subscribe(func(e events.Event) {
+			x.feed.add(e)
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})()
+	}
 	failing := false
 	for {
-		err := x.catchUp(ctx)
+		var err error
+		if x.applyFed() {
+			err = x.refusal()
+		} else {
+			err = x.catchUp(ctx)
+		}
 		if err == nil {
 			x.saveCopyIfDue(ctx, false)
 		}
@@ -194,6 +212,9 @@ func (x *CostIndex) Report(ctx context.Context, dim cost.Dimension, since, until
 		}
 		x.catchMu.Unlock()
 	}
+	// What the runner handed over first: the catch-up then reads only
+	// what it has not folded yet, mostly nothing.
+	x.applyFed()
 	if err := x.catchUp(ctx); err != nil {
 		return cost.Report{}, err
 	}

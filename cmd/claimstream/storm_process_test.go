@@ -157,15 +157,26 @@ func stormLoad(ctx context.Context, wg *sync.WaitGroup, replicas []*replicaProc,
 			}
 		}()
 	}
-	// The probe: a write that always appends (a decommission of the probe
-	// group's slot), every 100 ms on a random replica: how soon a new
-	// leader takes writes.
+	// The probe: a decommission or recommission of the probe group's slot,
+	// every 100 ms on a random replica, each the other way from the last
+	// acknowledged: how soon a new leader takes writes. Only those that
+	// appended (or may have) are checked against the log.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		prng := mrand.New(mrand.NewPCG(seed, 98))
-		for ctx.Err() == nil {
-			rep.probed(replicas[prng.IntN(len(replicas))].toggleSlot(stormProbeSlot, false))
+		decommission := true
+		for n := 0; ctx.Err() == nil; n++ {
+			id := fmt.Sprintf("probe %d", n)
+			appended, refused, err := replicas[prng.IntN(len(replicas))].probeWrite(id, decommission)
+			if err == nil {
+				// Appended, or the slot was in that state already (an
+				// unknown outcome before landed): the other way next.
+				decommission = !decommission
+			}
+			if err != nil || appended {
+				rep.probed(id, refused, err)
+			}
 			pause(prng, 100, 101)
 		}
 	}()
@@ -185,6 +196,37 @@ func stormLoad(ctx context.Context, wg *sync.WaitGroup, replicas []*replicaProc,
 			pause(rrng, 20, 100)
 		}
 	}()
+}
+
+// probeWrite decommissions (or recommissions) the probe slot by id.
+// appended: the answer lists the events written; refused: the replica
+// answered that it is not the leader, so nothing was written.
+func (r *replicaProc) probeWrite(id string, decommission bool) (appended, refused bool, err error) {
+	verb := "recommission"
+	if decommission {
+		verb = "decommission"
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+r.api+"/api/v1/slots/"+stormProbeSlot+"/"+verb, strings.NewReader(fmt.Sprintf(`{"by":%q}`, id)))
+	req.Header.Set("Authorization", "Bearer "+replicaAPIToken)
+	req.Header.Set("Content-Type", "application/json")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return false, false, err
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Error  string
+		Events []json.RawMessage
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		return false, false, fmt.Errorf("%s %s: %d, %w", r.name, verb, resp.StatusCode, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return len(answer.Events) > 0, false, nil
+	}
+	return false, strings.HasPrefix(answer.Error, "not the leader"), fmt.Errorf("%s %s: %d %s", r.name, verb, resp.StatusCode, answer.Error)
 }
 
 // readySlot is the slot of one of the replica's Ready claims, or "".
@@ -230,7 +272,9 @@ type stormReport struct {
 	firstAckAfterDowns []time.Duration
 	calls              int
 	okCalls            int
-	probes, probesOK   int            // writes that always append, to time failovers
+	probes, probesOK   int // writes that always append, to time failovers
+	probesAcked        []string
+	probesRefused      []string
 	why                map[string]int // refusals and unknowns, by their first words
 	others             map[string]int // the other calls' answers, by code
 }
@@ -264,14 +308,19 @@ func (r *stormReport) acknowledged(now time.Time) {
 	}
 }
 
-// probed records the answer of a probe write.
-func (r *stormReport) probed(err error) {
+// probed records the answer of the probe write id: acknowledged (err
+// nil), refused with nothing written, or of unknown outcome.
+func (r *stormReport) probed(id string, refused bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.probes++
-	if err == nil {
+	switch {
+	case err == nil:
 		r.probesOK++
+		r.probesAcked = append(r.probesAcked, id)
 		r.acknowledged(time.Now())
+	case refused:
+		r.probesRefused = append(r.probesRefused, id)
 	}
 }
 
@@ -351,6 +400,24 @@ func (r *stormReport) check(t *testing.T, evs []exported) {
 			created[d.Request.Key]++
 		}
 	}
+	probes := map[string]int{}
+	for _, e := range evs {
+		if e.Type == "dev.claimstream.SlotDecommissioned.v1" || e.Type == "dev.claimstream.SlotRecommissioned.v1" {
+			var d struct{ By string }
+			_ = json.Unmarshal(e.Data, &d)
+			probes[d.By]++
+		}
+	}
+	for _, id := range r.probesAcked {
+		if probes[id] != 1 {
+			t.Errorf("acknowledged probe write %q is in the log %d times, want 1", id, probes[id])
+		}
+	}
+	for _, id := range r.probesRefused {
+		if probes[id] != 0 {
+			t.Errorf("refused probe write %q is in the log %d times", id, probes[id])
+		}
+	}
 	for _, k := range r.acked {
 		if created[k] != 1 {
 			t.Errorf("acknowledged IncreaseSize %q has %d claims in the log, want 1", k, created[k])
@@ -378,8 +445,8 @@ func (r *stormReport) summary(evs []exported) string {
 	if len(fo) > 0 {
 		p50, worst = fo[len(fo)/2], fo[len(fo)-1]
 	}
-	return fmt.Sprintf("%d events, %d epochs, %d kills, %d stops; IncreaseSize: %d calls, %d acknowledged, %d refused, %d unknown; probe writes: %d of %d acknowledged; leader down to the next acknowledged write: p50 %s, max %s over %d; answers other than success: %v; other calls: %v",
-		len(evs), epochs, r.kills, r.stops, r.calls, r.okCalls, len(r.refused), r.unknown, r.probesOK, r.probes, p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(fo), r.why, r.others)
+	return fmt.Sprintf("%d events, %d epochs, %d kills, %d stops; IncreaseSize: %d calls, %d acknowledged, %d refused, %d unknown; probe writes: %d of %d acknowledged, %d refused; leader down to the next acknowledged write: p50 %s, max %s over %d; answers other than success: %v; other calls: %v",
+		len(evs), epochs, r.kills, r.stops, r.calls, r.okCalls, len(r.refused), r.unknown, r.probesOK, r.probes, len(r.probesRefused), p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(fo), r.why, r.others)
 }
 
 // chaos kills and stops replicas, one at a time, and brings them back.

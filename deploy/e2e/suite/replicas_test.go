@@ -73,6 +73,7 @@ type haReplica struct {
 	name, grpcAddr, apiAddr string
 	proc                    *testenv.Process
 	provider                pb.CloudProviderClient
+	args, env               []string // to start it again
 }
 
 func (r *haReplica) tail() string {
@@ -225,13 +226,23 @@ func checkFailoverLog(t *testing.T, r *haReplica, killed, next string) {
 // is bound in the suite's namespace only. Every process dies with the test.
 func startHAReplicas(t *testing.T) []*haReplica {
 	t.Helper()
-	dir := filepath.Join(env.Dir, "ha")
+	return startHAReplicasIn(t, haSetup{dir: "ha", lease: haLease, pool: haPool})
+}
+
+// haSetup is where three replicas keep their data and files (under
+// env.Dir), the name of their Lease and their pool: a test of its own
+// shares neither the others' log, nor their leader, nor their slots.
+type haSetup struct{ dir, lease, pool string }
+
+func startHAReplicasIn(t *testing.T, setup haSetup) []*haReplica {
+	t.Helper()
+	dir := filepath.Join(env.Dir, setup.dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	pool := filepath.Join(dir, "pool.yaml")
 	secret := filepath.Join(dir, "route-secret")
-	if err := os.WriteFile(pool, []byte(haPool), 0o644); err != nil {
+	if err := os.WriteFile(pool, []byte(setup.pool), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(secret, []byte("e2e-ha-route-secret\n"), 0o600); err != nil {
@@ -264,7 +275,7 @@ func startHAReplicas(t *testing.T) []*haReplica {
 			"--config", pool, "--config-poll", "1h",
 			"--kubeconfig", env.Kubeconfig,
 			"--namespace", haNamespace,
-			"--leader-elect=true", "--lease-name", haLease,
+			"--leader-elect=true", "--lease-name", setup.lease,
 			"--data-dir", filepath.Join(dir, "data-"+r.name),
 			"--replica-name", r.name, "--replicas", "3",
 			"--nats-cluster-listen", routes[i],
@@ -282,6 +293,7 @@ func startHAReplicas(t *testing.T) []*haReplica {
 				penv = append(penv, kv)
 			}
 		}
+		r.args, r.env = args, penv
 		r.proc, err = testenv.StartProcess(r.name, server.Bin, args, filepath.Join(env.Dir, "logs"), penv)
 		if err != nil {
 			t.Fatal(err)
@@ -300,7 +312,12 @@ func startHAReplicas(t *testing.T) []*haReplica {
 
 // haLeaseHolder is the holderIdentity of the replicas' Lease, or "".
 func haLeaseHolder(t *testing.T) (string, error) {
-	l, err := admin.CoordinationV1().Leases(haNamespace).Get(ctxFor(t, 10*time.Second), haLease, metav1.GetOptions{})
+	return haLeaseHolderOf(t, haLease)
+}
+
+// haLeaseHolderOf is the holderIdentity of the Lease lease, or "".
+func haLeaseHolderOf(t *testing.T, lease string) (string, error) {
+	l, err := admin.CoordinationV1().Leases(haNamespace).Get(ctxFor(t, 10*time.Second), lease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}

@@ -83,7 +83,7 @@ func TestCalmLoadOfThreeReplicas(t *testing.T) {
 		}
 		t.Logf("%s: %d consumers at the end, limit %d", r.name, n, l)
 	}
-	t.Logf("calm: at most %d consumers while loaded (limit %d); %s", most, limit, rep.summary(checkLog(t, replicas[0])))
+	t.Logf("calm: at most %d consumers while loaded (limit %d); %s", most, limit, rep.summary(checkLog(t, replicas[0]), length))
 }
 
 // logConsumers scrapes a replica's claimstream_log_consumers and

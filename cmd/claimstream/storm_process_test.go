@@ -92,7 +92,7 @@ func TestStormOfThreeReplicas(t *testing.T) {
 	evs := checkLog(t, replicas[0])
 	onlyEpochAfterElection(t, evs)
 	rep.check(t, evs)
-	t.Logf("storm: %s", rep.summary(evs))
+	t.Logf("storm: %s", rep.summary(evs, length))
 }
 
 // stormSlots is how many machines the storm's group has: enough that
@@ -430,7 +430,10 @@ func (r *stormReport) check(t *testing.T, evs []exported) {
 	}
 }
 
-func (r *stormReport) summary(evs []exported) string {
+// summary is the storm's figures over a run of length; "serving" is the
+// share of it outside the gaps from a leader going down to the next
+// acknowledged write.
+func (r *stormReport) summary(evs []exported, length time.Duration) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	epochs := 0
@@ -441,12 +444,16 @@ func (r *stormReport) summary(evs []exported) string {
 	}
 	fo := slices.Clone(r.firstAckAfterDowns)
 	slices.Sort(fo)
-	p50, worst := time.Duration(0), time.Duration(0)
+	p50, worst, down := time.Duration(0), time.Duration(0), time.Duration(0)
 	if len(fo) > 0 {
 		p50, worst = fo[len(fo)/2], fo[len(fo)-1]
 	}
-	return fmt.Sprintf("%d events, %d epochs, %d kills, %d stops; IncreaseSize: %d calls, %d acknowledged, %d refused, %d unknown; probe writes: %d of %d acknowledged, %d refused; leader down to the next acknowledged write: p50 %s, max %s over %d; answers other than success: %v; other calls: %v",
-		len(evs), epochs, r.kills, r.stops, r.calls, r.okCalls, len(r.refused), r.unknown, r.probesOK, r.probes, len(r.probesRefused), p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(fo), r.why, r.others)
+	for _, d := range fo {
+		down += d
+	}
+	return fmt.Sprintf("%d events, %d epochs, %d kills, %d stops; IncreaseSize: %d calls, %d acknowledged, %d refused, %d unknown; probe writes: %d of %d acknowledged, %d refused; leader down to the next acknowledged write: p50 %s, max %s over %d; serving %.1f%% of %s; answers other than success: %v; other calls: %v",
+		len(evs), epochs, r.kills, r.stops, r.calls, r.okCalls, len(r.refused), r.unknown, r.probesOK, r.probes, len(r.probesRefused), p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(fo),
+		100*(1-down.Seconds()/length.Seconds()), length, r.why, r.others)
 }
 
 // chaos kills and stops replicas, one at a time, and brings them back.

@@ -263,3 +263,46 @@ func TestHandOffStreamLeaders(t *testing.T) {
 		return nil
 	})
 }
+
+// The meta leader's server hands JetStream's meta leadership to another
+// replica, and the cluster still creates consumers; a server that is not
+// the meta leader moves nothing.
+func TestHandOffMetaLeader(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	st := c.Store(0, events.StoreConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lead, other *eventstest.ClusterServer
+	for _, s := range c.Servers {
+		if s.ClusterStatus().MetaLeader == s.Server.Name() {
+			lead = s
+		} else {
+			other = s
+		}
+	}
+	if lead == nil {
+		t.Fatal("no server is the meta leader")
+	}
+	if moved, err := other.HandOffMetaLeader(ctx, clock.RealClock{}); err != nil || moved {
+		t.Fatalf("a follower's hand-off moved=%v (%v), want nothing", moved, err)
+	}
+	moved, err := lead.HandOffMetaLeader(ctx, clock.RealClock{})
+	if err != nil || !moved {
+		t.Fatalf("the meta leader's hand-off moved=%v (%v)", moved, err)
+	}
+	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		for _, s := range c.Servers {
+			if l := s.ClusterStatus().MetaLeader; l == "" || l == lead.Server.Name() {
+				return fmt.Errorf("%s names %q the meta leader", s.Server.Name(), l)
+			}
+		}
+		return nil
+	})
+	// A new reader's consumer needs the meta leader.
+	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Read(ctx, 1, 0, func(events.Event) error { return nil }); err != nil {
+		t.Fatalf("read after the hand-off: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,22 +35,8 @@ func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicke
 		if err != nil {
 			return moved, fmt.Errorf("hand off the leadership of stream %s: %w", st, err)
 		}
-		var r struct {
-			Success bool `json:"success"`
-			Error   *struct {
-				Description string `json:"description"`
-				ErrCode     int    `json:"err_code"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(resp.Data, &r); err != nil {
+		if err := apiOutcome(resp.Data); err != nil {
 			return moved, fmt.Errorf("hand off the leadership of stream %s: %w", st, err)
-		}
-		if r.Error != nil || !r.Success {
-			desc := "not done"
-			if r.Error != nil {
-				desc = fmt.Sprintf("%s (code %d)", r.Error.Description, r.Error.ErrCode)
-			}
-			return moved, fmt.Errorf("hand off the leadership of stream %s: %s", st, desc)
 		}
 		moved = append(moved, st)
 		if err := e.waitStreamLedElsewhere(ctx, clk, st); err != nil {
@@ -74,4 +61,65 @@ func (e *Embedded) waitStreamLedElsewhere(ctx context.Context, clk clock.WithTic
 		case <-t.C():
 		}
 	}
+}
+
+// metaStepDownSubject is JetStream's request to its meta leader to step
+// down; only the system account may send it.
+const metaStepDownSubject = "$JS.API.META.LEADER.STEPDOWN"
+
+// HandOffMetaLeader moves JetStream's meta leadership to another current
+// replica when this server holds it, for the reason HandOffStreamLeaders
+// moves the streams': a new consumer (a survivor's reader of the log
+// restarting on another server) needs the meta leader, and losing this
+// process would otherwise cost a meta election first. It reports whether
+// it moved it, once another server leads (or ctx ends).
+func (e *Embedded) HandOffMetaLeader(ctx context.Context, clk clock.WithTicker) (bool, error) {
+	if !e.Clustered() || e.stewardConn == nil {
+		return false, nil
+	}
+	self := e.Server.Name()
+	if e.ClusterStatus().MetaLeader != self {
+		return false, nil
+	}
+	// An empty placement asks for any current replica but this one.
+	resp, err := e.stewardConn.RequestWithContext(ctx, metaStepDownSubject, []byte(`{"placement":{}}`))
+	if err != nil {
+		return false, fmt.Errorf("hand off JetStream's meta leadership: %w", err)
+	}
+	if err := apiOutcome(resp.Data); err != nil {
+		return false, fmt.Errorf("hand off JetStream's meta leadership: %w", err)
+	}
+	t := clk.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if l := e.ClusterStatus().MetaLeader; l != "" && l != self {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("JetStream has no new meta leader yet: %w", ctx.Err())
+		case <-t.C():
+		}
+	}
+}
+
+// apiOutcome is the error of a JetStream API answer that is not a success.
+func apiOutcome(data []byte) error {
+	var r struct {
+		Success bool `json:"success"`
+		Error   *struct {
+			Description string `json:"description"`
+			ErrCode     int    `json:"err_code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return fmt.Errorf("%s (code %d)", r.Error.Description, r.Error.ErrCode)
+	}
+	if !r.Success {
+		return errors.New("not done")
+	}
+	return nil
 }

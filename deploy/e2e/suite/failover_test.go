@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 
 	"github.com/claimstream/claimstream/deploy/e2e/testenv"
 )
@@ -83,9 +86,21 @@ func TestLeaseFailoverTimes(t *testing.T) {
 			if l = byName[holder]; l == nil || l == not {
 				return false, fmt.Sprintf("holder %q", holder)
 			}
-			return l.decommission(foSlot) == nil, "the holder takes no write yet"
+			return l.toggle() == nil, "the holder takes no write yet"
 		})
 		return l
+	}
+	up := func(r *haReplica) (bool, string) {
+		if done, err := r.proc.Exited(); done {
+			t.Fatalf("%s exited: %v%s", r.name, err, r.tail())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := r.provider.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: "fo"})
+		return err == nil, fmt.Sprint(err)
+	}
+	for _, r := range replicas {
+		waitT(t, 120*time.Second, r.name+" up", func() (bool, string) { return up(r) })
 	}
 	current := leader("a replica holds the Lease and takes writes", nil)
 
@@ -101,7 +116,7 @@ func TestLeaseFailoverTimes(t *testing.T) {
 				if r == current {
 					continue
 				}
-				err := r.decommission(foSlot)
+				err := r.toggle()
 				if err == nil {
 					by = r
 					break
@@ -128,13 +143,7 @@ func TestLeaseFailoverTimes(t *testing.T) {
 		}
 		allPids = append(allPids, current.proc.Pid())
 		back := current
-		waitT(t, 120*time.Second, back.name+" back and caught up", func() (bool, string) {
-			if done, err := back.proc.Exited(); done {
-				t.Fatalf("%s exited: %v%s", back.name, err, back.tail())
-			}
-			_, err := back.targetSize()
-			return err == nil, fmt.Sprint(err)
-		})
+		waitT(t, 120*time.Second, back.name+" back and caught up", func() (bool, string) { return up(back) })
 		current = leader(fmt.Sprintf("kill %d: the new leader holds the Lease", i+1), nil)
 	}
 	sorted := slices.Clone(took)
@@ -143,24 +152,48 @@ func TestLeaseFailoverTimes(t *testing.T) {
 		len(sorted), sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond))
 }
 
-// decommission takes slot out of service through the replica's REST API:
-// a write that always appends.
-func (r *haReplica) decommission(slot string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.apiAddr+"/api/v1/slots/"+slot+"/decommission", strings.NewReader(`{"by":"e2e-failover"}`))
-	if err != nil {
-		return err
+// toggle decommissions the failover slot, or recommissions it, through
+// the replica's REST API: a write that appends. An answer that lists no
+// event (the slot was in that state already: a write of an earlier kill
+// landed after all) turns the other way and asks again.
+func (r *haReplica) toggle() error {
+	for range 2 {
+		verb := "decommission"
+		if foDecommissioned {
+			verb = "recommission"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.apiAddr+"/api/v1/slots/"+foSlot+"/"+verb, strings.NewReader(`{"by":"e2e-failover"}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+haAPIToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		var answer struct {
+			Error  string
+			Events []json.RawMessage
+		}
+		err = json.NewDecoder(resp.Body).Decode(&answer)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("%s %s %s: %s %s", r.name, verb, foSlot, resp.Status, answer.Error)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s %s: %w", r.name, verb, foSlot, err)
+		}
+		foDecommissioned = !foDecommissioned
+		if len(answer.Events) > 0 {
+			return nil
+		}
 	}
-	req.Header.Set("Authorization", "Bearer "+haAPIToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s decommission %s: %s", r.name, slot, resp.Status)
-	}
-	return nil
+	return fmt.Errorf("%s: neither a decommission nor a recommission of %s appended", r.name, foSlot)
 }
+
+// foDecommissioned is the failover slot's state after the last write
+// acknowledged (one test writes at a time).
+var foDecommissioned bool

@@ -72,7 +72,7 @@ type Embedded struct {
 	// may move JetStream's meta leadership (nil outside a cluster).
 	stewardConn *nats.Conn
 	lock        *DataDirLock
-	cfg          EmbeddedConfig
+	cfg         EmbeddedConfig
 }
 
 // StartEmbedded starts the server and connects to it in process.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +94,41 @@ func getLines(t *testing.T, f *resttest.Fixture, path string, keep func(string) 
 		}
 	}
 	return out
+}
+
+// Every dataschema is an identifier (the schema's $id) whose path the API
+// serves, without a token: the schema it names. Nothing else is served
+// under that path.
+func TestDataSchemaPathsServeTheirSchemas(t *testing.T) {
+	f := resttest.Start(t)
+	get := func(p string) (int, string, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(f.Server.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), body
+	}
+	for _, ty := range append(events.Types(), "defs") {
+		id := "https://claimstream.dev/schemas/events/defs.v1.json"
+		if ty != "defs" {
+			id = events.SchemaURL(ty)
+		}
+		u, err := url.Parse(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, ct, body := get(u.Path)
+		if code != http.StatusOK || ct != "application/schema+json" || body["$id"] != id {
+			t.Errorf("GET %s: %d %s $id %v, want the schema %s", u.Path, code, ct, body["$id"], id)
+		}
+	}
+	for _, p := range []string{"/schemas/events/Nope.v1.json", "/schemas/events/..%2fopenapi.yaml", "/schemas/events/.hidden.json", "/schemas/events/defs.v1.txt"} {
+		if code, _, _ := get(p); code != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", p, code)
+		}
+	}
 }

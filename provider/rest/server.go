@@ -4,8 +4,8 @@
 // of a slot or a claim, the views replayed to any past time or sequence, and
 // the manual commands. schemas/openapi.yaml describes it.
 //
-// Every /api route needs "Authorization: Bearer <token>"; /healthz and
-// /readyz do not. The admin token (Options.Token) may do everything; the
+// Every /api route needs "Authorization: Bearer <token>"; /healthz,
+// /readyz and the event schemas (/schemas/events/) do not. The admin token (Options.Token) may do everything; the
 // read-only token (Options.ReadToken) only reads: every route that changes
 // the pool, and the backup, answer it 403.
 package rest
@@ -117,6 +117,7 @@ type route struct {
 var routes = []route{
 	{"GET", "/healthz", false, (*server).healthz, false},
 	{"GET", "/readyz", false, (*server).readyz, false},
+	{"GET", "/schemas/events/{file}", false, (*server).schema, false},
 	{"GET", "/api/v1/groups", true, (*server).listGroups, false},
 	{"GET", "/api/v1/groups/{name}", true, (*server).getGroup, false},
 	{"GET", "/api/v1/slots", true, (*server).listSlots, false},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -124,4 +125,43 @@ func send(t *testing.T, ctx context.Context, method, u, tok string, body any) *h
 		t.Fatalf("%s %s: %v", method, u, err)
 	}
 	return resp
+}
+
+// FuzzReadOnlyTokenNeverWrites: whatever request the read-only token
+// sends (any method, path, query and body), the log does not move.
+func FuzzReadOnlyTokenNeverWrites(f *testing.F) {
+	for _, r := range rest.Routes() {
+		method, path, _ := strings.Cut(r, " ")
+		f.Add(method, fill(path), "", `{"by":"mallory","reason":"x","all":true}`)
+	}
+	f.Add("POST", "/api/v1/slots/node-3.lan/claim/", "", `{"by":"x"}`)
+	f.Add("POST", "/api//v1/slots/node-3.lan/claim", "", `{"by":"x"}`)
+	f.Add("POST", "/api/v1/slots/node-3.lan%2fclaim", "", `{"by":"x"}`)
+	f.Add("DELETE", "/api/v1/claims/node-3.lan-52fd0d", "x=1", `{}`)
+	fx := resttest.Scripted(f)
+	h := fx.Server.Config.Handler
+	f.Fuzz(func(t *testing.T, method, path, query, body string) {
+		target := "http://api.test/" + strings.TrimPrefix(path, "/")
+		if query != "" {
+			target += "?" + query
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stop := time.AfterFunc(100*time.Millisecond, cancel)
+		defer stop.Stop()
+		req, err := http.NewRequestWithContext(ctx, method, target, strings.NewReader(body))
+		if err != nil {
+			t.Skip("not an HTTP request:", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+resttest.ReadToken)
+		before, err := fx.H.Store.LastSeq(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if after, err := fx.H.Store.LastSeq(context.Background()); err != nil || after != before {
+			t.Fatalf("%s %s with the read-only token: %d, and the log went %d -> %d (%v)", method, target, rec.Code, before, after, err)
+		}
+	})
 }

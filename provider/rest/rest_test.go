@@ -440,6 +440,14 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 			documented = append(documented, strings.ToUpper(method)+" "+path)
 		}
 	}
+	// The read-only token's 403 is documented on every admin route.
+	for _, r := range rest.AdminRoutes() {
+		method, path, _ := strings.Cut(r, " ")
+		responses, _ := doc.Paths[path][strings.ToLower(method)]["responses"].(map[string]any)
+		if _, ok := responses["403"]; !ok {
+			t.Errorf("%s refuses the read-only token with 403, but openapi.yaml does not say so", r)
+		}
+	}
 	served := rest.Routes()
 	sort.Strings(documented)
 	sort.Strings(served)

@@ -90,3 +90,31 @@ func TestLogMessagesFollowTheNATSBinding(t *testing.T) {
 		t.Fatalf("the binding read %v", ce)
 	}
 }
+
+// The sequence extension is 20 digits and sorts as the numbers do, at the
+// edges too, and reads back.
+func TestFormatSequenceSortsAsTheNumbers(t *testing.T) {
+	seqs := []uint64{0, 1, 9, 10, 99, 100, 1<<32 - 1, 1 << 32, 1<<63 - 1, 1 << 63, ^uint64(0)}
+	for i, n := range seqs {
+		s := events.FormatSequence(n)
+		if len(s) != events.SequenceDigits {
+			t.Fatalf("%d: %q is not %d digits", n, s, events.SequenceDigits)
+		}
+		if back, err := events.ParseSequence(s); err != nil || back != n {
+			t.Fatalf("%q reads back as %d, %v", s, back, err)
+		}
+		if i > 0 && events.FormatSequence(seqs[i-1]) >= s {
+			t.Fatalf("%q sorts at or after %q", events.FormatSequence(seqs[i-1]), s)
+		}
+	}
+}
+
+func BenchmarkMarshalStructured(b *testing.B) {
+	e := created("node-1", "c1")
+	e.ID, e.Seq = "0123456789abcdef0123456789abcdef", 123456
+	for b.Loop() {
+		if _, err := events.MarshalStructured(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -32,7 +32,13 @@ const SequenceDigits = 20
 
 // FormatSequence is the sequence extension of the log sequence n.
 func FormatSequence(n uint64) string {
-	return fmt.Sprintf("%0*d", SequenceDigits, n)
+	var b [SequenceDigits]byte
+	for i := range b {
+		b[i] = '0'
+	}
+	d := strconv.AppendUint(make([]byte, 0, SequenceDigits), n, 10)
+	copy(b[SequenceDigits-len(d):], d)
+	return string(b[:])
 }
 
 // ExtError is the extension of an unreadable entry: why it cannot be read.

@@ -16,14 +16,30 @@ import (
 //
 //	specversion, id, source, type (dev.claimstream.<Type>.v1), subject (the
 //	claim, else the slot, else the group), time, datacontenttype,
-//	dataschema, data; extensions sequence (the log's sequence, a decimal
-//	string), group, slot, claim, traceparent.
+//	dataschema, data; extensions sequence (the log's sequence, 20 decimal
+//	digits, zero-padded: FormatSequence), group, slot, claim, traceparent.
 //
 // An entry of the log that cannot be read has no data; it is encoded with
 // the same names (MarshalStructured) and the extension "error" saying why.
 
 // ExtSequence is the CloudEvents extension carrying the log sequence.
 const ExtSequence = "sequence"
+
+// SequenceDigits is the width of the sequence extension: every uint64 fits,
+// so the strings sort as the numbers do (the CloudEvents sequence extension
+// asks for a lexicographically ordered string; "10" would sort before "9").
+const SequenceDigits = 20
+
+// FormatSequence is the sequence extension of the log sequence n.
+func FormatSequence(n uint64) string {
+	var b [SequenceDigits]byte
+	for i := range b {
+		b[i] = '0'
+	}
+	d := strconv.AppendUint(make([]byte, 0, SequenceDigits), n, 10)
+	copy(b[SequenceDigits-len(d):], d)
+	return string(b[:])
+}
 
 // ExtError is the extension of an unreadable entry: why it cannot be read.
 const ExtError = "error"
@@ -35,7 +51,7 @@ func (e Event) Structured() (cloudevents.Event, error) {
 		return ce, err
 	}
 	if e.Seq > 0 {
-		ce.SetExtension(ExtSequence, strconv.FormatUint(e.Seq, 10))
+		ce.SetExtension(ExtSequence, FormatSequence(e.Seq))
 	}
 	return ce, nil
 }
@@ -62,7 +78,7 @@ func MarshalStructured(e Event) ([]byte, error) {
 		}
 		return json.Marshal(ce)
 	}
-	u := unreadable{SpecVersion: SpecVersion, ID: e.ID, Source: e.Source, Time: e.Time, Sequence: strconv.FormatUint(e.Seq, 10), Error: "unreadable"}
+	u := unreadable{SpecVersion: SpecVersion, ID: e.ID, Source: e.Source, Time: e.Time, Sequence: FormatSequence(e.Seq), Error: "unreadable"}
 	if e.Type != "" {
 		u.Type = CEType(e.Type)
 	}
@@ -79,7 +95,8 @@ var StructuredFields = []string{
 	ExtSequence, "group", "slot", "claim", "traceparent", ExtError,
 }
 
-// ParseSequence reads the sequence extension.
+// ParseSequence reads the sequence extension (padded or not: both are the
+// same number).
 func ParseSequence(s string) (uint64, error) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {

@@ -21,30 +21,44 @@ import (
 // it takes its name, so FILE is either a good backup or absent.
 func newBackupCmd() *cobra.Command {
 	var o cliOptions
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "backup FILE",
+		Use:   "backup FILE [--force]",
 		Short: "Write a backup of the event log of a running serve to FILE",
 		Long: "Write a backup of the event log of a running serve to FILE, consistent while it goes on\n" +
 			"appending: the JetStream snapshot of the log up to its last event at the start, and a\n" +
 			"manifest with the views' digest there. Progress goes to stderr; restore with\n" +
-			"`claimstream restore FILE --data-dir DIR`.",
+			"`claimstream restore FILE --data-dir DIR`. An existing FILE is refused unless --force\n" +
+			"(it is then replaced only once the new backup is checked whole).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			return runBackup(cmd.Context(), args[0], cmd.ErrOrStderr(), func(ctx context.Context, w io.Writer) (int64, error) {
+			return runBackup(cmd.Context(), args[0], force, cmd.ErrOrStderr(), func(ctx context.Context, w io.Writer) (int64, error) {
 				return c.Backup(ctx, w)
 			})
 		},
 	}
 	o.bind(cmd, false)
+	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	return cmd
 }
 
-func runBackup(ctx context.Context, file string, stderr io.Writer, fetch func(context.Context, io.Writer) (int64, error)) error {
+// runBackup writes the backup fetch streams to file. Without force an
+// existing file is refused before anything is fetched, and the finished
+// backup takes the name by a hard link, which fails rather than replace a
+// file that appeared meanwhile.
+func runBackup(ctx context.Context, file string, force bool, stderr io.Writer, fetch func(context.Context, io.Writer) (int64, error)) error {
 	start := time.Now()
+	if !force {
+		if _, err := os.Lstat(file); err == nil {
+			return fmt.Errorf("backup: %s exists: give another FILE, or --force to replace it", file)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("backup: %w", err)
+		}
+	}
 	part, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".partial-*")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -64,11 +78,29 @@ func runBackup(ctx context.Context, file string, stderr io.Writer, fetch func(co
 	if err := part.Close(); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	if err := os.Rename(part.Name(), file); err != nil {
-		return fmt.Errorf("backup: %w", err)
+	if err := place(part.Name(), file, force); err != nil {
+		return err
 	}
 	fmt.Fprintf(stderr, "backup %s: stream %s, sequences %d..%d, %d events, %s, views digest %s, %v\n",
 		file, m.Stream, m.FirstSeq, m.LastSeq, m.Msgs, mib(m.SnapshotSize), m.ViewsDigest, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// place gives the checked backup its name: a rename with force, else a
+// hard link that refuses an existing name.
+func place(part, file string, force bool) error {
+	if force {
+		if err := os.Rename(part, file); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		return nil
+	}
+	if err := os.Link(part, file); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("backup: %s appeared while the backup was taken: nothing replaced; give another FILE, or --force", file)
+		}
+		return fmt.Errorf("backup: %w", err)
+	}
 	return nil
 }
 

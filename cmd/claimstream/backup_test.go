@@ -130,7 +130,7 @@ func TestBackupCutShortLeavesNoFile(t *testing.T) {
 	}
 	target := filepath.Join(t.TempDir(), "cut.backup")
 	var stderr bytes.Buffer
-	err = runBackup(context.Background(), target, &stderr, func(_ context.Context, w io.Writer) (int64, error) {
+	err = runBackup(context.Background(), target, false, &stderr, func(_ context.Context, w io.Writer) (int64, error) {
 		n, err := w.Write(orig[:len(orig)/2]) // the server died half way
 		return int64(n), err
 	})
@@ -288,5 +288,58 @@ func TestRestoreThatDoesNotMatchItsManifestLeavesTheDirEmpty(t *testing.T) {
 	}
 	if left := listDir(t, dir); left != "" {
 		t.Fatalf("a failed restore left %s behind", left)
+	}
+}
+
+// An existing FILE is refused before anything is fetched, and kept; one
+// that appears while the backup is taken is kept too; --force replaces it
+// with the checked backup.
+func TestBackupRefusesAnExistingFileUnlessForced(t *testing.T) {
+	path, _ := backupOfScript(t)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	target := filepath.Join(dir, "pool.backup")
+	if err := os.WriteFile(target, []byte("last week's backup"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fetched := 0
+	fetch := func(_ context.Context, w io.Writer) (int64, error) {
+		fetched++
+		n, err := w.Write(good)
+		return int64(n), err
+	}
+	var stderr bytes.Buffer
+	err = runBackup(context.Background(), target, false, &stderr, fetch)
+	if err == nil || !strings.Contains(err.Error(), "exists") || !strings.Contains(err.Error(), "--force") || fetched != 0 {
+		t.Fatalf("backup over an existing file: %v (fetched %d times)", err, fetched)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "last week's backup" {
+		t.Fatalf("the existing file changed: %q", b)
+	}
+	// A file that appears while the backup streams is not replaced either.
+	late := filepath.Join(dir, "late.backup")
+	err = runBackup(context.Background(), late, false, &stderr, func(ctx context.Context, w io.Writer) (int64, error) {
+		if err := os.WriteFile(late, []byte("someone else's"), 0o600); err != nil {
+			return 0, err
+		}
+		return fetch(ctx, w)
+	})
+	if err == nil || !strings.Contains(err.Error(), "appeared") {
+		t.Fatalf("a file that appeared meanwhile: %v", err)
+	}
+	if b, _ := os.ReadFile(late); string(b) != "someone else's" {
+		t.Fatalf("the file that appeared was replaced")
+	}
+	if err := runBackup(context.Background(), target, true, &stderr, fetch); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	if b, _ := os.ReadFile(target); !bytes.Equal(b, good) {
+		t.Fatalf("--force did not write the backup")
+	}
+	if entries := listDir(t, dir); entries != "late.backup,pool.backup" {
+		t.Fatalf("left behind: %s", entries)
 	}
 }

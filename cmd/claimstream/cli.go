@@ -65,7 +65,7 @@ func (o *cliOptions) bind(cmd *cobra.Command, output bool) {
 	o.bindTLS(f)
 	f.StringVar(&o.configFile, "cli-config", defaultCLIConfig(), "CLI config file (YAML: server, token, caFile)")
 	if output {
-		f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, json or yaml (get and replay also: name, jsonpath=TEMPLATE)")
+		f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, json or yaml (get, replay and events also: name, jsonpath=TEMPLATE)")
 		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	}
 }
@@ -150,10 +150,10 @@ func newGetCmd() *cobra.Command {
 	var group, slot, phase string
 	var noHeaders, watch bool
 	cmd := &cobra.Command{
-		Use:   "get groups|slots|claims [NAME...]",
+		Use:   "get groups|slots|claims [NAME...] | get KIND/NAME...",
 		Short: "List groups, slots or claims from the live views",
 		Example: "  claimstream get claims\n  claimstream get slots --group homelab -o wide\n  claimstream get claim node-1-3f2a9c -o yaml\n" +
-			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers",
+			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get slot/node-1.lan slot/node-2.lan\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers",
 		Args: cobra.MinimumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
@@ -170,18 +170,18 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			kind, err := resource(args[0])
+			kind, names, err := kindAndNames(args)
 			if err != nil {
 				return err
 			}
-			v, err := fetch(cmd.Context(), c, kind, args[1:], group, slot, phase)
+			v, err := fetch(cmd.Context(), c, kind, names, group, slot, phase)
 			if err != nil {
 				return err
 			}
-			if err := printViews(cmd.OutOrStdout(), out, kind, v, len(args) > 1, serverNow(c)); err != nil || !watch {
+			if err := printViews(cmd.OutOrStdout(), out, kind, v, len(names) > 0, serverNow(c)); err != nil || !watch {
 				return err
 			}
-			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, args[1:], group, slot, phase)
+			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, names, group, slot, phase)
 		},
 	}
 	o.bind(cmd, true)
@@ -191,6 +191,40 @@ func newGetCmd() *cobra.Command {
 	cmd.Flags().StringVar(&slot, "slot", "", "only this slot's claims")
 	cmd.Flags().StringVar(&phase, "phase", "", "only claims in this phase (pending, booting, ready, failed, completed)")
 	return cmd
+}
+
+// kindAndNames reads the resource and names of get or describe: "KIND
+// NAME..." or, as -o name prints them, "KIND/NAME..." (one kind).
+func kindAndNames(args []string) (string, []string, error) {
+	first, _, slashed := strings.Cut(args[0], "/")
+	if !slashed {
+		kind, err := resource(args[0])
+		if err != nil {
+			return "", nil, err
+		}
+		for _, a := range args[1:] {
+			if strings.Contains(a, "/") {
+				return "", nil, fmt.Errorf("%q: give either KIND NAME... or KIND/NAME..., not both", a)
+			}
+		}
+		return kind, args[1:], nil
+	}
+	kind, err := resource(first)
+	if err != nil {
+		return "", nil, fmt.Errorf("%q: %w", args[0], err)
+	}
+	names := make([]string, 0, len(args))
+	for _, a := range args {
+		k, name, ok := strings.Cut(a, "/")
+		if !ok || name == "" {
+			return "", nil, fmt.Errorf("%q: want KIND/NAME, as the first argument (%s)", a, args[0])
+		}
+		if other, err := resource(k); err != nil || other != kind {
+			return "", nil, fmt.Errorf("%q: every KIND/NAME must be of one kind (%s, as %s)", a, kind, args[0])
+		}
+		names = append(names, name)
+	}
+	return kind, names, nil
 }
 
 // resource normalizes a resource name: group(s), slot(s), claim(s).
@@ -348,9 +382,9 @@ func completeSlots(o *cliOptions) cobra.CompletionFunc {
 func newDescribeCmd() *cobra.Command {
 	o := &cliOptions{}
 	cmd := &cobra.Command{
-		Use:   "describe slot|claim|group NAME",
+		Use:   "describe slot|claim|group NAME | describe KIND/NAME",
 		Short: "Show everything the views know of a slot, claim or group, with the last-claim digest and the recent timeline",
-		Args:  cobra.ExactArgs(2),
+		Args:  cobra.RangeArgs(1, 2),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return []string{"slot", "claim", "group"}, cobra.ShellCompDirectiveNoFileComp
@@ -362,15 +396,19 @@ func newDescribeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			kind, err := resource(args[0])
+			kind, names, err := kindAndNames(args)
 			if err != nil {
 				return err
 			}
+			if len(names) != 1 {
+				return fmt.Errorf("describe takes one %s: KIND NAME or KIND/NAME", strings.TrimSuffix(kind, "s"))
+			}
+			name := names[0]
 			ctx, w := cmd.Context(), cmd.OutOrStdout()
 			now := func() time.Time { return serverNow(c) }
 			switch kind {
 			case "groups":
-				g, err := c.Group(ctx, args[1])
+				g, err := c.Group(ctx, name)
 				if err != nil {
 					return err
 				}
@@ -380,7 +418,7 @@ func newDescribeCmd() *cobra.Command {
 				}
 				return describeGroup(w, g, slots.Items, now())
 			case "slots":
-				s, err := c.Slot(ctx, args[1])
+				s, err := c.Slot(ctx, name)
 				if err != nil {
 					return err
 				}
@@ -390,7 +428,7 @@ func newDescribeCmd() *cobra.Command {
 				}
 				return describeSlot(w, s, claims.Items, now())
 			default:
-				cl, err := c.Claim(ctx, args[1])
+				cl, err := c.Claim(ctx, name)
 				if err != nil {
 					return err
 				}
@@ -432,6 +470,9 @@ func (f *eventFlags) query(now time.Time) (rest.EventQuery, error) {
 	if q.Until, err = parseWhen("--until", f.until, now); err != nil {
 		return q, err
 	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && q.Since.After(q.Until) {
+		return q, fmt.Errorf("--since %s is after --until %s: the range is reversed, no event can match; swap them", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
+	}
 	return q, nil
 }
 
@@ -452,15 +493,16 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 func newEventsCmd() *cobra.Command {
 	o := &cliOptions{}
 	ef := &eventFlags{}
-	var follow bool
+	var follow, noHeaders bool
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Print the raw event log, filtered by slot, claim, group, type and time; --follow keeps printing",
 		Example: "  claimstream events --slot node-1 --since 2h\n  claimstream events --type ClaimFailed,ShutdownAttemptLimitReached --follow\n" +
+			"  claimstream events --claim node-1-3f2a9c -o jsonpath='{.type} {.sequence}'\n  claimstream events --last 5 -o name\n" +
 			"  claimstream events export --since 2026-03-01T00:00:00Z > march.jsonl",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := o.format()
+			out, err := parseViewsOutput(o.output, noHeaders)
 			if err != nil {
 				return err
 			}
@@ -474,14 +516,14 @@ func newEventsCmd() *cobra.Command {
 			}
 			q.Follow = follow
 			w := cmd.OutOrStdout()
-			wide := format == "wide"
-			header := false
+			wide := out.format == "wide"
+			header := out.noHeaders
 			events := c.Events
 			if follow {
 				events = (&follower{c: c, stderr: cmd.ErrOrStderr()}).events
 			}
 			return events(cmd.Context(), q, func(e rest.Event) error {
-				switch format {
+				switch out.format {
 				case "json":
 					b, err := marshalCompact(e)
 					if err != nil {
@@ -492,6 +534,17 @@ func newEventsCmd() *cobra.Command {
 				case "yaml":
 					_, _ = fmt.Fprintln(w, "---")
 					return printObject(w, "yaml", e)
+				case "name":
+					// event/SEQ: the sequence is what --from takes back.
+					_, err := fmt.Fprintf(w, "event/%d\n", e.Seq)
+					return err
+				case "jsonpath":
+					// One line per event: the template runs over each.
+					if err := printJSONPath(w, out.jsonpath, e); err != nil {
+						return err
+					}
+					_, err := fmt.Fprintln(w)
+					return err
 				}
 				if !header {
 					header = true
@@ -505,6 +558,7 @@ func newEventsCmd() *cobra.Command {
 	o.bind(cmd, true)
 	ef.bind(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events as they are appended")
+	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print the table rows without the header")
 
 	eo := &cliOptions{}
 	xf := &eventFlags{}

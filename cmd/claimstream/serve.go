@@ -53,6 +53,7 @@ type serveOptions struct {
 	apiAddress   string
 	apiToken     string
 	apiTokenFile string
+	apiReadToken readTokenFlags
 	apiTLSCert   string
 	apiTLSKey    string
 	authLimit    authLimitFlags
@@ -108,6 +109,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiAddress, "api-address", "127.0.0.1:8087", "REST API address (empty: no API)")
 	f.StringVar(&o.apiToken, "api-token", "", "bearer token of the REST API (env CLAIMSTREAM_API_TOKEN); default: read --api-token-file")
 	f.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API token (default <data-dir>/api-token, generated on first start)")
+	o.apiReadToken.register(f)
 	f.StringVar(&o.apiTLSCert, "api-tls-cert", "", "REST API server certificate (PEM file, re-read when it changes); without it the API is plain HTTP")
 	f.StringVar(&o.apiTLSKey, "api-tls-key", "", "REST API server key (PEM file)")
 	o.authLimit.addFlags(f)
@@ -485,7 +487,11 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rest.Options{Token: token, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads}
+	readToken, err := o.apiReadToken.resolve(token)
+	if err != nil {
+		return nil, err
+	}
+	ro := rest.Options{Token: token, ReadToken: readToken, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads}
 	if ro.AuthLimit, err = p.authLimiter(o.authLimit); err != nil {
 		return nil, err
 	}

@@ -16,12 +16,12 @@ import (
 func (p *plane) withDashboard(ro rest.Options, token string, copiesEvery uint64) (http.Handler, error) {
 	// Sessions last wall-clock time, whatever clock the plane runs on.
 	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
-	ro.Session = sessions.Authenticates
+	ro.Session = sessions.Access
 	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
 	p.timelines.KeepCopies(p.views.Checkpoints(), rest.CopyOptions{Every: copiesEvery, Writer: p.leads, OnSave: p.countCopySaves("timeline")}) // saved copies beside the checkpoints
 	ro.Timeline = p.timelines
 	ro.Cost = p.costs
-	do := dashboard.Options{Token: token, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit}
+	do := dashboard.Options{Token: token, ReadToken: ro.ReadToken, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit}
 	if p.tel != nil {
 		do.OnLogin, do.OnCSRFRefused = p.tel.Metrics.DashboardLogin, p.tel.Metrics.DashboardCSRFRefused
 	}

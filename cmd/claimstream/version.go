@@ -14,14 +14,34 @@ import (
 // newVersion is `claimstream version`; the root's --version prints the
 // same (versionTemplate).
 func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, the VCS revision and the Go version of this build",
-		Args:  cobra.NoArgs,
+	var output string
+	cmd := &cobra.Command{
+		Use:     "version [-o text|json|yaml]",
+		Short:   "Print the version, the VCS revision and the Go version of this build",
+		Example: "  claimstream version\n  claimstream version -o json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return printVersion(cmd.OutOrStdout(), buildinfo.Get())
+			in := buildinfo.Get()
+			switch output {
+			case "", "text":
+				return printVersion(cmd.OutOrStdout(), in)
+			case "json", "yaml":
+				return printObject(cmd.OutOrStdout(), output, versionInfo{Version: in.Version, Revision: in.Revision, GoVersion: in.GoVersion})
+			}
+			return fmt.Errorf("-o %s: want text, json or yaml", output)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// versionInfo is `version -o json`: the names of claimstream_build_info's
+// labels.
+type versionInfo struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	GoVersion string `json:"goVersion"`
 }
 
 // printVersion writes the build's identity: the values

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/claimstream/claimstream/internal/buildinfo"
@@ -37,5 +39,22 @@ func TestVersionCommandAndFlagAgree(t *testing.T) {
 	_ = printVersion(&want, buildinfo.Get())
 	if cmd != want.String() {
 		t.Fatalf("version printed\n%s\nwant\n%s", cmd, want.String())
+	}
+}
+
+// `version -o json` is the build as an object with the build_info label
+// names; an unknown -o is refused.
+func TestVersionJSON(t *testing.T) {
+	out := runCLI(t, nil, "version", "-o", "json")
+	var got map[string]string
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("version -o json: %v\n%s", err, out)
+	}
+	in := buildinfo.Get()
+	if got["version"] != in.Version || got["revision"] != in.Revision || got["goVersion"] != in.GoVersion || len(got) != 3 {
+		t.Fatalf("version -o json: %v, want %+v", got, in)
+	}
+	if out := runCLI(t, nil, "version", "-o", "xml"); !strings.Contains(out, "error: -o xml: want text, json or yaml") {
+		t.Fatalf("version -o xml: %s", out)
 	}
 }

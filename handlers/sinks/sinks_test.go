@@ -41,10 +41,12 @@ type receiver struct {
 	tries    map[string]int
 	binary   int
 	trace    map[string]string // id -> traceparent header
+	seq      map[string]string // id -> the sequence extension
+	ce       map[string]http.Header
 }
 
 func newReceiver(t testing.TB) (*receiver, *httptest.Server) {
-	r := &receiver{t: t, tries: map[string]int{}, trace: map[string]string{}}
+	r := &receiver{t: t, tries: map[string]int{}, trace: map[string]string{}, seq: map[string]string{}, ce: map[string]http.Header{}}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return r, srv
@@ -76,6 +78,8 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.accepted = append(r.accepted, ev.ID())
 	r.trace[ev.ID()] = req.Header.Get("traceparent")
+	r.seq[ev.ID()], _ = ev.Extensions()[events.ExtSequence].(string)
+	r.ce[ev.ID()] = req.Header.Clone()
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -394,6 +398,71 @@ func TestWebhookGetsTheEventsTraceParent(t *testing.T) {
 	if tp := rcv.trace[ev.ID]; tp != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
 		t.Fatalf("traceparent header %q", tp)
 	}
+}
+
+// Both content modes carry CloudEvents that sdk-go validates (the
+// receiver checks), with a sequence extension that sorts as the log does
+// (20 digits: "10" after "9") and, in binary mode, every attribute as a
+// lower-case ce- header the HTTP binding reads back.
+func TestWebhookCloudEventsFollowTheBinding(t *testing.T) {
+	for _, mode := range []string{"binary", "structured"} {
+		t.Run(mode, func(t *testing.T) {
+			h := handlerstest.New(t)
+			rcv, srv := newReceiver(t)
+			cfg := sinkConfig(t, "sinks: [{name: t, url: '"+srv.URL+"', mode: "+mode+", start: all}]")
+			h.Service.TraceParent = func(context.Context) string { return "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }
+			start(t, h, cfg, clock.RealClock{}, nil)
+			h.Declare("g", events.GroupSpec{MaxSize: 4}, "a", "b", "c", "d")
+			h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 4, RequestedBy: "test"})
+			waitFor(t, rcv, h.Store, cfg.Sinks[0])
+			rcv.mu.Lock()
+			defer rcv.mu.Unlock()
+			var prev string
+			for i, id := range rcv.accepted {
+				s := rcv.seq[id]
+				n, err := events.ParseSequence(s)
+				if len(s) != events.SequenceDigits || err != nil || n != uint64(i+1) {
+					t.Fatalf("event %d: sequence %q (%d, %v), want %d zero-padded to %d digits", i+1, s, n, err, i+1, events.SequenceDigits)
+				}
+				if s <= prev {
+					t.Fatalf("sequence %q sorts before %q", s, prev)
+				}
+				prev = s
+				hd := rcv.ce[id]
+				if mode == "structured" {
+					if ct := hd.Get("Content-Type"); !strings.HasPrefix(ct, "application/cloudevents+json") {
+						t.Fatalf("structured mode content-type %q", ct)
+					}
+					continue
+				}
+				for k := range hd {
+					name, ok := strings.CutPrefix(strings.ToLower(k), "ce-")
+					if ok && !validAttributeName(name) {
+						t.Fatalf("header %s: not a CloudEvents attribute name", k)
+					}
+				}
+				if hd.Get("ce-sequence") != s {
+					t.Fatalf("ce-sequence %q, want %q", hd.Get("ce-sequence"), s)
+				}
+			}
+			if len(rcv.accepted) < 10 {
+				t.Fatalf("only %d events: the test needs sequences past 9", len(rcv.accepted))
+			}
+		})
+	}
+}
+
+// validAttributeName is the CloudEvents rule: lower-case letters and digits.
+func validAttributeName(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // A run that died holding an event unacked (a crash mid-delivery) does not

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -68,14 +67,13 @@ type zeroFamily struct {
 	series []map[string]string
 }
 
-// requesterOf is who creates a group's claims: the built-in scaler for a
-// builtin group, else cluster-autoscaler (the provider's default
-// requester).
+// requesterOf is the kind of caller that creates a group's claims: the
+// built-in scaler for a builtin group, else cluster-autoscaler.
 func requesterOf(g *projections.Group) string {
 	if g.Spec.Scaler == events.ScalerBuiltin {
-		return handlers.BuiltinRequester
+		return RequesterBuiltin
 	}
-	return "cluster-autoscaler"
+	return RequesterClusterAutoscaler
 }
 
 // zeroFamilies lists what must be on the scrape for the groups in the views.

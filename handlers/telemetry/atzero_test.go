@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -190,8 +191,64 @@ func TestClaimsAndSlotsGauges(t *testing.T) {
 	for _, line := range []string{
 		`claimstream_slots{group="r",state="resting"} 1`,
 		`claimstream_slots{group="r",state="off"} 0`,
-		`claimstream_claims_created_total{group="r",requester="op"} 3`,
+		`claimstream_claims_created_total{group="r",requester="cluster-autoscaler"} 3`,
 		`claimstream_slots{group="g",state="off"} 2`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("scrape lacks %q", line)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+}
+
+var labelValue = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
+
+// No label of the scrape takes a caller's text: claims asked for with
+// odd requesters (the provider's under mTLS, a REST caller's free --by)
+// count under the bounded requester kinds, and none of the texts shows.
+func TestNoMetricLabelTakesCallerText(t *testing.T) {
+	h := handlerstest.New(t)
+	tel := newTel(t, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	views := projections.NewRunner(h.Store, projections.RunnerOptions{OnEvent: tel.Metrics.OnEvent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := views.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- views.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tel.Metrics.ObserveViews(views)
+
+	weird := []string{"cluster-autoscaler (cn=ca.example.org)", `evil"} 1` + "\n" + `x{a="b`, "👾", strings.Repeat("long", 100), "dashboard-x", "scenario2"}
+	h.Declare("g", events.GroupSpec{MaxSize: 20}, "a", "b", "c", "d", "e", "f", "m1", "m2", "m3", "m4", "m5", "m6", "m7")
+	var last uint64
+	for _, by := range weird {
+		last = h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: by}).Last
+	}
+	for i, by := range append(weird, "dashboard") {
+		last = h.MustExec(handlers.ManualClaim{Slot: fmt.Sprintf("m%d", i+1), By: by, Reason: "test"}).Last
+	}
+	if err := views.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	body := scrapeText(t, tel)
+	for _, m := range labelValue.FindAllStringSubmatch(body, -1) {
+		if m[1] == "requester" && !slices.Contains(Requesters, m[2]) {
+			t.Errorf("requester label %q is not one of %v", m[2], Requesters)
+		}
+	}
+	for _, by := range weird {
+		if strings.Contains(body, by) {
+			t.Errorf("the scrape shows the caller's text %q", by)
+		}
+	}
+	for _, line := range []string{
+		`claimstream_claims_created_total{group="g",requester="cluster-autoscaler"} 6`,
+		`claimstream_claims_created_total{group="g",requester="api"} 6`,
+		`claimstream_claims_created_total{group="g",requester="dashboard"} 1`,
 	} {
 		if !strings.Contains(body, line+"\n") {
 			t.Errorf("scrape lacks %q", line)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/internal/buildinfo"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -18,7 +19,9 @@ import (
 const (
 	// claimstream_build_info{version,revision,go_version} 1.
 	InstBuildInfo = "claimstream_build_info"
-	// claimstream_claims_created_total{group,requester}: ClaimCreated.
+	// claimstream_claims_created_total{group,requester}: ClaimCreated;
+	// requester is one of Requesters (RequesterKind), never the caller's
+	// text.
 	InstClaimsCreated = "claimstream_claims_created"
 	// claimstream_slots{group,state}: slots by their reported state.
 	InstSlots = "claimstream_slots"
@@ -40,7 +43,7 @@ const (
 	descBackups        = "Backups of the log served, by result."
 	descTLSReloads     = "TLS certificate rotations that did not load; the previous certificate stays in service."
 	descPoolFailures   = "Pool file applies refused or stopped part-way, and pool files that did not load."
-	descClaimsCreated  = "Claims created (ClaimCreated), by group and by who asked."
+	descClaimsCreated  = "Claims created (ClaimCreated), by group and by the kind of caller that asked (cluster-autoscaler, builtin-scaler, scenario, dashboard, api, other)."
 	descLogFailures    = "Failed appends to the event log, by reason."
 	descSinkFailures   = "Failed webhook delivery attempts."
 	descSinkDelivered  = "Events a webhook sink accepted."
@@ -73,9 +76,49 @@ func (m *Metrics) newViewInstruments(meter metric.Meter) error {
 // plane's: the simulator's runs faster than the wall).
 func (m *Metrics) SetClock(c clock.PassiveClock) { m.viewInst.clock.Store(&c) }
 
+// The requester kinds of claimstream_claims_created_total.
+const (
+	RequesterClusterAutoscaler = "cluster-autoscaler"
+	RequesterBuiltin           = handlers.BuiltinRequester
+	RequesterScenario          = "scenario"
+	RequesterDashboard         = "dashboard"
+	RequesterAPI               = "api"
+	RequesterOther             = "other"
+)
+
+// Requesters is every value the requester label takes.
+var Requesters = []string{RequesterClusterAutoscaler, RequesterBuiltin, RequesterScenario, RequesterDashboard, RequesterAPI, RequesterOther}
+
+// RequesterKind is the requester label of a claim: the kind of caller,
+// read from the call that made it. The requester's own text (any token
+// holder's --by, a client certificate's name) stays in the event: as a
+// label it would make one series per string anyone sends.
+func RequesterKind(d events.ClaimCreated) string {
+	switch d.Request.Call {
+	case events.CallDecide:
+		return RequesterBuiltin
+	case events.CallIncreaseSize:
+		// The provider's calls, or the simulator's scenario (it asks as
+		// "scenario"; the provider's requester is its --requested-by,
+		// with the client certificate's name under mTLS).
+		if d.RequestedBy == RequesterScenario {
+			return RequesterScenario
+		}
+		return RequesterClusterAutoscaler
+	case events.CallManual:
+		// The dashboard's claims say "dashboard"; every other REST caller
+		// is the API (the CLI, scripts).
+		if d.RequestedBy == RequesterDashboard {
+			return RequesterDashboard
+		}
+		return RequesterAPI
+	}
+	return RequesterOther
+}
+
 // claimCreated counts one ClaimCreated.
 func (m *Metrics) claimCreated(d events.ClaimCreated) {
-	m.viewInst.created.Add(context.Background(), 1, metric.WithAttributes(attribute.String("group", d.Group), attribute.String("requester", d.RequestedBy)))
+	m.viewInst.created.Add(context.Background(), 1, metric.WithAttributes(attribute.String("group", d.Group), attribute.String("requester", RequesterKind(d))))
 }
 
 func (m *Metrics) observeSlots(_ context.Context, o metric.Observer) error {

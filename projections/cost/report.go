@@ -99,6 +99,30 @@ type Report struct {
 	Rows       []Row      `json:"rows" yaml:"rows"`
 	// Totals has one row per currency, its Key "total".
 	Totals []Row `json:"totals" yaml:"totals"`
+	// Forecast, only when asked for and the period ends after now, is
+	// what the whole period would cost if the pool stayed as it is now.
+	Forecast *Forecast `json:"forecast,omitempty" yaml:"forecast,omitempty"`
+}
+
+// ForecastBasis says what a Forecast assumes.
+const ForecastBasis = "a forecast, not what happened: every machine up (or booting) at now stays so, at its power and price, until the period's end; no claim, boot or shutdown comes"
+
+// Forecast is the cost of [Since, Until) of its report if the state at
+// the report's Until (now) held until the end asked for: the hours so far
+// plus the open intervals carried on. It is never mixed into the rows.
+type Forecast struct {
+	// Basis is ForecastBasis: the answer labels itself.
+	Basis string    `json:"basis" yaml:"basis"`
+	Until time.Time `json:"until" yaml:"until"`
+	Rows  []Row     `json:"rows" yaml:"rows"`
+	// Totals has one row per currency, its Key "total".
+	Totals []Row `json:"totals" yaml:"totals"`
+}
+
+// ForecastOf labels the report of the whole period, its open intervals
+// counted until its end, as the forecast.
+func ForecastOf(whole Report) *Forecast {
+	return &Forecast{Basis: ForecastBasis, Until: whole.Until, Rows: whole.Rows, Totals: whole.Totals}
 }
 
 // Report is the report of what the fold has seen, its open intervals

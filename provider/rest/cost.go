@@ -27,12 +27,18 @@ func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	forecast := q.Get("forecast") == "true"
 	// Hours that have not happened are not charged: a period that ends
-	// after now (a month in progress) is cut at now, and says so.
+	// after now (a month in progress) is cut at now, and says so. What the
+	// rest of it may cost is a forecast, given only when asked for, apart.
 	now := s.now()
 	asked := win.Until
 	if !win.Since.Before(now) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("the period starts at %s, not before now (%s): nothing in it has happened yet", win.Since.Format(time.RFC3339), now.Format(time.RFC3339)))
+		return
+	}
+	if forecast && !win.Until.After(now) {
+		writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("forecast: the period ended at %s, before now (%s): its report is what happened, there is nothing to forecast; drop forecast=true", win.Until.Format(time.RFC3339), now.Format(time.RFC3339)))
 		return
 	}
 	if win.Until.After(now) {
@@ -45,10 +51,17 @@ func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 	if asked.After(win.Until) {
 		rep.AskedUntil = &asked
 	}
+	if forecast {
+		whole, err := s.costs.Report(r.Context(), by, win.Since, asked)
+		if s.answerCostIndex(w, r, err) {
+			return
+		}
+		rep.Forecast = cost.ForecastOf(whole)
+	}
 	writeJSON(w, http.StatusOK, rep)
 }
 
-// Cost reads the cost report (query: since, until, month, by).
+// Cost reads the cost report (query: since, until, month, by, forecast).
 func (c *Client) Cost(ctx context.Context, query url.Values) (cost.Report, error) {
 	var out cost.Report
 	err := c.Get(ctx, "/api/v1/cost", query, &out)

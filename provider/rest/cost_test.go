@@ -214,3 +214,55 @@ func TestCostIsNotChargedForHoursToCome(t *testing.T) {
 		t.Fatalf("a period a year ahead: %v", err)
 	}
 }
+
+// TestCostForecastOnlyWhenAskedAndLabelled: a machine on for two hours of
+// a period that ends 22 hours after now is charged the two hours; the
+// forecast, only with forecast=true, carries it on to the end (24 hours),
+// says it is a forecast, and leaves the report of what happened as it is.
+// A forecast of a period that has ended is refused.
+func TestCostForecastOnlyWhenAskedAndLabelled(t *testing.T) {
+	f := resttest.Start(t)
+	f.H.Declare("lab", events.GroupSpec{}, "n1")
+	start := f.H.Clock.Now().UTC()
+	var seq uint64
+	f.H.Read(func(s *projections.State) { seq = s.Slots["n1"].Seq })
+	res, err := f.H.Store.Append(context.Background(), events.SlotAggregate("n1"), seq, events.Event{Time: start, Data: events.MachinePoweredOn{Ref: events.Ref{Slot: "n1", Group: "lab", Cause: "test"}, Node: "n1", At: start, AtSource: events.AtObserved}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.H.Views.WaitFor(context.Background(), res.Last); err != nil {
+		t.Fatal(err)
+	}
+	f.H.Clock.Step(2 * time.Hour)
+	now := f.H.Clock.Now().UTC()
+	end := start.Add(24 * time.Hour)
+	q := url.Values{"since": {start.Format(time.RFC3339)}, "until": {end.Format(time.RFC3339)}, "by": {"slot"}}
+	plain, err := f.Client.Cost(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Forecast != nil {
+		t.Fatalf("a forecast nobody asked for: %+v", plain.Forecast)
+	}
+	q.Set("forecast", "true")
+	rep, err := f.Client.Cost(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].MachineHours != 2 || !rep.Until.Equal(now) {
+		t.Fatalf("with a forecast, the report of what happened changed: until %s rows %+v", rep.Until, rep.Rows)
+	}
+	fc := rep.Forecast
+	if fc == nil || !strings.Contains(fc.Basis, "forecast") || !fc.Until.Equal(end) || len(fc.Rows) != 1 || fc.Rows[0].MachineHours != 24 {
+		t.Fatalf("forecast %+v, want 24 machine-hours until %s, labelled a forecast", fc, end)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil || !strings.Contains(string(b), `"forecast":{"basis":"a forecast, not what happened`) {
+		t.Fatalf("the JSON answer does not label its forecast: %s", b)
+	}
+	_, err = f.Client.Cost(context.Background(), url.Values{"since": {start.Format(time.RFC3339)}, "until": {now.Add(-time.Minute).Format(time.RFC3339)}, "forecast": {"true"}})
+	var apiErr *rest.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || !strings.Contains(apiErr.Msg, "nothing to forecast") {
+		t.Fatalf("a forecast of a period that ended: %v", err)
+	}
+}

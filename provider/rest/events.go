@@ -48,6 +48,9 @@ func parseEventQuery(r *http.Request) (eventQuery, error) {
 			*f.dst = tm
 		}
 	}
+	if !eq.since.IsZero() && !eq.until.IsZero() && eq.since.After(eq.until) {
+		return eq, fmt.Errorf("since %s is after until %s: the range is reversed (no event can match); swap them", eq.since.Format(time.RFC3339Nano), eq.until.Format(time.RFC3339Nano))
+	}
 	if v := q.Get("from"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {

@@ -80,7 +80,7 @@ func TestEventsOfALogWithAGapAreListed(t *testing.T) {
 	rec := &recorder{header: http.Header{}}
 	h.ServeHTTP(rec, httptestRequest("GET", "/api/v1/events?last=3"))
 	lines := strings.Split(strings.TrimSpace(rec.body.String()), "\n")
-	if rec.status != http.StatusOK || len(lines) != 2 || !strings.Contains(lines[0], `"sequence":"8"`) || !strings.Contains(lines[1], `"sequence":"9"`) {
+	if rec.status != http.StatusOK || len(lines) != 2 || !strings.Contains(lines[0], `"sequence":"00000000000000000008"`) || !strings.Contains(lines[1], `"sequence":"00000000000000000009"`) {
 		t.Fatalf("events of a log with a gap: %d\n%s", rec.status, rec.body.String())
 	}
 }

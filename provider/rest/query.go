@@ -24,7 +24,7 @@ var queryParams = map[string][]string{
 	"GET /api/v1/timeline":            {"since", "until"},
 	"GET /api/v1/audit/claims/{name}": {"slot"},
 	"GET /api/v1/replay":              {"at", "seq"},
-	"GET /api/v1/cost":                {"since", "until", "month", "by"},
+	"GET /api/v1/cost":                {"since", "until", "month", "by", "forecast"},
 	"GET /api/v1/sinks/dead-letters":  {"sink"},
 	"POST /api/v1/whatif":             {"progress"},
 }
@@ -34,6 +34,7 @@ var queryValues = map[string][]string{
 	"all":      {"true", "false"},
 	"follow":   {"true", "false"},
 	"progress": {"true", "false"},
+	"forecast": {"true", "false"},
 	"by":       {"group", "slot", "requester", "claim"},
 	"phase": {
 		string(projections.PhasePending), string(projections.PhaseBooting), string(projections.PhaseReady),

@@ -4,8 +4,10 @@
 // of a slot or a claim, the views replayed to any past time or sequence, and
 // the manual commands. schemas/openapi.yaml describes it.
 //
-// Every /api route needs "Authorization: Bearer <token>"; /healthz and
-// /readyz do not.
+// Every /api route needs "Authorization: Bearer <token>"; /healthz,
+// /readyz and the event schemas (/schemas/events/) do not. The admin token (Options.Token) may do everything; the
+// read-only token (Options.ReadToken) only reads: every route that changes
+// the pool, and the backup, answer it 403.
 package rest
 
 import (
@@ -33,9 +35,13 @@ import (
 
 // Options configure the API.
 type Options struct {
-	// Token is the bearer token every /api request must carry. With no
-	// token every /api request is refused, unless NoAuth is set.
+	// Token is the admin bearer token: every /api request must carry it
+	// or ReadToken. With neither every /api request is refused, unless
+	// NoAuth is set.
 	Token string
+	// ReadToken, when set, is the read-only bearer token: the routes that
+	// only read answer it, the others (AdminRoutes) refuse it with 403.
+	ReadToken string
 	// NoAuth serves /api without authentication (loopback tests only).
 	NoAuth bool
 	// Logger receives one line per failed request.
@@ -49,8 +55,9 @@ type Options struct {
 	// OnBackup, when set, is told of every backup served (backup.go).
 	OnBackup func(at time.Time, size int64, err error)
 	// Session, when set, accepts an /api request the bearer token does
-	// not: a dashboard session (its cookie, and its CSRF token on a write).
-	Session func(*http.Request) bool
+	// not: a dashboard session (its cookie, and its CSRF token on a
+	// write), with the access of the token it logged in with.
+	Session func(*http.Request) Access
 	// Timeline, when set, is the index GET /api/v1/timeline cuts windows
 	// from (serve keeps it current with its Run); else one is built at
 	// the first request.
@@ -86,38 +93,65 @@ type server struct {
 	costs     *CostIndex
 }
 
+// Access is what a request may do: nothing, read, or everything.
+type Access int
+
+const (
+	AccessNone Access = iota
+	// AccessRead: the read-only token (or a session of it).
+	AccessRead
+	// AccessAdmin: the admin token (or a session of it).
+	AccessAdmin
+)
+
 // route is one entry of the mux; Routes lists them for the OpenAPI check.
+// admin routes change the pool (or, the backup, copy the whole store out
+// for a restore): the read-only token may not call them.
 type route struct {
 	method, path string
 	auth         bool
 	h            func(*server, http.ResponseWriter, *http.Request)
+	admin        bool
 }
 
 var routes = []route{
-	{"GET", "/healthz", false, (*server).healthz},
-	{"GET", "/readyz", false, (*server).readyz},
-	{"GET", "/api/v1/groups", true, (*server).listGroups},
-	{"GET", "/api/v1/groups/{name}", true, (*server).getGroup},
-	{"GET", "/api/v1/slots", true, (*server).listSlots},
-	{"GET", "/api/v1/slots/{name}", true, (*server).getSlot},
-	{"POST", "/api/v1/slots/{name}/claim", true, (*server).claimSlot},
-	{"POST", "/api/v1/slots/{name}/decommission", true, (*server).decommission},
-	{"POST", "/api/v1/slots/{name}/recommission", true, (*server).recommission},
-	{"GET", "/api/v1/claims", true, (*server).listClaims},
-	{"GET", "/api/v1/claims/{name}", true, (*server).getClaim},
-	{"DELETE", "/api/v1/claims/{name}", true, (*server).deleteClaim},
-	{"GET", "/api/v1/events", true, (*server).listEvents},
-	{"GET", "/api/v1/events/export", true, (*server).exportEvents},
-	{"GET", "/api/v1/events/stream", true, (*server).sseEvents},
-	{"GET", "/api/v1/timeline", true, (*server).timeline},
-	{"GET", "/api/v1/audit/slots/{name}", true, (*server).auditSlot},
-	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim},
-	{"GET", "/api/v1/replay", true, (*server).replay},
-	{"GET", "/api/v1/backup", true, (*server).backup},
-	{"GET", "/api/v1/cost", true, (*server).cost},
-	{"GET", "/api/v1/sinks/dead-letters", true, (*server).listDeadLetters},
-	{"POST", "/api/v1/sinks/dead-letters/redeliver", true, (*server).redeliverDeadLetters},
-	{"POST", "/api/v1/whatif", true, (*server).whatIf},
+	{"GET", "/healthz", false, (*server).healthz, false},
+	{"GET", "/readyz", false, (*server).readyz, false},
+	{"GET", "/schemas/events/{file}", false, (*server).schema, false},
+	{"GET", "/api/v1/groups", true, (*server).listGroups, false},
+	{"GET", "/api/v1/groups/{name}", true, (*server).getGroup, false},
+	{"GET", "/api/v1/slots", true, (*server).listSlots, false},
+	{"GET", "/api/v1/slots/{name}", true, (*server).getSlot, false},
+	{"POST", "/api/v1/slots/{name}/claim", true, (*server).claimSlot, true},
+	{"POST", "/api/v1/slots/{name}/decommission", true, (*server).decommission, true},
+	{"POST", "/api/v1/slots/{name}/recommission", true, (*server).recommission, true},
+	{"GET", "/api/v1/claims", true, (*server).listClaims, false},
+	{"GET", "/api/v1/claims/{name}", true, (*server).getClaim, false},
+	{"DELETE", "/api/v1/claims/{name}", true, (*server).deleteClaim, true},
+	{"GET", "/api/v1/events", true, (*server).listEvents, false},
+	{"GET", "/api/v1/events/export", true, (*server).exportEvents, false},
+	{"GET", "/api/v1/events/stream", true, (*server).sseEvents, false},
+	{"GET", "/api/v1/timeline", true, (*server).timeline, false},
+	{"GET", "/api/v1/audit/slots/{name}", true, (*server).auditSlot, false},
+	{"GET", "/api/v1/audit/claims/{name}", true, (*server).auditClaim, false},
+	{"GET", "/api/v1/replay", true, (*server).replay, false},
+	{"GET", "/api/v1/backup", true, (*server).backup, true},
+	{"GET", "/api/v1/cost", true, (*server).cost, false},
+	{"GET", "/api/v1/sinks/dead-letters", true, (*server).listDeadLetters, false},
+	{"POST", "/api/v1/sinks/dead-letters/redeliver", true, (*server).redeliverDeadLetters, true},
+	{"POST", "/api/v1/whatif", true, (*server).whatIf, false},
+}
+
+// AdminRoutes lists "METHOD /path" of every route the read-only token may
+// not call.
+func AdminRoutes() []string {
+	var out []string
+	for _, r := range routes {
+		if r.admin {
+			out = append(out, r.method+" "+r.path)
+		}
+	}
+	return out
 }
 
 // Routes lists "METHOD /path" of every route the API serves.
@@ -148,6 +182,9 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 		h := r.h
 		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
 		hf = checkQuery(r.method+" "+r.path, hf)
+		if r.admin {
+			hf = adminOnly(r.method+" "+r.path, hf)
+		}
 		if r.auth && r.method == http.MethodGet {
 			hf = s.freshReads(hf)
 		}
@@ -182,20 +219,36 @@ func (s *server) stampNow(next http.Handler) http.Handler {
 }
 
 // authenticate checks the bearer token in constant time: the digests are
-// compared, so not even the token's length shows in the timing
-// (ConstantTimeCompare returns at once on different lengths).
+// compared, both tokens every time, so not even a token's length or which
+// one matched shows in the timing (ConstantTimeCompare returns at once on
+// different lengths). The request goes on with its Access (accessOf).
 func (s *server) authenticate(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.opts.Token))
+	admin, read := sha256.Sum256([]byte(s.opts.Token)), sha256.Sum256([]byte(s.opts.ReadToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.opts.NoAuth && (s.opts.Session == nil || !s.opts.Session(r)) {
+		access := AccessAdmin
+		if !s.opts.NoAuth {
+			access = AccessNone
+			if s.opts.Session != nil {
+				access = s.opts.Session(r)
+			}
+		}
+		if access == AccessNone {
 			msg := "missing or wrong bearer token"
-			if s.opts.Token == "" {
+			if s.opts.Token == "" && s.opts.ReadToken == "" {
 				msg = "the server has no API token configured"
 			}
 			wait, outcome := s.checkToken(r, func() bool {
 				got, ok := bearerToken(r.Header.Get("Authorization"))
 				digest := sha256.Sum256([]byte(got))
-				return s.opts.Token != "" && ok && subtle.ConstantTimeCompare(digest[:], want[:]) == 1
+				isAdmin := subtle.ConstantTimeCompare(digest[:], admin[:]) == 1
+				isRead := subtle.ConstantTimeCompare(digest[:], read[:]) == 1
+				switch {
+				case ok && s.opts.Token != "" && isAdmin:
+					access = AccessAdmin
+				case ok && s.opts.ReadToken != "" && isRead:
+					access = AccessRead
+				}
+				return access != AccessNone
 			}, msg)
 			switch outcome {
 			case AuthThrottled:
@@ -208,6 +261,25 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		Authenticated(r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accessKey{}, access)))
+	})
+}
+
+type accessKey struct{}
+
+// accessOf is what an authenticated request may do.
+func accessOf(r *http.Request) Access {
+	a, _ := r.Context().Value(accessKey{}).(Access)
+	return a
+}
+
+// adminOnly refuses a route of the admin token to any other.
+func adminOnly(route string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if accessOf(r) < AccessAdmin {
+			writeError(w, http.StatusForbidden, "PermissionDenied", fmt.Sprintf("%s needs the admin API token (serve's --api-token); this token is read-only", route))
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -253,7 +253,7 @@ func EventOf(e events.Event) Event {
 		err = json.Unmarshal(b, &out)
 	}
 	if err != nil {
-		out = Event{SpecVersion: events.SpecVersion, ID: e.ID, Time: e.Time, Sequence: seqString(e.Seq), Seq: e.Seq, Type: e.Type, Error: err.Error()}
+		out = Event{SpecVersion: events.SpecVersion, ID: e.ID, Time: e.Time, Sequence: events.FormatSequence(e.Seq), Seq: e.Seq, Type: e.Type, Error: err.Error()}
 	}
 	return out
 }

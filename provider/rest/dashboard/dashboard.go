@@ -32,8 +32,12 @@ var content embed.FS
 
 // Options configure the dashboard.
 type Options struct {
-	// Token is the API's bearer token: the login page takes it.
+	// Token is the API's admin bearer token: the login page takes it.
 	Token string
+	// ReadToken, when set, is the API's read-only token: the login page
+	// takes it too, for a session that reads only (the slot page shows
+	// no commands; the API refuses its writes).
+	ReadToken string
 	// Sessions are the logins; the same value goes to rest.Options.Session.
 	Sessions *Sessions
 	// Clock times the sessions (the real clock: a session's lifetime is
@@ -61,6 +65,7 @@ type dashboard struct {
 	log   *slog.Logger
 	pages map[string]*template.Template
 	token [sha256.Size]byte
+	read  [sha256.Size]byte
 }
 
 // pageNames are the pages that need a session, each with its script.
@@ -85,7 +90,7 @@ func New(api http.Handler, o Options) (http.Handler, error) {
 	if o.OnCSRFRefused == nil {
 		o.OnCSRFRefused = func() {}
 	}
-	d := &dashboard{opts: o, log: o.Logger, pages: map[string]*template.Template{}, token: sha256.Sum256([]byte(o.Token))}
+	d := &dashboard{opts: o, log: o.Logger, pages: map[string]*template.Template{}, token: sha256.Sum256([]byte(o.Token)), read: sha256.Sum256([]byte(o.ReadToken))}
 	for _, name := range append([]string{"login"}, pageNames...) {
 		t, err := template.ParseFS(content, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
@@ -177,6 +182,8 @@ func (d *dashboard) csrf(api http.Handler) http.Handler {
 type pageData struct {
 	Page, Title, Name, CSRF, Error, Next string
 	Types                                []events.Type
+	// ReadOnly: the session's token is the read-only one.
+	ReadOnly bool
 }
 
 func (d *dashboard) render(w http.ResponseWriter, status int, name string, data pageData) {
@@ -197,7 +204,7 @@ func (d *dashboard) page(name string) http.Handler {
 			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		data := pageData{Page: name, Title: titles[name], Name: r.PathValue("name"), CSRF: sess.csrf}
+		data := pageData{Page: name, Title: titles[name], Name: r.PathValue("name"), CSRF: sess.csrf, ReadOnly: sess.readOnly}
 		if name == "events" {
 			data.Types = events.Types()
 		}
@@ -252,9 +259,13 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
+	var readOnly bool
 	wait, outcome := d.checkLogin(r, func() bool {
 		got := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
-		return d.opts.Token != "" && subtle.ConstantTimeCompare(got[:], d.token[:]) == 1
+		isAdmin := d.opts.Token != "" && subtle.ConstantTimeCompare(got[:], d.token[:]) == 1
+		isRead := d.opts.ReadToken != "" && subtle.ConstantTimeCompare(got[:], d.read[:]) == 1
+		readOnly = !isAdmin && isRead
+		return isAdmin || isRead
 	})
 	if outcome == "throttled" {
 		d.renderThrottled(w, wait, next)
@@ -263,20 +274,20 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 	if outcome != "" {
 		d.opts.OnLogin("wrong_token")
 		msg := "That is not the API token. It is in the api-token file of serve's data dir (or --api-token)."
-		if d.opts.Token == "" {
+		if d.opts.Token == "" && d.opts.ReadToken == "" {
 			msg = "The server has no API token configured; nobody can log in."
 		}
 		d.render(w, http.StatusUnauthorized, "login", pageData{Page: "login", Title: "Log in", Error: msg, Next: next})
 		return
 	}
-	id, sess, err := d.opts.Sessions.start()
+	id, sess, err := d.opts.Sessions.start(readOnly)
 	if err != nil {
 		d.log.Error("dashboard login failed", "err", err)
 		http.Error(w, "cannot start a session: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	http.SetCookie(w, cookie(r, id, sess.expires, d.opts.Clock.Now()))
-	d.log.Info("dashboard login", "remote", r.RemoteAddr, "expires", sess.expires.UTC().Format(time.RFC3339))
+	d.log.Info("dashboard login", "remote", r.RemoteAddr, "read_only", readOnly, "expires", sess.expires.UTC().Format(time.RFC3339))
 	d.opts.OnLogin("ok")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

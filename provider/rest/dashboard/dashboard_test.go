@@ -26,6 +26,9 @@ import (
 
 const token = "dashboard-test-token"
 
+// readToken is the read-only token of every fixture.
+const readToken = "dashboard-read-token"
+
 // fixture serves the REST API and the dashboard over a real embedded
 // JetStream pool, as serve wires them.
 type fixture struct {
@@ -61,14 +64,14 @@ func start(t testing.TB, tlsServer bool) *fixture {
 			t.Errorf("timeline index: %v", err)
 		}
 	})
-	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, Session: sessions.Authenticates, Timeline: idx})
+	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, ReadToken: readToken, Session: sessions.Access, Timeline: idx})
 	f := &fixture{h: h, sessions: sessions, clk: clk, counts: map[string]int{}}
 	note := func(what string) {
 		f.mu.Lock()
 		f.counts[what]++
 		f.mu.Unlock()
 	}
-	d, err := dashboard.New(api, dashboard.Options{Token: token, Sessions: sessions, Clock: clk, OnLogin: note, OnCSRFRefused: func() { note("csrf") }})
+	d, err := dashboard.New(api, dashboard.Options{Token: token, ReadToken: readToken, Sessions: sessions, Clock: clk, OnLogin: note, OnCSRFRefused: func() { note("csrf") }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,5 +351,44 @@ func TestNoInlineScriptNorStyleInTheAssets(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A session of the read-only token reads every page, its slot page offers
+// no command, and the API refuses its writes (with the CSRF token right)
+// with 403, writing nothing; the admin token's session has the buttons.
+func TestReadOnlySessionShowsNoCommandsAndCannotWrite(t *testing.T) {
+	f := start(t, false)
+	c := f.client(t)
+	if resp := f.login(t, c, readToken); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login with the read-only token: %d", resp.StatusCode)
+	}
+	csrf := f.csrf(t, c)
+	for _, p := range pages[:4] {
+		if resp, _ := do(t, c, "GET", f.srv.URL+p, nil, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s in a read-only session: %d", p, resp.StatusCode)
+		}
+	}
+	_, body := do(t, c, "GET", f.srv.URL+"/ui/slots/node-1.lan", nil, nil)
+	if strings.Contains(body, "do-claim") || !strings.Contains(body, "read-only") {
+		t.Errorf("the read-only session's slot page offers commands:\n%s", body)
+	}
+	before := f.h.Views.Seq()
+	for _, verb := range []string{"claim", "decommission", "recommission"} {
+		resp, body := do(t, c, "POST", f.srv.URL+"/api/v1/slots/node-1.lan/"+verb, strings.NewReader(`{"by":"dashboard"}`), map[string]string{dashboard.CSRFHeader: csrf})
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
+			t.Errorf("%s in a read-only session: %d %s", verb, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := do(t, c, "GET", f.srv.URL+"/api/v1/slots/node-1.lan", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a read in a read-only session: %d", resp.StatusCode)
+	}
+	if after := f.h.Views.Seq(); after != before {
+		t.Fatalf("the read-only session wrote: seq %d -> %d", before, after)
+	}
+	admin := f.client(t)
+	f.login(t, admin, token)
+	if _, body := do(t, admin, "GET", f.srv.URL+"/ui/slots/node-1.lan", nil, nil); !strings.Contains(body, "do-claim") {
+		t.Errorf("the admin session's slot page lacks the commands")
 	}
 }

@@ -33,7 +33,7 @@ func TestLoginIsThrottledPerAddress(t *testing.T) {
 		mu.Unlock()
 	}})
 	sessions := dashboard.NewSessions(clk, time.Hour)
-	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, Session: sessions.Authenticates, AuthLimit: lim})
+	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, Session: sessions.Access, AuthLimit: lim})
 	d, err := dashboard.New(api, dashboard.Options{Token: token, Sessions: sessions, Clock: clk, Throttle: lim})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/claimstream/claimstream/provider/rest"
 )
 
 // CookieName is the dashboard's session cookie. It holds a random session
@@ -43,9 +45,11 @@ type Sessions struct {
 }
 
 type session struct {
-	csrf    string
-	created time.Time
-	expires time.Time
+	// readOnly: the session logged in with the read-only token.
+	readOnly bool
+	csrf     string
+	created  time.Time
+	expires  time.Time
 }
 
 // NewSessions keeps sessions that last ttl (DefaultSessionTTL when 0) on clk.
@@ -67,7 +71,7 @@ func randomToken() (string, error) {
 
 // start opens a session: its id (for the cookie), its CSRF token and when
 // it expires.
-func (s *Sessions) start() (id string, sess session, err error) {
+func (s *Sessions) start(readOnly bool) (id string, sess session, err error) {
 	id, err = randomToken()
 	if err != nil {
 		return "", session{}, err
@@ -77,7 +81,7 @@ func (s *Sessions) start() (id string, sess session, err error) {
 		return "", session{}, err
 	}
 	now := s.clk.Now()
-	sess = session{csrf: csrf, created: now, expires: now.Add(s.ttl)}
+	sess = session{readOnly: readOnly, csrf: csrf, created: now, expires: now.Add(s.ttl)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweep(now)
@@ -157,6 +161,20 @@ func (s *Sessions) Authenticates(r *http.Request) bool {
 		return false
 	}
 	return safeMethod(r.Method) || sameToken(r.Header.Get(CSRFHeader), sess.csrf)
+}
+
+// Access is what r may do in its session (rest.Options.Session): nothing
+// unless Authenticates, else read, or everything for a session of the
+// admin token.
+func (s *Sessions) Access(r *http.Request) rest.Access {
+	sess, ok := s.lookup(r)
+	switch {
+	case !ok || !(safeMethod(r.Method) || sameToken(r.Header.Get(CSRFHeader), sess.csrf)):
+		return rest.AccessNone
+	case sess.readOnly:
+		return rest.AccessRead
+	}
+	return rest.AccessAdmin
 }
 
 func safeMethod(m string) bool {

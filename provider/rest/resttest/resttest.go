@@ -16,8 +16,12 @@ import (
 	"github.com/claimstream/claimstream/provider/rest"
 )
 
-// Token is the bearer token of every fixture.
-const Token = "s3cret-token"
+// Token is the admin bearer token of every fixture; ReadToken its
+// read-only token.
+const (
+	Token     = "s3cret-token"
+	ReadToken = "r3ad-only-token"
+)
 
 // Fixture is a running API over a pool.
 type Fixture struct {
@@ -43,7 +47,7 @@ func Start(t testing.TB) *Fixture {
 	t.Helper()
 	h := handlerstest.New(t)
 	f := &Fixture{T: t, H: h, Claims: map[string]string{}}
-	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: Token})
+	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: Token, ReadToken: ReadToken})
 	f.Server = httptest.NewServer(api)
 	t.Cleanup(f.Server.Close)
 	f.Client = &rest.Client{BaseURL: f.Server.URL, Token: Token}

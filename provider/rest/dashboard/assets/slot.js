@@ -1,5 +1,6 @@
 // Slot page: the slot's state, its claims and its whole story (the audit
-// narration), live; buttons to claim, decommission or recommission it.
+// narration), live; buttons to claim, decommission or recommission it
+// (absent from the page of a read-only session).
 "use strict";
 (() => {
   const { api, el, slotPhase, claimLink, groupLink, fmtTime, facts, story, chip, follow, debounce } = CS;
@@ -28,10 +29,12 @@
     ]));
     box.setAttribute("aria-busy", "false");
     storyBox.replaceChildren(story(a.lines));
-    actions.hidden = false;
-    document.getElementById("do-claim").disabled = !!s.liveClaim || !!s.decommissioned;
-    document.getElementById("do-decommission").disabled = !!s.decommissioned;
-    document.getElementById("do-recommission").disabled = !s.decommissioned;
+    if (actions) {
+      actions.hidden = false;
+      document.getElementById("do-claim").disabled = !!s.liveClaim || !!s.decommissioned;
+      document.getElementById("do-decommission").disabled = !!s.decommissioned;
+      document.getElementById("do-recommission").disabled = !s.decommissioned;
+    }
     return a.lines.length ? a.lines[a.lines.length - 1].seq : 0;
   }
 
@@ -50,9 +53,11 @@
       refresh();
     });
   }
-  command("do-claim", "claim");
-  command("do-decommission", "decommission", "Decommission " + name + "? No claim may be made on it until it is recommissioned.");
-  command("do-recommission", "recommission");
+  if (actions) {
+    command("do-claim", "claim");
+    command("do-decommission", "decommission", "Decommission " + name + "? No claim may be made on it until it is recommissioned.");
+    command("do-recommission", "recommission");
+  }
 
   const refresh = debounce(() => load().catch((e) => CS.setLive("error: " + e.message)), 250, 1000);
   load().then(() => {

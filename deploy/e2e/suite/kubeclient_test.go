@@ -521,6 +521,21 @@ func TestIncreaseSizeHundredJobsWithinBound(t *testing.T) {
 	if !found {
 		t.Errorf("serve's /metrics has no claimstream_kube_client_rate_limiter_seconds_count for POST")
 	}
+	// The Job controller works through the 100 Jobs and their pods at its
+	// own rate limit: the next test's Jobs would wait behind them.
+	waitT(t, 2*time.Minute, "the controllers finished the 100 Jobs", func() (bool, string) {
+		l, err := admin.BatchV1().Jobs(kcJobs).List(ctx, metav1.ListOptions{LabelSelector: lOp + "=startup"})
+		if err != nil {
+			return false, err.Error()
+		}
+		done := 0
+		for i := range l.Items {
+			if strings.HasPrefix(machines.SlotOf(&l.Items[i]), "kcburst-") && jobPhase(&l.Items[i]) == "Complete" {
+				done++
+			}
+		}
+		return done == kcBurst, fmt.Sprintf("%d of %d complete", done, kcBurst)
+	})
 }
 
 // watchJobsFromNow watches the Jobs of ns (all: "") from now on: the

@@ -25,11 +25,26 @@ type clusterOptions struct {
 	speed      float64
 	seed       int64
 
+	// releaseNamespace holds the leader Lease, the status ConfigMap and
+	// serve's Pod (leaseNamespace); namespace holds the Jobs.
+	releaseNamespace string
+	// kubeQPS and kubeBurst size the API client's one rate limiter.
+	kubeQPS   float32
+	kubeBurst int
+
 	leaderElect bool
 	leaseName   string
 
 	// statusInterval bounds the writes of the status ConfigMap.
 	statusInterval time.Duration
+}
+
+// leaseNamespace is the release's namespace: --release-namespace, else the
+// Pod's own ($POD_NAMESPACE from the downward API), else --namespace. The
+// chart's Roles for the Lease and the status ConfigMap are there, while
+// the Jobs may be in another namespace (jobNamespace).
+func (o clusterOptions) leaseNamespace() string {
+	return first(o.releaseNamespace, os.Getenv("POD_NAMESPACE"), o.namespace)
 }
 
 // inCluster reports whether the process runs in a Kubernetes pod.

@@ -10,7 +10,8 @@ import (
 
 // withKubeReports runs the Kubernetes Events recorder and the status
 // ConfigMap writer next to run (the reactors): only on the replica that
-// leads, so one writer reports each move once.
+// leads, so one writer reports each move once. The ConfigMap is in the
+// release namespace, beside the Lease, whatever namespace the Jobs are in.
 func (p *plane) withKubeReports(cl *kube.Cluster, o clusterOptions, run func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithCancel(ctx)
@@ -28,7 +29,7 @@ func (p *plane) withKubeReports(cl *kube.Cluster, o clusterOptions, run func(con
 		}
 		defer stop()
 		status := kube.NewStatusWriter(kube.StatusWriterConfig{
-			Client: cl.Client(), Namespace: cl.Namespace(), Views: p.views, Clock: p.clock, Interval: o.statusInterval,
+			Client: cl.Client(), Namespace: p.lead.namespace, Views: p.views, Clock: p.clock, Interval: o.statusInterval,
 			// --replica-name, once serve has it, names the leader here.
 			Leader: kube.ReplicaName(),
 			Log:    p.log, Metrics: metrics,
@@ -41,7 +42,7 @@ func (p *plane) withKubeReports(cl *kube.Cluster, o clusterOptions, run func(con
 				p.log.Error("status ConfigMap writer stopped", "err", err)
 			}
 		}()
-		p.log.Info("reporting to Kubernetes", "events", "events.k8s.io/v1 on Nodes and Jobs", "status", cl.Namespace()+"/"+kube.StatusConfigMap, "every", status.Interval())
+		p.log.Info("reporting to Kubernetes", "events", "events.k8s.io/v1 on Nodes and Jobs", "status", p.lead.namespace+"/"+kube.StatusConfigMap, "every", status.Interval())
 		err = run(ctx)
 		cancel()
 		wg.Wait()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -36,8 +37,12 @@ type leaderState struct {
 	kube     kube.Client
 	kubeHost string
 	// pod names this replica's Pod (POD_NAME from the downward API, in
-	// POD_NAMESPACE or else --namespace); no POD_NAME: no labelling.
+	// POD_NAMESPACE or else the release namespace); no POD_NAME: no
+	// labelling.
 	podNamespace, podName string
+	// namespace is the release's (clusterOptions.leaseNamespace): the
+	// Lease's and the status ConfigMap's.
+	namespace string
 
 	poolOnce    sync.Once
 	poolApplied chan struct{}
@@ -67,14 +72,19 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 	self := leader.Holder{Replica: name, GRPCAddress: advertised(o.grpcAddress), APIAddress: advertised(o.apiAddress)}
 	l := &p.lead
 	l.poolApplied = make(chan struct{})
-	l.podNamespace, l.podName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
-	if l.podNamespace == "" {
-		l.podNamespace = o.cluster.namespace // the release's namespace
+	l.namespace = o.cluster.leaseNamespace()
+	l.podNamespace, l.podName = first(os.Getenv("POD_NAMESPACE"), l.namespace), os.Getenv("POD_NAME")
+	if err := kube.CheckRateLimit(o.cluster.kubeQPS, o.cluster.kubeBurst); err != nil {
+		return fmt.Errorf("--kube-api-qps, --kube-api-burst: %w", err)
 	}
 	if !o.cluster.simulated() {
 		cfg, err := restConfig(o.cluster.kubeconfig)
 		if err != nil {
 			return err
+		}
+		cfg.QPS, cfg.Burst = o.cluster.kubeQPS, o.cluster.kubeBurst
+		if p.tel != nil {
+			kube.ObserveRateLimiterLatency(p.tel.Metrics.KubeRateLimited)
 		}
 		if l.kube, err = kube.NewClient(cfg); err != nil {
 			return err
@@ -85,11 +95,11 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 	case !o.cluster.leaderElect:
 		l.elector, l.cause = leader.NewAlways(self, p.log), "--leader-elect=false"
 	case l.kube != nil:
-		k, err := leader.NewKubeLease(leader.KubeConfig{Client: l.kube, Namespace: o.cluster.namespace, Name: o.cluster.leaseName, Self: self, Timing: leader.DefaultTiming, Log: p.log})
+		k, err := leader.NewKubeLease(leader.KubeConfig{Client: l.kube, Namespace: l.namespace, Name: o.cluster.leaseName, Self: self, Timing: leader.DefaultTiming, Log: p.log})
 		if err != nil {
 			return err
 		}
-		l.elector, l.cause = k, "Lease "+o.cluster.namespace+"/"+o.cluster.leaseName
+		l.elector, l.cause = k, "Lease "+l.namespace+"/"+o.cluster.leaseName
 	default:
 		k, err := leader.OpenKVLease(ctx, p.store.JetStream(), leader.KVConfig{Replicas: p.store.Replicas(), Self: self, Timing: leader.DefaultTiming, Log: p.log})
 		if err != nil {

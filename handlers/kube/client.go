@@ -1,7 +1,10 @@
 package kube
 
 import (
+	"context"
 	"fmt"
+	"net/url"
+	"time"
 
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
@@ -10,8 +13,43 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	policyv1client "k8s.io/client-go/kubernetes/typed/policy/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/flowcontrol"
 )
+
+// The API client's rate limit when the config names none: one token bucket
+// for every API group, sized for a scale-up of a hundred machines (a Job
+// create per machine, then its cordon, labels and Events) to go out in a
+// second or two rather than client-go's 5 requests a second.
+const (
+	DefaultQPS   = 200
+	DefaultBurst = 300
+)
+
+// CheckRateLimit refuses a rate limit NewClient cannot build (0 stands for
+// the default).
+func CheckRateLimit(qps float32, burst int) error {
+	if qps < 0 {
+		return fmt.Errorf("kubernetes client: a QPS of %v: it must be above 0 (default %d)", qps, DefaultQPS)
+	}
+	if burst < 0 {
+		return fmt.Errorf("kubernetes client: a burst of %d: it must be at least 1 (default %d)", burst, DefaultBurst)
+	}
+	return nil
+}
+
+// ObserveRateLimiterLatency sends client-go's wait for its rate limiter,
+// every request's, to observe (by verb). client-go keeps one such hook per
+// process: only the first call takes effect, later ones are ignored.
+func ObserveRateLimiterLatency(observe func(verb string, wait time.Duration)) {
+	metrics.Register(metrics.RegisterOpts{RateLimiterLatency: rateLimiterLatency(observe)})
+}
+
+type rateLimiterLatency func(verb string, wait time.Duration)
+
+func (f rateLimiterLatency) Observe(_ context.Context, verb string, _ url.URL, wait time.Duration) {
+	f(verb, wait)
+}
 
 // Client is the part of the Kubernetes API claimstream calls: Nodes, pods,
 // ConfigMaps and evictions (core, policy), lifecycle Jobs (batch), the
@@ -54,8 +92,10 @@ func (c *clientset) CoordinationV1() coordinationv1client.CoordinationV1Interfac
 
 // NewClient returns the Client of the API server cfg names, set up as
 // kubernetes.NewForConfig sets up its clients: the default user agent when
-// cfg has none, one transport, and a token bucket of cfg's QPS and Burst
-// shared by every group when cfg brings no rate limiter.
+// cfg has none, one transport, and one token bucket of cfg's QPS and Burst
+// (DefaultQPS and DefaultBurst when 0) shared by every group when cfg
+// brings no rate limiter. Left to each group, a QPS of 0 would give each
+// its own bucket of client-go's default 5 a second.
 func NewClient(cfg *rest.Config) (Client, error) {
 	c := *cfg
 	if c.UserAgent == "" {
@@ -65,9 +105,15 @@ func NewClient(cfg *rest.Config) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	if c.RateLimiter == nil && c.QPS > 0 {
-		if c.Burst <= 0 {
-			return nil, fmt.Errorf("kubernetes client: a QPS of %v needs a burst above 0", c.QPS)
+	if c.RateLimiter == nil {
+		if c.QPS == 0 {
+			c.QPS = DefaultQPS
+		}
+		if c.Burst == 0 {
+			c.Burst = DefaultBurst
+		}
+		if err := CheckRateLimit(c.QPS, c.Burst); err != nil {
+			return nil, err
 		}
 		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
 	}

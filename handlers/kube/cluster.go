@@ -79,8 +79,10 @@ func New(client Client, opts Options) *Cluster {
 		opts.Namespace = "claimstream"
 	}
 	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation, changes: opts.Changes}
-	c.nodes = newInformer[*corev1.NodeList](client, client.CoreV1().Nodes(), &corev1.Node{}, opts.Resync)
-	c.jobs = newInformer[*batchv1.JobList](client, client.BatchV1().Jobs(opts.Namespace), &batchv1.Job{}, opts.Resync)
+	c.nodes = newInformer[*corev1.NodeList](client, client.CoreV1().Nodes(), &corev1.Node{}, opts.Resync, "", trimNode)
+	// Of the namespace's Jobs, the lifecycle Jobs only (they all carry a
+	// claim label): the namespace may be shared with other work.
+	c.jobs = newInformer[*batchv1.JobList](client, client.BatchV1().Jobs(opts.Namespace), &batchv1.Job{}, opts.Resync, handlers.LabelClaim, trimMeta)
 	_ = indexNodesByGroup(c.nodes) // fails only once started; NodesLabelled falls back
 	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "jobs": c.jobs} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

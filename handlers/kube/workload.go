@@ -44,12 +44,12 @@ func (c *Cluster) startWork() *workInformers {
 	}
 	cl, all, r := c.client, metav1.NamespaceAll, c.resync
 	w := &workInformers{stores: map[string]cache.SharedIndexInformer{
-		"pods":         newInformer[*corev1.PodList](cl, cl.CoreV1().Pods(all), &corev1.Pod{}, r),
-		"jobs":         newInformer[*batchv1.JobList](cl, cl.BatchV1().Jobs(all), &batchv1.Job{}, r),
-		"deployments":  newInformer[*appsv1.DeploymentList](cl, cl.AppsV1().Deployments(all), &appsv1.Deployment{}, r),
-		"statefulsets": newInformer[*appsv1.StatefulSetList](cl, cl.AppsV1().StatefulSets(all), &appsv1.StatefulSet{}, r),
-		"daemonsets":   newInformer[*appsv1.DaemonSetList](cl, cl.AppsV1().DaemonSets(all), &appsv1.DaemonSet{}, r),
-		"replicasets":  newInformer[*appsv1.ReplicaSetList](cl, cl.AppsV1().ReplicaSets(all), &appsv1.ReplicaSet{}, r),
+		"pods":         newInformer[*corev1.PodList](cl, cl.CoreV1().Pods(all), &corev1.Pod{}, r, "", trimPod),
+		"jobs":         newInformer[*batchv1.JobList](cl, cl.BatchV1().Jobs(all), &batchv1.Job{}, r, "", trimMeta),
+		"deployments":  newInformer[*appsv1.DeploymentList](cl, cl.AppsV1().Deployments(all), &appsv1.Deployment{}, r, "", trimMeta),
+		"statefulsets": newInformer[*appsv1.StatefulSetList](cl, cl.AppsV1().StatefulSets(all), &appsv1.StatefulSet{}, r, "", trimMeta),
+		"daemonsets":   newInformer[*appsv1.DaemonSetList](cl, cl.AppsV1().DaemonSets(all), &appsv1.DaemonSet{}, r, "", trimMeta),
+		"replicasets":  newInformer[*appsv1.ReplicaSetList](cl, cl.AppsV1().ReplicaSets(all), &appsv1.ReplicaSet{}, r, "", trimMeta),
 	}}
 	for res, inf := range w.stores {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -80,6 +80,8 @@ type Metrics struct {
 	viewInst viewInstruments
 	// kubeWriteFailures: Kubernetes Events and the status ConfigMap (kube.go).
 	kubeWriteFailures metric.Int64Counter
+	// kubeRateLimiter: the API client's waits for its rate limiter (kube.go).
+	kubeRateLimiter metric.Float64Histogram
 	// sinkNames: the sinks whose counters start at zero (atzero.go).
 	sinkNames atomic.Pointer[[]string]
 	// dashboard: logins and CSRF refusals (dashboard.go).

@@ -279,7 +279,16 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// pool watcher, for as long as it leads (serve_leader.go).
 	pending := newPendingPool(cfg)
 	cfg = nil // held by pending until the first term applies it
-	work.Go("leadership", func(ctx context.Context) error { return p.runLeadership(ctx, o, pending, scenario) })
+	// The leadership ends first when serve stops (stopServe): a rolling
+	// update hands the lease over while this replica drains its requests.
+	leading, stepDown := context.WithCancel(context.Background())
+	run.stepDown = stepDown
+	work.Go("leadership", func(ctx context.Context) error {
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(leading, stop)()
+		return p.runLeadership(ctx, o, pending, scenario)
+	})
 	if err := p.waitForPool(ctx, run.failed()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting

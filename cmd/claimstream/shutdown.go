@@ -50,10 +50,14 @@ func closeWithin(clk clock.Clock, log *slog.Logger, step string, grace time.Dura
 }
 
 // stopServe stops serve's stages in order, each within its deadline
-// (once; later calls wait for nothing): intake, then the reactors and
-// sinks, then the views.
+// (once; later calls wait for nothing): the leader steps down first, so
+// that its lease is handed over while the intake drains; then the intake,
+// the reactors and sinks, the views.
 func stopServe(run *lifecycle, intake, work, views *stage) {
 	run.stopOnce.Do(func() {
+		if run.stepDown != nil {
+			run.stepDown()
+		}
 		intake.stopWithin(run.clock, intakeGrace)
 		work.stopWithin(run.clock, shutdownGrace)
 		views.stopWithin(run.clock, viewsGrace)
@@ -72,6 +76,9 @@ type lifecycle struct {
 	tripped  chan struct{} // closed by the first failing goroutine
 	tripOnce sync.Once
 	stopOnce sync.Once
+	// stepDown, when set, ends this replica's leadership (its term's work
+	// stops, then the lease is released) at the start of the stop.
+	stepDown func()
 
 	mu   sync.Mutex
 	errs []error

@@ -233,8 +233,10 @@ func (l *KVLease) release(ctx context.Context, rev uint64) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timing.RetryPeriod)
 	defer cancel()
 	if err := l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(rev)); err != nil {
-		l.cfg.Log.Debug("leader lease not released", "err", err)
+		l.cfg.Log.Warn("leader lease not released: the others wait it out", "bucket", l.cfg.Bucket, "err", err)
+		return
 	}
+	l.cfg.Log.Info("leader lease released", "bucket", l.cfg.Bucket)
 }
 
 func (l *KVLease) record(now time.Time) []byte {

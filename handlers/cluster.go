@@ -29,6 +29,9 @@ type Cluster interface {
 	// projections.Slot.NodeName: the slot's name, or the host its startup
 	// Job reported).
 	Node(name string) (NodeView, bool)
+	// GetNode reads a Node from the API server itself: the last word
+	// before a claim fails for a Node the cache does not show.
+	GetNode(ctx context.Context, name string) (NodeView, bool, error)
 	// Cordon and Uncordon set spec.unschedulable; a missing Node is no error.
 	Cordon(ctx context.Context, node string) error
 	Uncordon(ctx context.Context, node string) error

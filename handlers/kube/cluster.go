@@ -96,8 +96,18 @@ func New(client Client, opts Options) *Cluster {
 	_ = indexNodesByGroup(c.nodes) // fails only once started; NodesLabelled falls back
 	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "jobs": c.jobs} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { c.delivered(name, o, false); c.notify(); c.objectChanged(o); c.handled.note(name, o, false) },
-			UpdateFunc: func(_, o any) { c.delivered(name, o, false); c.notify(); c.objectChanged(o); c.handled.note(name, o, false) },
+			AddFunc: func(o any) {
+				c.delivered(name, o, false)
+				c.notify()
+				c.objectChanged(o)
+				c.handled.note(name, o, false)
+			},
+			UpdateFunc: func(_, o any) {
+				c.delivered(name, o, false)
+				c.notify()
+				c.objectChanged(o)
+				c.handled.note(name, o, false)
+			},
 			DeleteFunc: func(o any) { c.delivered(name, o, true); c.notify(); c.objectChanged(o); c.handled.note(name, o, true) },
 		})
 	}
@@ -240,6 +250,18 @@ func (c *Cluster) GetJob(ctx context.Context, name string) (handlers.JobState, b
 	return JobStateOf(j), true, nil
 }
 
+// GetNode implements handlers.Cluster: a read from the API server.
+func (c *Cluster) GetNode(ctx context.Context, name string) (handlers.NodeView, bool, error) {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return handlers.NodeView{}, false, nil
+	}
+	if err != nil {
+		return handlers.NodeView{}, false, fmt.Errorf("get Node %s: %w", name, err)
+	}
+	return NodeViewOf(n), true, nil
+}
+
 // Node implements handlers.Cluster.
 func (c *Cluster) Node(name string) (handlers.NodeView, bool) {
 	n, ok := c.node(name)
@@ -262,6 +284,18 @@ func (c *Cluster) node(name string) (*corev1.Node, bool) {
 		return nil, false
 	}
 	return obj.(*corev1.Node), true
+}
+
+// ownNode is a cached Node as the adapter's own write left it (a patch
+// the informer has not delivered); ok is false when the adapter deleted it.
+func (c *Cluster) ownNode(n *corev1.Node) (*corev1.Node, bool) {
+	if o, found := c.own.read(ownKey("nodes", n.Name)); found {
+		if o == nil {
+			return nil, false
+		}
+		return o.(*corev1.Node), true
+	}
+	return n, true
 }
 
 // cachedJob and cachedNode are what the informers hold (nil: nothing).

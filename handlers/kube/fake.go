@@ -101,6 +101,8 @@ func NewFakeWith(opts FakeOptions) *Fake {
 	f.lag = newLag(opts)
 	t := &stampTracker{ObjectTracker: k8stesting.NewObjectTracker(fakeScheme, fakeCodecs.UniversalDecoder()), f: f}
 	f.tracker = t
+	f.AddReactor("*", "*", f.tick)
+	f.AddReactor("list", "*", f.flushOnInformerList)
 	f.AddReactor("create", "*", f.refuseInvalidName)
 	f.AddReactor("*", "*", k8stesting.ObjectReaction(t))
 	f.AddWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {

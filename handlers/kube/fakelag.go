@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,7 @@ type FakeOptions struct {
 	// Clock times the delay and the TTL controller (default the real
 	// clock). On a fake clock a write reaches the informers only once the
 	// clock passed its due time.
-	Clock clock.WithDelayedExecution
+	Clock clock.Clock
 	// NoTTLController leaves finished Jobs alone (the simulator deletes
 	// them on its own schedule).
 	NoTTLController bool
@@ -46,12 +47,23 @@ const DefaultWatchDelay = 20 * time.Millisecond
 
 type lag struct {
 	delay time.Duration
-	clock clock.WithDelayedExecution
+	clock clock.Clock
 	ttl   bool
 	// pending are the writes whose watch events are not yet due, in due
 	// order; due is the due time of each by event key (eventKey).
 	pending []pendingWrite
 	due     map[string]time.Time
+	// expiries are the finished Jobs the TTL controller deletes, by time.
+	expiries []expiry
+	expiring bool
+	// wake is closed when pending writes became due (promote): the
+	// delayed watches look at their next event again.
+	wake chan struct{}
+}
+
+type expiry struct {
+	ns, name, rv string
+	at           time.Time
 }
 
 type pendingWrite struct {
@@ -62,7 +74,7 @@ type pendingWrite struct {
 }
 
 func newLag(o FakeOptions) lag {
-	l := lag{delay: o.WatchDelay, clock: o.Clock, ttl: !o.NoTTLController, due: map[string]time.Time{}}
+	l := lag{delay: o.WatchDelay, clock: o.Clock, ttl: !o.NoTTLController, due: map[string]time.Time{}, wake: make(chan struct{})}
 	if l.delay == 0 {
 		l.delay = DefaultWatchDelay
 	}
@@ -102,8 +114,14 @@ func (f *Fake) written(gvr schema.GroupVersionResource, ns, name, rv, old string
 	f.promote()
 }
 
-// promote applies the pending writes that are due (f.mu held).
+// promote runs the TTL controller and applies the pending writes that
+// are due (f.mu held).
 func (f *Fake) promote() {
+	if len(f.lag.expiries) > 0 && !f.lag.expiring {
+		f.lag.expiring = true
+		f.expire()
+		f.lag.expiring = false
+	}
 	if len(f.lag.pending) == 0 {
 		return
 	}
@@ -120,7 +138,38 @@ func (f *Fake) promote() {
 	}
 	if n > 0 {
 		f.lag.pending = append(f.lag.pending[:0], f.lag.pending[n:]...)
+		// A watch waiting for an event now due looks again (a timer on a
+		// fake clock set after the clock moved would fire late).
+		close(f.lag.wake)
+		f.lag.wake = make(chan struct{})
 	}
+}
+
+// flush makes every pending write due now (f.mu held): an informer's
+// list (resourceVersion "0", served from the API server's watch cache)
+// shows the state the informer then watches from, so Settle's truth and
+// every watch catch up with it.
+func (f *Fake) flush() {
+	if len(f.lag.pending) == 0 {
+		return
+	}
+	now := f.lag.clock.Now()
+	for i := range f.lag.pending {
+		f.lag.pending[i].due = now
+		f.lag.due[f.lag.pending[i].key] = now
+	}
+	f.promote()
+}
+
+// flushOnInformerList is the reaction that flushes the lag before an
+// informer's list.
+func (f *Fake) flushOnInformerList(a k8stesting.Action) (bool, runtime.Object, error) {
+	if la, ok := a.(k8stesting.ListActionImpl); ok && la.ListOptions.ResourceVersion == "0" {
+		f.mu.Lock()
+		f.flush()
+		f.mu.Unlock()
+	}
+	return false, nil, nil
 }
 
 // NextDue is when the next write still on its way reaches the informers.
@@ -150,19 +199,19 @@ func (f *Fake) RealLag() time.Duration {
 	return time.Until(f.lag.pending[len(f.lag.pending)-1].due) + time.Millisecond
 }
 
-func (f *Fake) dueOf(resource string, ev watch.Event) (time.Time, bool) {
+func (f *Fake) dueOf(resource string, ev watch.Event) (time.Time, <-chan struct{}, bool) {
 	if ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted {
-		return time.Time{}, false
+		return time.Time{}, nil, false
 	}
 	m, err := meta.Accessor(ev.Object)
 	if err != nil {
-		return time.Time{}, false
+		return time.Time{}, nil, false
 	}
 	key := eventKey(resource, m.GetNamespace(), m.GetName(), m.GetResourceVersion(), ev.Type == watch.Deleted)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	due, ok := f.lag.due[key]
-	return due, ok
+	return due, f.lag.wake, ok
 }
 
 // delayed holds each event of w until it is due.
@@ -204,13 +253,17 @@ func (d *delayedWatch) run(f *Fake, resource string) {
 		case <-d.stop:
 			return
 		}
-		if due, ok := f.dueOf(resource, ev); ok {
-			for now := f.lag.clock.Now(); now.Before(due); now = f.lag.clock.Now() {
-				select {
-				case <-f.lag.clock.After(due.Sub(now)):
-				case <-d.stop:
-					return
-				}
+		for {
+			due, wake, ok := f.dueOf(resource, ev)
+			now := f.lag.clock.Now()
+			if !ok || !now.Before(due) {
+				break
+			}
+			select {
+			case <-f.lag.clock.After(due.Sub(now)):
+			case <-wake:
+			case <-d.stop:
+				return
 			}
 		}
 		select {
@@ -268,19 +321,50 @@ func (f *Fake) refuseInvalidName(a k8stesting.Action) (bool, runtime.Object, err
 	return true, nil, apierrors.NewInvalid(kind, name, field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, strings.Join(msgs, "; "))})
 }
 
-// expireFinished is the TTL controller: a Job finished with
-// ttlSecondsAfterFinished is deleted that long after (on the fake's
-// clock), unless it was deleted or created again since.
+// expireFinished hands a finished Job with ttlSecondsAfterFinished to
+// the TTL controller: it is deleted that long after (on the fake's clock),
+// unless it changed or was deleted since.
 func (f *Fake) expireFinished(j *batchv1.Job) {
 	if !f.lag.ttl || j.Spec.TTLSecondsAfterFinished == nil {
 		return
 	}
-	ns, name, rv := j.Namespace, j.Name, j.ResourceVersion
-	f.lag.clock.AfterFunc(time.Duration(*j.Spec.TTLSecondsAfterFinished)*time.Second, func() {
-		obj, err := f.tracker.Get(jobsGVR, ns, name)
-		if err != nil || obj.(*batchv1.Job).ResourceVersion != rv {
-			return
-		}
-		_ = f.tracker.Delete(jobsGVR, ns, name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lag.expiries = append(f.lag.expiries, expiry{
+		ns: j.Namespace, name: j.Name, rv: j.ResourceVersion,
+		at: f.lag.clock.Now().Add(time.Duration(*j.Spec.TTLSecondsAfterFinished) * time.Second),
 	})
+	slices.SortStableFunc(f.lag.expiries, func(a, b expiry) int { return a.at.Compare(b.at) })
+}
+
+// expire is the TTL controller's pass (f.mu held): it runs whenever the
+// fake is used (every client call, Versions, Settle), so on a fake clock
+// a Job expires at the first look after the clock passed its time.
+func (f *Fake) expire() {
+	now := f.lag.clock.Now()
+	n := 0
+	for _, x := range f.lag.expiries {
+		if x.at.After(now) {
+			break
+		}
+		n++
+		obj, err := f.tracker.ObjectTracker.Get(jobsGVR, x.ns, x.name)
+		if err != nil || obj.(*batchv1.Job).ResourceVersion != x.rv {
+			continue
+		}
+		if err := f.tracker.ObjectTracker.Delete(jobsGVR, x.ns, x.name); err == nil {
+			f.written(jobsGVR, x.ns, x.name, "", x.rv)
+		}
+	}
+	if n > 0 {
+		f.lag.expiries = append(f.lag.expiries[:0], f.lag.expiries[n:]...)
+	}
+}
+
+// tick runs the fake's controllers before a client call.
+func (f *Fake) tick(k8stesting.Action) (bool, runtime.Object, error) {
+	f.mu.Lock()
+	f.promote()
+	f.mu.Unlock()
+	return false, nil, nil
 }

@@ -22,15 +22,17 @@ type Cluster interface {
 	// Job reads a lifecycle Job by name (the informer's cache, or the
 	// adapter's own create the cache has not delivered yet).
 	Job(name string) (JobState, bool)
-	// GetJob reads a lifecycle Job from the API server itself: the last
-	// word before a Job the log recorded, and the cache lacks, is created.
+	// GetJob reads a lifecycle Job from the API server itself (a quorum
+	// list of the one name): the last word before a Job the log recorded,
+	// and the cache lacks, is created.
 	GetJob(ctx context.Context, name string) (JobState, bool, error)
 	// Node reads a Kubernetes Node by name (a slot's Node is named
 	// projections.Slot.NodeName: the slot's name, or the host its startup
 	// Job reported).
 	Node(name string) (NodeView, bool)
-	// GetNode reads a Node from the API server itself: the last word
-	// before a claim fails for a Node the cache does not show.
+	// GetNode reads a Node from the API server itself (a quorum list of
+	// the one name): the last word before a claim fails for a Node the
+	// cache does not show.
 	GetNode(ctx context.Context, name string) (NodeView, bool, error)
 	// Cordon and Uncordon set spec.unschedulable; a missing Node is no error.
 	Cordon(ctx context.Context, node string) error

@@ -13,8 +13,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"

@@ -53,6 +53,8 @@ const (
 	TypeUnclaimedShutdownPaused Type = "UnclaimedShutdownPaused"
 	TypeNodeDeleteRequested     Type = "NodeDeleteRequested"
 	TypeFailedInstanceDeleted   Type = "FailedInstanceDeleted"
+	// What the cluster showed of a lifecycle Job recorded above.
+	TypeJobObserved Type = "JobObserved"
 )
 
 // Data is the payload of one event. Every payload embeds Ref, so every event
@@ -532,6 +534,20 @@ type FailedInstanceDeleted struct {
 	Request     Request `json:"request"`
 }
 
+// JobObserved: the cluster showed a lifecycle Job a ClaimBooting or
+// ShutdownFired recorded: the API server answered its create (Created), or
+// it was there already (a create that found it, the informer's cache, a
+// read). A Job observed once is never created again for its attempt,
+// whatever becomes of it (removed by its TTL or by hand). Ref names the
+// slot, and the claim unless an input-law shutdown.
+type JobObserved struct {
+	Ref
+	Job string `json:"job"`
+	// Operation is "startup" or "shutdown".
+	Operation string `json:"operation"`
+	Created   bool   `json:"created"`
+}
+
 func (GroupDeclared) EventType() Type               { return TypeGroupDeclared }
 func (GroupChanged) EventType() Type                { return TypeGroupChanged }
 func (GroupRetired) EventType() Type                { return TypeGroupRetired }
@@ -563,6 +579,7 @@ func (DrainTimedOut) EventType() Type               { return TypeDrainTimedOut }
 func (UnclaimedShutdownPaused) EventType() Type     { return TypeUnclaimedShutdownPaused }
 func (NodeDeleteRequested) EventType() Type         { return TypeNodeDeleteRequested }
 func (FailedInstanceDeleted) EventType() Type       { return TypeFailedInstanceDeleted }
+func (JobObserved) EventType() Type                 { return TypeJobObserved }
 
 // catalog maps every type to its aggregate kind and a constructor of its data.
 var catalog = map[Type]struct {
@@ -602,6 +619,7 @@ var catalog = map[Type]struct {
 	TypeUnclaimedShutdownPaused:     {KindSlot, func() Data { return &UnclaimedShutdownPaused{} }},
 	TypeNodeDeleteRequested:         {KindSlot, func() Data { return &NodeDeleteRequested{} }},
 	TypeFailedInstanceDeleted:       {KindSlot, func() Data { return &FailedInstanceDeleted{} }},
+	TypeJobObserved:                 {KindSlot, func() Data { return &JobObserved{} }},
 	TypeLeaderElected:               {KindLeadership, func() Data { return &LeaderElected{} }},
 	TypeSizeIncreased:               {KindGroup, func() Data { return &SizeIncreased{} }},
 	TypeSizeDecreased:               {KindGroup, func() Data { return &SizeDecreased{} }},

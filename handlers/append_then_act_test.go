@@ -87,7 +87,7 @@ func (a *actionLog) Cordon(ctx context.Context, node string) error {
 	return a.Cluster.Cordon(ctx, node)
 }
 
-func (a *actionLog) CreateJob(ctx context.Context, req handlers.JobRequest) error {
+func (a *actionLog) CreateJob(ctx context.Context, req handlers.JobRequest) (bool, error) {
 	a.record("createJob", req.Name)
 	return a.Cluster.CreateJob(ctx, req)
 }

@@ -18,9 +18,12 @@ import (
 // A pending claim waits while a shutdown Job of the slot is running (a boot
 // and a power-off never race on one machine; the deadline bounds the wait).
 //
-// A booting claim whose Job is not there (the process died between the
-// append and the create) gets it created again, unless its Node already
-// registered after the boot began (the Job ran and was removed by its TTL).
+// The Job is created once per attempt: JobObserved records that the cluster
+// showed it, and a Job observed once is never created again (gone by its
+// TTL or by hand, it ran). A booting claim whose Job was never observed is
+// looked for in the cache, then read from the API server, and created only
+// when neither has it (the process died between the append and the
+// create), unless its Node already registered after the boot began.
 type Boot struct{ base }
 
 func (r *Boot) Name() string { return "boot" }
@@ -53,25 +56,44 @@ func (r *Boot) Reconcile(ctx context.Context, slot string) (time.Duration, error
 		}
 		for _, e := range res.Events {
 			if d, ok := e.Data.(events.ClaimBooting); ok {
-				if err := r.cluster.CreateJob(ctx, r.jobRequest(v, d.StartupJob, cl.Name, d.Attempt, OperationStartup, v.Slot.Spec.Startup)); err != nil {
-					return 0, fmt.Errorf("create startup Job %s: %w", d.StartupJob, err)
+				req := r.jobRequest(v, d.StartupJob, cl.Name, d.Attempt, OperationStartup, v.Slot.Spec.Startup)
+				created, err := r.createObserved(ctx, r.Name(), req)
+				if err != nil {
+					return 0, err
 				}
-				r.log.Info("startup Job created", "slot", slot, "claim", cl.Name, "attempt", d.Attempt, "job", d.StartupJob)
+				r.log.Info(jobCreatedLine(OperationStartup, created, false), "slot", slot, "claim", cl.Name, "attempt", d.Attempt, "job", d.StartupJob)
 			}
 		}
 		return 0, nil
 	case cl.Phase == projections.PhaseBooting && cl.StartupJob != "" && v.Slot.Spec.Startup != nil && !cl.Overdue(r.now()):
-		if _, ok := r.cluster.Job(cl.StartupJob); ok {
-			return 0, nil
+		if cl.StartupJobObserved {
+			return 0, nil // it ran, or runs: never again for this attempt
 		}
-		if n, ok := r.cluster.Node(v.Slot.NodeName()); ok && cl.BootCommittedAt != nil && !n.CreatedAt.Before(*cl.BootCommittedAt) {
-			return 0, nil // the Job ran; the readiness gate has the claim
+		if _, ok := r.cluster.Job(cl.StartupJob); !ok {
+			if n, ok := r.cluster.Node(v.Slot.NodeName()); ok && cl.BootCommittedAt != nil && !n.CreatedAt.Before(*cl.BootCommittedAt) {
+				return 0, nil // the Job ran; the readiness gate has the claim
+			}
 		}
-		if err := r.cluster.CreateJob(ctx, r.jobRequest(v, cl.StartupJob, cl.Name, cl.Attempt, OperationStartup, v.Slot.Spec.Startup)); err != nil {
-			return 0, fmt.Errorf("create startup Job %s: %w", cl.StartupJob, err)
+		created, err := r.recoverJob(ctx, r.Name(), r.jobRequest(v, cl.StartupJob, cl.Name, cl.Attempt, OperationStartup, v.Slot.Spec.Startup))
+		if err != nil {
+			return 0, err
 		}
-		r.log.Info("startup Job created again (recorded by ClaimBooting, not found)", "slot", slot, "claim", cl.Name, "attempt", cl.Attempt, "job", cl.StartupJob)
+		if created {
+			r.log.Info(jobCreatedLine(OperationStartup, true, true), "slot", slot, "claim", cl.Name, "attempt", cl.Attempt, "job", cl.StartupJob)
+		}
 		return 0, nil
 	}
 	return 0, nil
+}
+
+// jobCreatedLine is the log line of a lifecycle Job's create: what the
+// API server answered.
+func jobCreatedLine(op string, created, again bool) string {
+	switch {
+	case !created:
+		return op + " Job found (AlreadyExists): not created"
+	case again:
+		return op + " Job created (recorded, absent from the cluster)"
+	}
+	return op + " Job created"
 }

@@ -14,15 +14,26 @@ import (
 // client-go implementation is handlers/kube; handlers/sim runs the same
 // implementation over client-go's fake clientset with simulated machines.
 type Cluster interface {
-	// CreateJob creates a lifecycle Job. AlreadyExists is success: Job
-	// names are deterministic, so a second create is the same Job.
-	CreateJob(ctx context.Context, req JobRequest) error
-	// Job reads a lifecycle Job by name.
+	// CreateJob creates a lifecycle Job; created is false when the Job was
+	// there already (AlreadyExists is success: Job names are
+	// deterministic, so a second create is the same Job). Either way the
+	// next Job read sees it, whether or not the informer has.
+	CreateJob(ctx context.Context, req JobRequest) (created bool, err error)
+	// Job reads a lifecycle Job by name (the informer's cache, or the
+	// adapter's own create the cache has not delivered yet).
 	Job(name string) (JobState, bool)
+	// GetJob reads a lifecycle Job from the API server itself (a quorum
+	// list of the one name): the last word before a Job the log recorded,
+	// and the cache lacks, is created.
+	GetJob(ctx context.Context, name string) (JobState, bool, error)
 	// Node reads a Kubernetes Node by name (a slot's Node is named
 	// projections.Slot.NodeName: the slot's name, or the host its startup
 	// Job reported).
 	Node(name string) (NodeView, bool)
+	// GetNode reads a Node from the API server itself (a quorum list of
+	// the one name): the last word before a claim fails for a Node the
+	// cache does not show.
+	GetNode(ctx context.Context, name string) (NodeView, bool, error)
 	// Cordon and Uncordon set spec.unschedulable; a missing Node is no error.
 	Cordon(ctx context.Context, node string) error
 	Uncordon(ctx context.Context, node string) error

@@ -362,36 +362,52 @@ func (b base) jobRequest(v slotView, name, claim string, attempt int, op string,
 	return req
 }
 
-// ensureShutdownJob (re)creates a shutdown Job already recorded by a
-// ShutdownFired event (AlreadyExists is success).
-func (b base) ensureShutdownJob(ctx context.Context, v slotView, job, claim string, attempt int) error {
+// fireShutdownJob creates the shutdown Job a ShutdownFired just recorded
+// and records what the API server answered (JobObserved).
+func (b base) fireShutdownJob(ctx context.Context, reactor string, v slotView, job, claim string, attempt int) (created bool, err error) {
 	if v.Slot.Spec.Shutdown == nil {
 		b.log.Warn("slot declares no shutdown Job: its machine cannot be powered off", "slot", v.Slot.Name, "job", job)
-		return nil
+		return false, nil
 	}
-	return b.cluster.CreateJob(ctx, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
+	return b.createObserved(ctx, reactor, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
+}
+
+// shutdownObserved: the cluster showed the slot's shutdown Job job
+// (JobObserved): it is never created again.
+func shutdownObserved(v slotView, job string) bool {
+	ls := v.Slot.LastShutdown
+	return ls != nil && ls.Job == job && ls.Observed
 }
 
 // shutdownInFlight looks at the last shutdown Job fired at `at`: running,
-// or finished less than ShutdownSettle ago, or recorded and not yet created
-// (it is created again: a crash between the append and the create). It
-// returns how long to wait, 0 when the next shutdown may fire.
-func (b base) shutdownInFlight(ctx context.Context, v slotView, job, claim string, attempt int, at time.Time) (time.Duration, error) {
+// or finished less than ShutdownSettle ago, or recorded and never observed
+// (recoverJob: the cache, then the API server, then a create: a crash
+// between the append and the create). A Job observed once and gone from
+// the cluster ran: the next shutdown may fire. It returns how long to
+// wait, 0 when the next shutdown may fire.
+func (b base) shutdownInFlight(ctx context.Context, reactor string, v slotView, job, claim string, attempt int, at time.Time) (time.Duration, error) {
 	if job == "" {
 		return 0, nil
 	}
 	now := b.now()
 	st, ok := b.cluster.Job(job)
+	observed := shutdownObserved(v, job)
 	switch {
-	case !ok && now.Before(at.Add(v.timeouts().JobTimeout)):
-		if err := b.ensureShutdownJob(ctx, v, job, claim, attempt); err != nil {
-			return 0, fmt.Errorf("create shutdown Job %s: %w", job, err)
+	case !observed && v.Slot.Spec.Shutdown != nil && (ok || now.Before(at.Add(v.timeouts().JobTimeout))):
+		created, err := b.recoverJob(ctx, reactor, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
+		if err != nil {
+			return 0, err
 		}
-		b.log.Info("shutdown Job created again (recorded by ShutdownFired, not found)", "slot", v.Slot.Name, "claim", claim, "job", job)
-		return projections.JobMonitorPollInterval, nil
+		if created {
+			b.log.Info(jobCreatedLine(OperationShutdown, true, true), "slot", v.Slot.Name, "claim", claim, "job", job)
+		}
+		if !ok {
+			return projections.JobMonitorPollInterval, nil
+		}
 	case !ok:
-		return 0, nil // finished and removed by its TTL
-	case !st.Finished():
+		return 0, nil // it ran and was removed (its TTL, or by hand)
+	}
+	if !st.Finished() {
 		return projections.JobMonitorPollInterval, nil
 	}
 	done := st.FinishedAt

@@ -29,9 +29,9 @@ type fencedWatcher struct {
 	ObjectWatcher
 }
 
-func (f fencedCluster) CreateJob(ctx context.Context, req JobRequest) error {
+func (f fencedCluster) CreateJob(ctx context.Context, req JobRequest) (bool, error) {
 	if err := f.prove(ctx); err != nil {
-		return err
+		return false, err
 	}
 	return f.Cluster.CreateJob(ctx, req)
 }

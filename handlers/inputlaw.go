@@ -29,7 +29,7 @@ func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	after0 := ""
 	if last != nil {
 		after0 = last.Job
-		wait, err := r.shutdownInFlight(ctx, v, last.Job, last.Claim, last.Attempt, last.At)
+		wait, err := r.shutdownInFlight(ctx, r.Name(), v, last.Job, last.Claim, last.Attempt, last.At)
 		if err != nil || wait > 0 {
 			return wait, err
 		}
@@ -64,10 +64,11 @@ func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	if err := r.cordon(ctx, slot, "", "input law: machine up with no claim that wants it"); err != nil {
 		return 0, err
 	}
-	if err := r.ensureShutdownJob(ctx, v, d.Job, "", 0); err != nil {
-		return 0, fmt.Errorf("create shutdown Job %s: %w", d.Job, err)
+	created, err := r.fireShutdownJob(ctx, r.Name(), v, d.Job, "", 0)
+	if err != nil {
+		return 0, err
 	}
-	r.log.Info("shutdown Job created", "slot", slot, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force, "why", "input law")
+	r.log.Info(jobCreatedLine(OperationShutdown, created, false), "slot", slot, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force, "why", "input law")
 	return projections.JobMonitorPollInterval, nil
 }
 

@@ -58,6 +58,15 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 	if !present {
 		end := gateStart.Add(t.RegistrationWait)
 		if !now.Before(end) {
+			// The cache may lag the API server: a Node that registered in
+			// time is waited for, never failed.
+			n, live, err := r.cluster.GetNode(ctx, name)
+			if err != nil {
+				return 0, err
+			}
+			if live && !n.CreatedAt.After(end) {
+				return projections.JobMonitorPollInterval, nil
+			}
 			return 0, timeout(fmt.Sprintf("node %s did not register within %s of the startup Job", name, t.RegistrationWait))
 		}
 		return after(now, end), nil

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/claimstream/claimstream/projections"
@@ -57,7 +56,7 @@ func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.C
 		if cl.LastShutdownAttemptAt != nil {
 			at = *cl.LastShutdownAttemptAt
 		}
-		wait, err := r.shutdownInFlight(ctx, v, cl.LastShutdownJob, cl.Name, cl.Attempt, at)
+		wait, err := r.shutdownInFlight(ctx, r.Name(), v, cl.LastShutdownJob, cl.Name, cl.Attempt, at)
 		if err != nil || wait > 0 {
 			return wait, err
 		}
@@ -84,10 +83,11 @@ func (r *ScaleDown) fire(ctx context.Context, v slotView, cl *projections.Claim,
 		if err := r.cordon(ctx, v.Slot.Name, cl.Name, "shutdown fired"); err != nil {
 			return 0, err
 		}
-		if err := r.ensureShutdownJob(ctx, v, d.Job, cl.Name, cl.Attempt); err != nil {
-			return 0, fmt.Errorf("create shutdown Job %s: %w", d.Job, err)
+		created, err := r.fireShutdownJob(ctx, r.Name(), v, d.Job, cl.Name, cl.Attempt)
+		if err != nil {
+			return 0, err
 		}
-		r.log.Info("shutdown Job created", "slot", v.Slot.Name, "claim", cl.Name, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force)
+		r.log.Info(jobCreatedLine(OperationShutdown, created, false), "slot", v.Slot.Name, "claim", cl.Name, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force)
 	}
 	return projections.JobMonitorPollInterval, nil
 }
@@ -102,14 +102,7 @@ func (r *ScaleDown) forceShutdown(ctx context.Context, v slotView, cl *projectio
 		if cl.LastShutdownAttemptAt != nil {
 			at = *cl.LastShutdownAttemptAt
 		}
-		if _, ok := r.cluster.Job(cl.LastShutdownJob); !ok && r.now().Before(at.Add(v.timeouts().JobTimeout)) {
-			if err := r.ensureShutdownJob(ctx, v, cl.LastShutdownJob, cl.Name, cl.Attempt); err != nil {
-				return 0, fmt.Errorf("create shutdown Job %s: %w", cl.LastShutdownJob, err)
-			}
-			r.log.Info("shutdown Job created again (recorded by ShutdownFired, not found)", "slot", v.Slot.Name, "claim", cl.Name, "job", cl.LastShutdownJob)
-			return projections.JobMonitorPollInterval, nil
-		}
-		return 0, nil
+		return r.shutdownInFlight(ctx, r.Name(), v, cl.LastShutdownJob, cl.Name, cl.Attempt, at)
 	}
 	if ls := v.Slot.LastShutdown; ls != nil && cl.FinishedAt != nil && !ls.At.Before(*cl.FinishedAt) {
 		return 0, nil // the input law already shut the machine down

@@ -138,6 +138,7 @@ var moves = map[events.Type]func(*State, events.Event) error{
 	events.TypeUnclaimedShutdownPaused: unclaimedShutdownPaused,
 	events.TypeNodeDeleteRequested:     nodeDeleteRequested,
 	events.TypeFailedInstanceDeleted:   failedInstanceDeleted,
+	events.TypeJobObserved:             jobObserved,
 
 	events.TypeLeaderElected: leaderElected,
 

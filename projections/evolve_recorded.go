@@ -64,3 +64,40 @@ func (s *State) ListedFailure(slot string, now time.Time) *Claim {
 	}
 	return c
 }
+
+// jobObserved marks the claim's startup Job, or the slot's last shutdown
+// Job, as shown by the cluster: never created again for its attempt.
+func jobObserved(s *State, e events.Event) error {
+	d := e.Data.(events.JobObserved)
+	sl := s.Slots[d.Slot]
+	if sl == nil {
+		return refuse(e, "slot %s is not in the views", d.Slot)
+	}
+	how := "found"
+	if d.Created {
+		how = "created"
+	}
+	switch d.Operation {
+	case "startup":
+		c := s.Claims[d.Claim]
+		if c == nil {
+			return refuse(e, "claim %s is not in the views", d.Claim)
+		}
+		if c.StartupJob != d.Job {
+			return refuse(e, "claim %s: Job %s is not its startup Job %s", c.Name, d.Job, c.StartupJob)
+		}
+		c.StartupJobObserved = true
+		step(c, e, "startup Job "+d.Job+" "+how)
+	case "shutdown":
+		if sl.LastShutdown == nil || sl.LastShutdown.Job != d.Job {
+			return refuse(e, "slot %s: Job %s is not its last shutdown Job", sl.Name, d.Job)
+		}
+		sl.LastShutdown.Observed = true
+		if c := s.Claims[d.Claim]; c != nil && c.LastShutdownJob == d.Job {
+			step(c, e, "shutdown Job "+d.Job+" "+how)
+		}
+	default:
+		return refuse(e, "operation %q is neither startup nor shutdown", d.Operation)
+	}
+	return nil
+}

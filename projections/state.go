@@ -227,6 +227,9 @@ type Shutdown struct {
 	Attempt int       `json:"attempt,omitempty"`
 	Force   bool      `json:"force"`
 	Cause   string    `json:"cause"`
+	// Observed: the cluster showed the Job (JobObserved); it is never
+	// created again.
+	Observed bool `json:"observed,omitempty"`
 }
 
 // Digest is a slot's one-line story of its newest claim: who asked, when,
@@ -268,11 +271,14 @@ type Claim struct {
 	// claim join that trace.
 	TraceParent string `json:"traceParent,omitempty"`
 
-	StartupJob      string     `json:"startupJob,omitempty"`
-	BootCommittedAt *time.Time `json:"bootCommittedAt,omitempty"`
-	ReadyAt         *time.Time `json:"readyAt,omitempty"`
-	Node            string     `json:"node,omitempty"`
-	FinishedAt      *time.Time `json:"finishedAt,omitempty"`
+	StartupJob string `json:"startupJob,omitempty"`
+	// StartupJobObserved: the cluster showed the startup Job (JobObserved);
+	// it is never created again.
+	StartupJobObserved bool       `json:"startupJobObserved,omitempty"`
+	BootCommittedAt    *time.Time `json:"bootCommittedAt,omitempty"`
+	ReadyAt            *time.Time `json:"readyAt,omitempty"`
+	Node               string     `json:"node,omitempty"`
+	FinishedAt         *time.Time `json:"finishedAt,omitempty"`
 	// ForceShutdown: the claim failed and its machine must be powered off.
 	ForceShutdown bool `json:"forceShutdown,omitempty"`
 

@@ -133,6 +133,7 @@ var fullSamples = []events.Data{
 	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
 	events.ScaleRequested{Ref: fullRef, Call: events.CallDeleteNodes, Delta: 2, Nodes: []string{"worker-1"}, Requester: "cluster-autoscaler", Accepted: true, Reason: "maxSize", Repeats: 3},
 	events.DemandObserved{Ref: fullRef, Demand: 9, Pending: 4, Running: 5},
+	events.JobObserved{Ref: fullRef, Job: "worker-1-start-3", Operation: "startup", Created: true},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the
@@ -179,6 +180,7 @@ var minimalSamples = []events.Data{
 	events.LeaderElected{Replica: "claimstream-0", Epoch: 1, Cause: minRef.Cause},
 	events.ScaleRequested{Ref: minRef, Call: events.CallIncreaseSize},
 	events.DemandObserved{Ref: minRef},
+	events.JobObserved{Ref: minRef, Operation: "shutdown"},
 }
 
 func marshal(t *testing.T, v any) []byte {

@@ -14,8 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
@@ -42,6 +45,14 @@ type Options struct {
 	// generation (Fake.ChangesSince): a Settle after a write then checks
 	// only what was written (settle.go).
 	Changes func(since uint64) ([]Change, bool)
+	// Lag, when set, is how long in real time until the next write still
+	// on its way to the informers is due (Fake.RealLag): Settle waits it
+	// out first. A write that waits on a fake clock is not waited for.
+	Lag func() time.Duration
+	// Clock times how long a write of the adapter is read in place of
+	// the informers' caches before they deliver it (default the real
+	// clock).
+	Clock clock.PassiveClock
 }
 
 // Cluster implements handlers.Cluster over a Kubernetes API.
@@ -69,6 +80,8 @@ type Cluster struct {
 	changes    func(since uint64) ([]Change, bool)
 	settled    settledAt
 	handled    handledVersions
+	lag        func() time.Duration
+	own        *ownWrites
 }
 
 var _ handlers.Cluster = (*Cluster)(nil)
@@ -78,7 +91,7 @@ func New(client Client, opts Options) *Cluster {
 	if opts.Namespace == "" {
 		opts.Namespace = "claimstream"
 	}
-	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation, changes: opts.Changes}
+	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation, changes: opts.Changes, lag: opts.Lag, own: newOwnWrites(opts.Clock)}
 	c.nodes = newInformer[*corev1.NodeList](client, client.CoreV1().Nodes(), &corev1.Node{}, opts.Resync, "", trimNode)
 	// Of the namespace's Jobs, the lifecycle Jobs only (they all carry a
 	// claim label): the namespace may be shared with other work.
@@ -86,9 +99,19 @@ func New(client Client, opts Options) *Cluster {
 	_ = indexNodesByGroup(c.nodes) // fails only once started; NodesLabelled falls back
 	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "jobs": c.jobs} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { c.notify(); c.objectChanged(o); c.handled.note(name, o, false) },
-			UpdateFunc: func(_, o any) { c.notify(); c.objectChanged(o); c.handled.note(name, o, false) },
-			DeleteFunc: func(o any) { c.notify(); c.objectChanged(o); c.handled.note(name, o, true) },
+			AddFunc: func(o any) {
+				c.delivered(name, o, false)
+				c.notify()
+				c.objectChanged(o)
+				c.handled.note(name, o, false)
+			},
+			UpdateFunc: func(_, o any) {
+				c.delivered(name, o, false)
+				c.notify()
+				c.objectChanged(o)
+				c.handled.note(name, o, false)
+			},
+			DeleteFunc: func(o any) { c.delivered(name, o, true); c.notify(); c.objectChanged(o); c.handled.note(name, o, true) },
 		})
 	}
 	return c
@@ -146,6 +169,9 @@ func (c *Cluster) Settle(ctx context.Context) error {
 	if c.versions == nil {
 		return nil
 	}
+	if err := c.waitLag(ctx); err != nil {
+		return err
+	}
 	at, unchanged := c.unchangedSinceSettled()
 	if unchanged {
 		return nil
@@ -181,13 +207,76 @@ func metaOf(obj any) (metav1.Object, error) {
 	return nil, fmt.Errorf("unexpected %T", obj)
 }
 
-// Job implements handlers.Cluster.
+// delivered ends the adapter's own write of an object the informer now
+// shows (ownWrites).
+func (c *Cluster) delivered(cache string, o any, deleted bool) {
+	if t, ok := o.(cacheTombstone); ok {
+		o = t.Obj
+	}
+	m, err := metaOf(o)
+	if err != nil {
+		return
+	}
+	key := m.GetName()
+	if ns := m.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	c.own.delivered(ownKey(cache, key), o, deleted)
+}
+
+// Job implements handlers.Cluster: the adapter's own write of the Job
+// first, then the informer's cache.
 func (c *Cluster) Job(name string) (handlers.JobState, bool) {
-	obj, ok, err := c.jobs.GetStore().GetByKey(c.namespace + "/" + name)
+	key := c.namespace + "/" + name
+	if o, found := c.own.read(ownKey("jobs", key)); found {
+		if o == nil {
+			return handlers.JobState{}, false
+		}
+		return JobStateOf(o.(*batchv1.Job)), true
+	}
+	obj, ok, err := c.jobs.GetStore().GetByKey(key)
 	if err != nil || !ok {
 		return handlers.JobState{}, false
 	}
 	return JobStateOf(obj.(*batchv1.Job)), true
+}
+
+// GetJob implements handlers.Cluster: a read from the API server (a list
+// of the one name, quorum-read: the role grants list, not get).
+func (c *Cluster) GetJob(ctx context.Context, name string) (handlers.JobState, bool, error) {
+	j, err := c.liveJob(ctx, c.namespace, name)
+	if err != nil || j == nil {
+		return handlers.JobState{}, false, err
+	}
+	return JobStateOf(j), true, nil
+}
+
+func (c *Cluster) liveJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
+	l, err := c.client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return nil, fmt.Errorf("read Job %s/%s: %w", ns, name, err)
+	}
+	for i := range l.Items { // the fake clientset ignores field selectors
+		if l.Items[i].Name == name {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// GetNode implements handlers.Cluster: a read from the API server (a
+// list of the one name, as GetJob).
+func (c *Cluster) GetNode(ctx context.Context, name string) (handlers.NodeView, bool, error) {
+	l, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return handlers.NodeView{}, false, fmt.Errorf("read Node %s: %w", name, err)
+	}
+	for i := range l.Items {
+		if l.Items[i].Name == name {
+			return NodeViewOf(&l.Items[i]), true, nil
+		}
+	}
+	return handlers.NodeView{}, false, nil
 }
 
 // Node implements handlers.Cluster.
@@ -199,7 +288,14 @@ func (c *Cluster) Node(name string) (handlers.NodeView, bool) {
 	return NodeViewOf(n), true
 }
 
+// node is the adapter's own write of the Node, else the informer's.
 func (c *Cluster) node(name string) (*corev1.Node, bool) {
+	if o, found := c.own.read(ownKey("nodes", name)); found {
+		if o == nil {
+			return nil, false
+		}
+		return o.(*corev1.Node), true
+	}
 	obj, ok, err := c.nodes.GetStore().GetByKey(name)
 	if err != nil || !ok {
 		return nil, false
@@ -207,17 +303,53 @@ func (c *Cluster) node(name string) (*corev1.Node, bool) {
 	return obj.(*corev1.Node), true
 }
 
-// CreateJob implements handlers.Cluster: AlreadyExists is success.
-func (c *Cluster) CreateJob(ctx context.Context, req handlers.JobRequest) error {
+// ownNode is a cached Node as the adapter's own write left it (a patch
+// the informer has not delivered); ok is false when the adapter deleted it.
+func (c *Cluster) ownNode(n *corev1.Node) (*corev1.Node, bool) {
+	if o, found := c.own.read(ownKey("nodes", n.Name)); found {
+		if o == nil {
+			return nil, false
+		}
+		return o.(*corev1.Node), true
+	}
+	return n, true
+}
+
+// cachedJob and cachedNode are what the informers hold (nil: nothing).
+func (c *Cluster) cachedJob(ns, name string) runtime.Object {
+	if obj, ok, err := c.jobs.GetStore().GetByKey(ns + "/" + name); err == nil && ok {
+		return obj.(*batchv1.Job)
+	}
+	return nil
+}
+
+func (c *Cluster) cachedNode(name string) runtime.Object {
+	if obj, ok, err := c.nodes.GetStore().GetByKey(name); err == nil && ok {
+		return obj.(*corev1.Node)
+	}
+	return nil
+}
+
+// CreateJob implements handlers.Cluster: created is false when the Job
+// was there already (AlreadyExists). Either way the next look sees it.
+func (c *Cluster) CreateJob(ctx context.Context, req handlers.JobRequest) (created bool, err error) {
 	job, err := BuildJob(c.namespace, req)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = c.client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
+	jobs := c.client.BatchV1().Jobs(job.Namespace)
+	out, err := jobs.Create(ctx, job, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		c.own.wrote(ownKey("jobs", job.Namespace+"/"+job.Name), out, c.cachedJob(job.Namespace, job.Name))
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		if cur, gerr := c.liveJob(ctx, job.Namespace, job.Name); gerr == nil && cur != nil {
+			c.own.wrote(ownKey("jobs", job.Namespace+"/"+job.Name), cur, c.cachedJob(job.Namespace, job.Name))
+		}
+		return false, nil
 	}
-	return err
+	return false, err
 }
 
 // Cordon implements handlers.Cluster.
@@ -241,10 +373,13 @@ func (c *Cluster) setUnschedulable(ctx context.Context, name string, v bool) err
 // DeleteNode implements handlers.Cluster.
 func (c *Cluster) DeleteNode(ctx context.Context, name string) error {
 	err := c.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
-	return err
+	if _, cached := c.node(name); cached {
+		c.own.wrote(ownKey("nodes", name), nil, nil)
+	}
+	return nil
 }
 
 // ApplySlotConfig implements handlers.Cluster: missing or different labels
@@ -299,9 +434,13 @@ func (c *Cluster) patchNode(ctx context.Context, name string, patch map[string]a
 	if err != nil {
 		return err
 	}
-	_, err = c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{})
+	out, err := c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	c.own.wrote(ownKey("nodes", name), out, c.cachedNode(name))
+	return nil
 }

@@ -17,7 +17,7 @@ func start(t *testing.T) (*kube.Fake, *kube.Cluster) {
 	t.Helper()
 	f := kube.NewFake()
 	f.StampCreation(func() time.Time { return time.Unix(1000, 0) }, nil)
-	c := kube.New(f, kube.Options{Namespace: "ns", Versions: f.Versions("ns")})
+	c := kube.New(f, kube.Options{Namespace: "ns", Versions: f.Versions("ns"), Lag: f.RealLag})
 	ctx, cancel := context.WithCancel(context.Background())
 	c.Start(ctx)
 	t.Cleanup(func() { cancel(); c.Shutdown() })
@@ -38,9 +38,13 @@ func TestCreateJobShapeAndAlreadyExists(t *testing.T) {
 		Labels:  map[string]string{handlers.LabelClaim: "a-123456", handlers.LabelOperation: handlers.OperationStartup},
 		Env:     map[string]string{handlers.EnvSlot: "a", handlers.EnvClaim: "a-123456"},
 	}
-	for i := 0; i < 2; i++ {
-		if err := c.CreateJob(ctx, req); err != nil {
+	for i, want := range []bool{true, false} {
+		created, err := c.CreateJob(ctx, req)
+		if err != nil {
 			t.Fatalf("create %d: %v", i, err)
+		}
+		if created != want {
+			t.Fatalf("create %d: created %v, want %v (the second finds it: AlreadyExists)", i, created, want)
 		}
 	}
 	j, err := f.BatchV1().Jobs("ns").Get(ctx, req.Name, metav1.GetOptions{})

@@ -63,6 +63,7 @@ type Fake struct {
 	changesFrom uint64
 
 	tracker *stampTracker
+	lag     lag
 }
 
 type versionsCopy struct {
@@ -80,8 +81,13 @@ const fakeWatchBuffer = 1 << 14
 
 var widenFakeWatches sync.Once
 
-// NewFake returns an empty fake cluster.
-func NewFake() *Fake {
+// NewFake returns an empty fake cluster with the default FakeOptions: its
+// informers lag DefaultWatchDelay behind its writes on the real clock, and
+// its TTL controller runs.
+func NewFake() *Fake { return NewFakeWith(FakeOptions{}) }
+
+// NewFakeWith returns an empty fake cluster.
+func NewFakeWith(opts FakeOptions) *Fake {
 	widenFakeWatches.Do(func() {
 		if watch.DefaultChanSize < fakeWatchBuffer {
 			watch.DefaultChanSize = fakeWatchBuffer
@@ -92,8 +98,12 @@ func NewFake() *Fake {
 	// (a 10,000-slot pool did not run), and nothing here applies
 	// server-side patches.
 	f := &Fake{nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}, versionsAt: map[string]versionsCopy{}}
+	f.lag = newLag(opts)
 	t := &stampTracker{ObjectTracker: k8stesting.NewObjectTracker(fakeScheme, fakeCodecs.UniversalDecoder()), f: f}
 	f.tracker = t
+	f.AddReactor("*", "*", f.tick)
+	f.AddReactor("list", "*", f.flushOnInformerList)
+	f.AddReactor("create", "*", f.refuseInvalidName)
 	f.AddReactor("*", "*", k8stesting.ObjectReaction(t))
 	f.AddWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		var opts metav1.ListOptions
@@ -104,7 +114,7 @@ func NewFake() *Fake {
 		if err != nil {
 			return false, nil, err
 		}
-		return true, w, nil
+		return true, f.delayed(a.GetResource(), w), nil
 	})
 	f.PrependReactor("create", "pods", f.evictionReaction)
 	return f
@@ -147,13 +157,15 @@ func (f *Fake) CoordinationV1() coordinationv1client.CoordinationV1Interface {
 }
 
 // Versions returns the newest resourceVersion of every Node and of every
-// Job of namespace ns (keyed by name). The maps are shared with later
+// Job of namespace ns (keyed by name) whose watch event is due
+// (FakeOptions.WatchDelay). The maps are shared with later
 // calls until the next write: read them, never change them.
 func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string) {
 	key := "ns/" + ns
 	return func() (map[string]string, map[string]string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.promote()
 		if c, ok := f.versionsAt[key]; ok && c.gen == f.gen {
 			return c.nodes, c.jobs
 		}
@@ -178,6 +190,7 @@ func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string)
 func (f *Fake) Generation() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.promote()
 	return f.gen
 }
 
@@ -187,6 +200,7 @@ func (f *Fake) Generation() uint64 {
 func (f *Fake) WorkVersions() map[string]map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.promote()
 	if c, ok := f.versionsAt["work"]; ok && c.gen == f.gen {
 		return c.work
 	}
@@ -226,7 +240,7 @@ type stampTracker struct {
 // action's private copy, so only Add, whose object is its caller's, copies
 // it first (a copy of every Job written was a tenth of a replay's CPU
 // spent in the fake clientset).
-func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object, ns string, owned bool, write func(runtime.Object) error) error {
+func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object, ns string, owned, update bool, write func(runtime.Object) error) error {
 	if gvr != nodesGVR && gvr != jobsGVR && !workResource(gvr) {
 		return write(obj)
 	}
@@ -236,9 +250,6 @@ func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object
 	}
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	t.f.rv++
-	t.f.gen++
-	rv := strconv.FormatUint(t.f.rv, 10)
 	if ns == "" {
 		ns = m.GetNamespace()
 	}
@@ -246,22 +257,18 @@ func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object
 		obj = obj.DeepCopyObject()
 		m, _ = meta.Accessor(obj)
 	}
+	if update {
+		if err := t.refuseStale(gvr, ns, m); err != nil {
+			return err
+		}
+	}
+	t.f.rv++
+	rv := strconv.FormatUint(t.f.rv, 10)
 	m.SetResourceVersion(rv)
 	if err := write(obj); err != nil {
 		return err
 	}
-	t.f.changed(gvr, ns, m.GetName(), rv)
-	switch {
-	case gvr == nodesGVR:
-		t.f.nodes[m.GetName()] = rv
-	case gvr == jobsGVR:
-		t.f.jobs[ns+"/"+m.GetName()] = rv
-	default:
-		if t.f.work[gvr.Resource] == nil {
-			t.f.work[gvr.Resource] = map[string]string{}
-		}
-		t.f.work[gvr.Resource][ns+"/"+m.GetName()] = rv
-	}
+	t.f.written(gvr, ns, m.GetName(), rv, "")
 	return nil
 }
 
@@ -270,21 +277,21 @@ func (t *stampTracker) Add(obj runtime.Object) error {
 	if err == nil && len(gvks) > 0 {
 		gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
 		m, _ := meta.Accessor(obj)
-		return t.stamp(gvr, obj, m.GetNamespace(), false, func(o runtime.Object) error { return t.ObjectTracker.Add(o) })
+		return t.stamp(gvr, obj, m.GetNamespace(), false, false, func(o runtime.Object) error { return t.ObjectTracker.Add(o) })
 	}
 	return t.ObjectTracker.Add(obj)
 }
 
 func (t *stampTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
-	return t.stamp(gvr, obj, ns, true, func(o runtime.Object) error { return t.ObjectTracker.Create(gvr, o, ns, opts...) })
+	return t.stamp(gvr, obj, ns, true, false, func(o runtime.Object) error { return t.ObjectTracker.Create(gvr, o, ns, opts...) })
 }
 
 func (t *stampTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
-	return t.stamp(gvr, obj, ns, true, func(o runtime.Object) error { return t.ObjectTracker.Update(gvr, o, ns, opts...) })
+	return t.stamp(gvr, obj, ns, true, true, func(o runtime.Object) error { return t.ObjectTracker.Update(gvr, o, ns, opts...) })
 }
 
 func (t *stampTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
-	return t.stamp(gvr, obj, ns, true, func(o runtime.Object) error { return t.ObjectTracker.Patch(gvr, o, ns, opts...) })
+	return t.stamp(gvr, obj, ns, true, false, func(o runtime.Object) error { return t.ObjectTracker.Patch(gvr, o, ns, opts...) })
 }
 
 func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, opts ...metav1.DeleteOptions) error {
@@ -293,20 +300,41 @@ func (t *stampTracker) Delete(gvr schema.GroupVersionResource, ns, name string, 
 	}
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
+	old := ""
+	if o, err := t.ObjectTracker.Get(gvr, ns, name); err == nil {
+		if m, err := meta.Accessor(o); err == nil {
+			old = m.GetResourceVersion()
+		}
+	}
 	if err := t.ObjectTracker.Delete(gvr, ns, name, opts...); err != nil {
 		return err
 	}
-	t.f.gen++
-	t.f.changed(gvr, ns, name, "")
-	switch {
-	case gvr == nodesGVR:
-		delete(t.f.nodes, name)
-	case gvr == jobsGVR:
-		delete(t.f.jobs, ns+"/"+name)
-	default:
-		delete(t.f.work[gvr.Resource], ns+"/"+name)
-	}
+	t.f.written(gvr, ns, name, "", old)
 	return nil
+}
+
+// apply makes one write (rv) or delete (rv "") known to Versions, the
+// change log and Generation (f.mu held): when its watch event is due.
+func (f *Fake) apply(gvr schema.GroupVersionResource, ns, name, rv string) {
+	f.gen++
+	f.changed(gvr, ns, name, rv)
+	switch {
+	case gvr == nodesGVR && rv == "":
+		delete(f.nodes, name)
+	case gvr == nodesGVR:
+		f.nodes[name] = rv
+	case gvr == jobsGVR && rv == "":
+		delete(f.jobs, ns+"/"+name)
+	case gvr == jobsGVR:
+		f.jobs[ns+"/"+name] = rv
+	case rv == "":
+		delete(f.work[gvr.Resource], ns+"/"+name)
+	default:
+		if f.work[gvr.Resource] == nil {
+			f.work[gvr.Resource] = map[string]string{}
+		}
+		f.work[gvr.Resource][ns+"/"+name] = rv
+	}
 }
 
 // Change is one write (Version is the object's new resourceVersion) or
@@ -344,6 +372,7 @@ func (f *Fake) changed(gvr schema.GroupVersionResource, ns, name, rv string) {
 func (f *Fake) ChangesSince(gen uint64) (changes []Change, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.promote()
 	if gen < f.changesFrom {
 		return nil, false
 	}

@@ -19,7 +19,7 @@ import (
 // Job is left as it was.
 func TestTheFakeStampsAWrittenJobWithoutCopyingItAgain(t *testing.T) {
 	ctx := context.Background()
-	f := kube.NewFake()
+	f := kube.NewFakeWith(kube.FakeOptions{WatchDelay: -1}) // the stamp's copies, not the lag's bookkeeping
 	spec := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "up", Image: "busybox",
 		Command: []string{"sh", "-c", "echo up"}, Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}}}}
 	job := func(i int) *batchv1.Job {
@@ -46,7 +46,7 @@ func TestTheFakeStampsAWrittenJobWithoutCopyingItAgain(t *testing.T) {
 	// answer) and the version log are the rest: 52 with the stamp's copy
 	// (client-go v0.35), 46 without.
 	t.Logf("%.0f allocations a Job create", perCreate)
-	if perCreate > 48 {
+	if perCreate > 48 && !raceEnabled {
 		t.Fatalf("%.0f allocations a Job create, want at most 48 (the stamp copies the Job again?)", perCreate)
 	}
 }

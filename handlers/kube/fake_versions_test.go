@@ -18,7 +18,7 @@ import (
 // between every two steps of a replayed week).
 func TestFakeVersionsFollowEveryWriteWithoutCopyingAnUnchangedCluster(t *testing.T) {
 	ctx := context.Background()
-	f := kube.NewFake()
+	f := kube.NewFakeWith(kube.FakeOptions{WatchDelay: -1}) // the bookkeeping, not the lag
 	at := time.Unix(1000, 0)
 	for i := range 100 {
 		if err := f.RegisterNode(ctx, fmt.Sprintf("n-%d", i), "", nil, at); err != nil {

@@ -56,7 +56,8 @@ func (f *Fake) StampCreation(now func() time.Time, onJob func(*batchv1.Job)) {
 	})
 }
 
-// FinishJob marks a Job Complete (ok) or Failed with reason at time at.
+// FinishJob marks a Job Complete (ok) or Failed with reason at time at;
+// the TTL controller then deletes it after its ttlSecondsAfterFinished.
 func (f *Fake) FinishJob(_ context.Context, ns, name string, ok bool, reason, message string, at time.Time) error {
 	obj, err := f.tracker.Get(jobsGVR, ns, name)
 	if err != nil {
@@ -78,7 +79,11 @@ func (f *Fake) FinishJob(_ context.Context, ns, name string, ok bool, reason, me
 		j.Status.Failed = 1
 	}
 	j.Status.Conditions = append(j.Status.Conditions, cond)
-	return f.tracker.Update(jobsGVR, j, ns)
+	if err := f.tracker.Update(jobsGVR, j, ns); err != nil {
+		return err
+	}
+	f.expireFinished(j)
+	return nil
 }
 
 // RegisterNode creates (or re-registers) a NotReady Node with the given

@@ -35,7 +35,7 @@ func indexNodesByGroup(nodes cache.SharedIndexInformer) error {
 }
 
 // NodesLabelled implements handlers.NodeGroupLister: the cached Nodes whose
-// LabelGroup value is label, by name.
+// LabelGroup value is label, by name, as the adapter's own writes left them.
 func (c *Cluster) NodesLabelled(label string) []handlers.NodeView {
 	objs, err := c.nodes.GetIndexer().ByIndex(nodeGroupIndex, label)
 	if err != nil {
@@ -50,7 +50,9 @@ func (c *Cluster) NodesLabelled(label string) []handlers.NodeView {
 	}
 	out := make([]handlers.NodeView, 0, len(objs))
 	for _, obj := range objs {
-		out = append(out, NodeViewOf(obj.(*corev1.Node)))
+		if n, ok := c.ownNode(obj.(*corev1.Node)); ok {
+			out = append(out, NodeViewOf(n))
+		}
 	}
 	slices.SortFunc(out, func(a, b handlers.NodeView) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -199,3 +199,21 @@ func (c *Cluster) waitHandled(ctx context.Context, noted <-chan struct{}) error 
 
 // settleRecheck bounds a Settle's wait between two checks.
 const settleRecheck = 10 * time.Millisecond
+
+// waitLag waits until no write is on its way to the informers in real
+// time (Options.Lag).
+func (c *Cluster) waitLag(ctx context.Context) error {
+	if c.lag == nil {
+		return nil
+	}
+	for d := c.lag(); d > 0; d = c.lag() {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return nil
+}

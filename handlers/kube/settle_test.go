@@ -19,7 +19,7 @@ func TestSettleChecksTheCachesOnlyAfterAWrite(t *testing.T) {
 	ctx := context.Background()
 	f := kube.NewFake()
 	versions, checks := f.Versions("ns"), 0
-	c := kube.New(f, kube.Options{Namespace: "ns", Generation: f.Generation,
+	c := kube.New(f, kube.Options{Namespace: "ns", Generation: f.Generation, Lag: f.RealLag,
 		Versions: func() (map[string]string, map[string]string) { checks++; return versions() }})
 	startSynced(t, c)
 	at := time.Unix(1000, 0)
@@ -64,7 +64,7 @@ func TestSettleAfterAWriteChecksWhatWasWritten(t *testing.T) {
 	ctx := context.Background()
 	f := kube.NewFake()
 	versions, checks := f.Versions("ns"), 0
-	c := kube.New(f, kube.Options{Namespace: "ns", Generation: f.Generation, Changes: f.ChangesSince,
+	c := kube.New(f, kube.Options{Namespace: "ns", Generation: f.Generation, Lag: f.RealLag, Changes: f.ChangesSince,
 		Versions: func() (map[string]string, map[string]string) { checks++; return versions() }})
 	var mu sync.Mutex
 	told := map[string]int{}
@@ -120,7 +120,7 @@ func TestSettleAfterAWriteChecksWhatWasWritten(t *testing.T) {
 // reaches back (the caller then compares everything).
 func TestFakeChangesSinceForgetsOnlyPastItsBound(t *testing.T) {
 	ctx := context.Background()
-	f := kube.NewFake()
+	f := kube.NewFakeWith(kube.FakeOptions{WatchDelay: -1}) // the bookkeeping, not the lag
 	at := time.Unix(1000, 0)
 	if err := f.RegisterNode(ctx, "a", "", nil, at); err != nil {
 		t.Fatal(err)

@@ -141,7 +141,9 @@ func (c *Cluster) settledWork() bool {
 func (c *Cluster) Nodes() []handlers.NodeView {
 	var out []handlers.NodeView
 	for _, obj := range c.nodes.GetStore().List() {
-		out = append(out, NodeViewOf(obj.(*corev1.Node)))
+		if n, ok := c.ownNode(obj.(*corev1.Node)); ok {
+			out = append(out, NodeViewOf(n))
+		}
 	}
 	slices.SortFunc(out, func(a, b handlers.NodeView) int { return strings.Compare(a.Name, b.Name) })
 	return out

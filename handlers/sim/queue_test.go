@@ -29,16 +29,16 @@ type stuckCluster struct {
 	calls     atomic.Int32
 }
 
-func (c *stuckCluster) CreateJob(ctx context.Context, req handlers.JobRequest) error {
+func (c *stuckCluster) CreateJob(ctx context.Context, req handlers.JobRequest) (bool, error) {
 	if req.Slot != c.slot || c.recovered.Load() {
 		return c.Cluster.CreateJob(ctx, req)
 	}
 	c.calls.Add(1)
 	if c.block {
 		<-ctx.Done()
-		return ctx.Err()
+		return false, ctx.Err()
 	}
-	return errors.New("apiserver: the server is currently unable to handle the request")
+	return false, errors.New("apiserver: the server is currently unable to handle the request")
 }
 
 // runQueued runs reactors over the cluster on the work queue (Run) until

@@ -154,12 +154,12 @@ type slowCluster struct {
 	delay time.Duration
 }
 
-func (c *slowCluster) CreateJob(ctx context.Context, req handlers.JobRequest) error {
+func (c *slowCluster) CreateJob(ctx context.Context, req handlers.JobRequest) (bool, error) {
 	t := time.NewTimer(c.delay)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-t.C:
 	}
 	return c.Cluster.CreateJob(ctx, req)

@@ -4,10 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
@@ -23,6 +30,7 @@ func TestExampleScenario(t *testing.T) {
 	h := handlerstest.New(t)
 	refusals := &refusalLog{}
 	w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 1, Timing: sc.TimingOf(), Log: slog.New(refusals)})
+	posts := countJobPosts(w.Fake)
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +83,50 @@ func TestExampleScenario(t *testing.T) {
 	if c := claimOf(h, "node-1.lan"); c.Reason != projections.ReasonCancelledByDecreaseTargetSize {
 		t.Fatalf("node-1.lan's last claim ended %s, want cancelled while pending", c.Reason)
 	}
+	// Every lifecycle Job was POSTed once and observed once, created: none
+	// was created again, none found by a second create.
+	seen := map[string]int{}
+	for _, e := range readAll(t, h) {
+		if d, ok := e.Data.(events.JobObserved); ok {
+			seen[d.Job]++
+			if !d.Created {
+				t.Errorf("Job %s observed %q, not created by its first POST", d.Job, d.Cause)
+			}
+		}
+	}
+	for job, n := range posts.all() {
+		if n != 1 || seen[job] != 1 {
+			t.Errorf("Job %s POSTed %d times, observed %d times; want 1 and 1", job, n, seen[job])
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatal("no lifecycle Job observed")
+	}
+}
+
+// jobPosts counts the Job creates a fake clientset receives, by name.
+type jobPosts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func countJobPosts(f *kube.Fake) *jobPosts {
+	p := &jobPosts{n: map[string]int{}}
+	f.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if j, ok := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job); ok {
+			p.mu.Lock()
+			p.n[j.Name]++
+			p.mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	return p
+}
+
+func (p *jobPosts) all() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.n)
 }
 
 // refusalLog keeps the "scenario step refused" lines of a world's log.

@@ -290,13 +290,18 @@ func (h *actionHeap) Pop() any {
 
 // NextAt is when the next scheduled action is due.
 func (s *Sim) NextAt() (time.Time, bool) {
+	// A write on its way to the informers is a time the world must reach.
+	due, pending := s.fake.NextDue()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.newJobs) > 0 {
 		return s.clock.Now(), true
 	}
 	if len(s.queue) == 0 {
-		return time.Time{}, false
+		return due, pending
+	}
+	if pending && due.Before(s.queue[0].at) {
+		return due, true
 	}
 	return s.queue[0].at, true
 }

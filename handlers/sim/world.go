@@ -67,7 +67,9 @@ func NewWorld(cfg WorldConfig) *World {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	w := &World{cfg: cfg, Fake: kube.NewFake()}
+	// The informers lag the writes on the world's clock; the simulator
+	// removes finished Jobs itself (Timing.FinishedJobTTL).
+	w := &World{cfg: cfg, Fake: kube.NewFakeWith(kube.FakeOptions{Clock: cfg.Clock, NoTTLController: true})}
 	w.Sim = New(Config{Fake: w.Fake, Namespace: cfg.Namespace, Clock: cfg.Clock, Views: cfg.Views, Seed: cfg.Seed, Timing: cfg.Timing})
 	return w
 }
@@ -77,7 +79,7 @@ func NewWorld(cfg WorldConfig) *World {
 func (w *World) Start(ctx context.Context) error {
 	ictx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	w.Cluster = kube.New(w.Fake, kube.Options{Namespace: w.cfg.Namespace, Versions: w.Fake.Versions(w.cfg.Namespace), WorkVersions: w.Fake.WorkVersions, Generation: w.Fake.Generation, Changes: w.Fake.ChangesSince})
+	w.Cluster = kube.New(w.Fake, kube.Options{Namespace: w.cfg.Namespace, Versions: w.Fake.Versions(w.cfg.Namespace), WorkVersions: w.Fake.WorkVersions, Generation: w.Fake.Generation, Changes: w.Fake.ChangesSince, Lag: w.Fake.RealLag, Clock: w.cfg.Clock})
 	w.Cluster.Start(ictx)
 	if !w.Cluster.WaitForSync(ictx) {
 		cancel()

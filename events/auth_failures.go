@@ -27,38 +27,21 @@ const authErrorSubject = "$SYS.SERVER.%s.CLIENT.AUTH.ERR"
 // summed up in one line, once the first of a quiet spell was logged alone.
 const authFailureSummary = time.Minute
 
-// configureSystemIdentities gives the process in-process identities in
-// the system account, each allowed one thing: watcher (with a client
-// port) may only hear the server's refused logins; steward (in a cluster)
-// may only ask JetStream's meta leader to step down and hear the answer.
-// Either may be nil; with both nil the system account is left as
-// nats-server makes it.
-func configureSystemIdentities(opts *server.Options, watcher, steward *processIdentity) {
-	if watcher == nil && steward == nil {
-		return
-	}
+// configureAuthWatch gives the process an in-process identity in the
+// system account that may only hear the server's refused logins.
+func configureAuthWatch(opts *server.Options, watcher *processIdentity) {
 	sys := server.NewAccount(systemAccount)
 	opts.Accounts = append(opts.Accounts, sys)
 	opts.SystemAccount = systemAccount
-	inProcess := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
-	if watcher != nil {
-		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{
-			Nkey: watcher.pub, Account: sys, AllowedConnectionTypes: inProcess,
-			Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Deny: []string{">"}},
-				Subscribe: &server.SubjectPermission{Allow: []string{fmt.Sprintf(authErrorSubject, "*")}},
-			},
-		})
-	}
-	if steward != nil {
-		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{
-			Nkey: steward.pub, Account: sys, AllowedConnectionTypes: inProcess,
-			Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: []string{metaStepDownSubject}},
-				Subscribe: &server.SubjectPermission{Allow: []string{ProcessInboxPrefix + ".>"}},
-			},
-		})
-	}
+	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{
+		Nkey:                   watcher.pub,
+		Account:                sys,
+		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}},
+		Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Deny: []string{">"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{fmt.Sprintf(authErrorSubject, "*")}},
+		},
+	})
 }
 
 // AuthFailures counts the client port's refused logins, and logs them: the

@@ -68,11 +68,8 @@ type Embedded struct {
 	// client port).
 	AuthFailures *AuthFailures
 	watchConn    *nats.Conn
-	// stewardConn is the process's connection in the system account that
-	// may move JetStream's meta leadership (nil outside a cluster).
-	stewardConn *nats.Conn
-	lock        *DataDirLock
-	cfg         EmbeddedConfig
+	lock         *DataDirLock
+	cfg          EmbeddedConfig
 }
 
 // StartEmbedded starts the server and connects to it in process.
@@ -131,10 +128,6 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	steward, err := newProcessIdentity()
-	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
-	}
 	opts := &server.Options{
 		ServerName:         cfg.ServerName,
 		Host:               host,
@@ -152,14 +145,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	cfg.Access.clustered = cfg.Cluster.Enabled()
 	cfg.Access.listening = cfg.Listen
 	cfg.Access.configure(opts, proc, copier)
-	var watches, stewards *processIdentity
 	if cfg.Listen {
-		watches = watcher
+		configureAuthWatch(opts, watcher)
 	}
-	if cfg.Cluster.Enabled() {
-		stewards = steward
-	}
-	configureSystemIdentities(opts, watches, stewards)
 	if cfg.Cluster.Enabled() {
 		if err := cfg.Cluster.configure(opts, cfg.ServerName); err != nil {
 			return nil, fmt.Errorf("embedded nats: cluster: %w", err)
@@ -216,15 +204,6 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			return nil, fmt.Errorf("embedded nats: connect to the subscribers' account: %w", err)
 		}
 	}
-	if stewards != nil {
-		e.stewardConn, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream meta leader hand-off"),
-			nats.Nkey(steward.pub, steward.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
-		if err != nil {
-			e.closeConns()
-			ns.Shutdown()
-			return nil, fmt.Errorf("embedded nats: connect to the system account: %w", err)
-		}
-	}
 	if cfg.Listen {
 		e.watchConn, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("claimstream refused logins"),
 			nats.Nkey(watcher.pub, watcher.kp.Sign), nats.CustomInboxPrefix(ProcessInboxPrefix))
@@ -247,7 +226,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 
 // closeConns closes the process's connections to its server.
 func (e *Embedded) closeConns() {
-	for _, c := range []*nats.Conn{e.stewardConn, e.watchConn, e.SubscribersConn, e.Conn} {
+	for _, c := range []*nats.Conn{e.watchConn, e.SubscribersConn, e.Conn} {
 		if c != nil {
 			c.Close()
 		}

@@ -63,46 +63,6 @@ func (e *Embedded) waitStreamLedElsewhere(ctx context.Context, clk clock.WithTic
 	}
 }
 
-// metaStepDownSubject is JetStream's request to its meta leader to step
-// down; only the system account may send it.
-const metaStepDownSubject = "$JS.API.META.LEADER.STEPDOWN"
-
-// HandOffMetaLeader moves JetStream's meta leadership to another current
-// replica when this server holds it, for the reason HandOffStreamLeaders
-// moves the streams': a new consumer (a survivor's reader of the log
-// restarting on another server) needs the meta leader, and losing this
-// process would otherwise cost a meta election first. It reports whether
-// it moved it, once another server leads (or ctx ends).
-func (e *Embedded) HandOffMetaLeader(ctx context.Context, clk clock.WithTicker) (bool, error) {
-	if !e.Clustered() || e.stewardConn == nil {
-		return false, nil
-	}
-	self := e.Server.Name()
-	if e.ClusterStatus().MetaLeader != self {
-		return false, nil
-	}
-	// An empty placement asks for any current replica but this one.
-	resp, err := e.stewardConn.RequestWithContext(ctx, metaStepDownSubject, []byte(`{"placement":{}}`))
-	if err != nil {
-		return false, fmt.Errorf("hand off JetStream's meta leadership: %w", err)
-	}
-	if err := apiOutcome(resp.Data); err != nil {
-		return false, fmt.Errorf("hand off JetStream's meta leadership: %w", err)
-	}
-	t := clk.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if l := e.ClusterStatus().MetaLeader; l != "" && l != self {
-			return true, nil
-		}
-		select {
-		case <-ctx.Done():
-			return true, fmt.Errorf("JetStream has no new meta leader yet: %w", ctx.Err())
-		case <-t.C():
-		}
-	}
-}
-
 // apiOutcome is the error of a JetStream API answer that is not a success.
 func apiOutcome(data []byte) error {
 	var r struct {

@@ -602,8 +602,8 @@ func (s *Store) TailWith(ctx context.Context, from uint64, started func(), fn fu
 // readerHeartbeat is how often the server tells a reader it is still
 // there while it has nothing to deliver: a reader whose consumer lived on
 // a replica that died finds out after two missed heartbeats and makes a
-// new one on a live replica.
-const readerHeartbeat = 500 * time.Millisecond
+// new one on a live replica (nats.go's ordered consumer does).
+const readerHeartbeat = 2 * time.Second
 
 // readIdleCheck is how long a bounded reader waits for the next message
 // before it asks the server whether anything is left to deliver.

@@ -176,7 +176,7 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 	}
 	defer l.StepDown()
 	if p.emb.Clustered() {
-		p.handOffJetStreamLeaders(ctx)
+		p.handOffStreamLeaders(ctx)
 	}
 	if p.lead.kube != nil && p.lead.podName != "" && p.lead.podNamespace != "" {
 		if err := leader.LabelLeaderPod(ctx, p.lead.kube, p.lead.podNamespace, p.lead.podName); err != nil {
@@ -243,25 +243,9 @@ func (p *plane) poolInViews() bool {
 	return ok
 }
 
-// handOffJetStreamLeaders moves the leadership of the log's stream, of the
-// lease's bucket and JetStream's meta leadership away from this replica's
-// server, so that losing this process does not also stop the writes and
-// the readers the next leader needs.
-func (p *plane) handOffJetStreamLeaders(ctx context.Context) {
-	p.handOffStreamLeaders(ctx)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	moved, err := p.emb.HandOffMetaLeader(ctx, clock.RealClock{})
-	if moved {
-		p.log.Info("moved JetStream's meta leadership to another replica, so that losing this one costs no meta election")
-	}
-	if err != nil && ctx.Err() == nil {
-		p.log.Warn("JetStream's meta leadership stays on the claimstream leader's server: losing it costs a meta election before a new reader can start", "err", err)
-	}
-}
-
 // handOffStreamLeaders moves the leadership of the log's stream and of the
-// lease's bucket away from this replica's server.
+// lease's bucket away from this replica's server, so that losing this
+// process does not also stop the writes the next leader needs.
 func (p *plane) handOffStreamLeaders(ctx context.Context) {
 	streams := []string{p.store.Stream()}
 	if _, kv := p.lead.elector.(*leader.KVLease); kv {

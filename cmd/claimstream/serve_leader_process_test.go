@@ -59,6 +59,11 @@ func newThreeReplicas(t testing.TB, extra ...string) []*replicaProc {
 		for _, r := range replicas {
 			r.signal(syscall.SIGKILL)
 		}
+		if t.Failed() {
+			for _, r := range replicas {
+				t.Logf("%s's log, its last lines:\n%s", r.name, lastLines(r.logText(), 60))
+			}
+		}
 	})
 	return replicas
 }
@@ -82,7 +87,9 @@ func (r *replicaProc) export() ([]exported, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s export: %d", r.name, resp.StatusCode)
+		var body struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return nil, fmt.Errorf("%s export: %d %s (Retry-After %q)", r.name, resp.StatusCode, body.Error, resp.Header.Get("Retry-After"))
 	}
 	var out []exported
 	sc := bufio.NewScanner(resp.Body)

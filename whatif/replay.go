@@ -96,7 +96,9 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 	// and requeues mark due, as production's work queue does, not every
 	// slot at every instant; a full resync every MaxIdleJump, and a
 	// requeue waits as long as its reactor asked (up to that).
-	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode, FinishedJobTTL: finishedJobTTL(cfg)},
+	// No informer lag of its own: the recorded boots and readiness gates
+	// already hold the real cluster's.
+	r.world = sim.NewWorld(sim.WorldConfig{Views: r.views, Service: r.svc, Clock: r.clk, Seed: seed, Log: discard, WatchDelay: -1, Timing: sim.Timing{PodsPerNode: rec.PodsPerNode, FinishedJobTTL: finishedJobTTL(cfg)},
 		Stepped: true, Resync: MaxIdleJump, MaxRequeue: MaxIdleJump})
 	for _, sl := range cfg.Slots {
 		if m, ok := rec.Models[sl.Name]; ok {

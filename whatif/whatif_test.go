@@ -59,7 +59,9 @@ func newRecorder(t testing.TB, yaml string, timing sim.Timing) *recorder {
 	if _, err := a.Apply(context.Background(), parsePool(t, "recorded.yaml", yaml)); err != nil {
 		t.Fatal(err)
 	}
-	w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 7, Timing: timing, Log: quiet})
+	// No informer lag, as the replay has none: the recording is the
+	// cluster the replay models.
+	w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 7, Timing: timing, Log: quiet, WatchDelay: -1})
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

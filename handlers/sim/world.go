@@ -24,6 +24,10 @@ type WorldConfig struct {
 	Seed      int64
 	Timing    Timing
 	Log       *slog.Logger
+	// WatchDelay is how far the informers lag the writes on the world's
+	// clock (kube.FakeOptions.WatchDelay: 0 the default lag, negative
+	// none).
+	WatchDelay time.Duration
 	// Metrics, when set, observe the reactors' work queue.
 	Metrics handlers.QueueMetrics
 	// Fence, when set, is asked before the reactors change the cluster
@@ -69,7 +73,7 @@ func NewWorld(cfg WorldConfig) *World {
 	}
 	// The informers lag the writes on the world's clock; the simulator
 	// removes finished Jobs itself (Timing.FinishedJobTTL).
-	w := &World{cfg: cfg, Fake: kube.NewFakeWith(kube.FakeOptions{Clock: cfg.Clock, NoTTLController: true})}
+	w := &World{cfg: cfg, Fake: kube.NewFakeWith(kube.FakeOptions{Clock: cfg.Clock, NoTTLController: true, WatchDelay: cfg.WatchDelay})}
 	w.Sim = New(Config{Fake: w.Fake, Namespace: cfg.Namespace, Clock: cfg.Clock, Views: cfg.Views, Seed: cfg.Seed, Timing: cfg.Timing})
 	return w
 }

@@ -525,9 +525,23 @@ func TestThreeReplicasFailoverMidBoot(t *testing.T) {
 		}
 		return true, ""
 	})
-	if in, err := next.instance(); err != nil || in == nil || in.GetStatus().GetInstanceState() == pb.InstanceStatus_instanceRunning {
-		t.Fatalf("%s is Ready but tainted: instance %v (%v) on %s, want creating (the readiness gate holds)", haSlot, in, err, next.name)
-	}
+	// The new leader's views may still be catching up (its reader's
+	// consumer may have been on the killed server): it answers
+	// Unavailable, retry shortly, as cluster-autoscaler would. Asked
+	// while the taint is still on, it must not say running.
+	waitT(t, 10*time.Second, "the new leader's provider lists "+haSlot+" while the taint is on", func() (bool, string) {
+		in, err := next.instance()
+		if status.Code(err) == codes.Unavailable {
+			return false, err.Error()
+		}
+		if n, ok := node(t, haSlot); !ok || !hasTaint(n, readyTaint) {
+			t.Fatalf("%s shed its readiness taint before %s's provider answered (%v)", haSlot, next.name, err)
+		}
+		if err != nil || in == nil || in.GetStatus().GetInstanceState() == pb.InstanceStatus_instanceRunning {
+			t.Fatalf("%s is Ready but tainted: instance %v (%v) on %s, want creating (the readiness gate holds)", haSlot, in, err, next.name)
+		}
+		return true, ""
+	})
 
 	// The claim finishes under the new leader: the Node Ready without the
 	// readiness taint, the instance running on both survivors' providers,

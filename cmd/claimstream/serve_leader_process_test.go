@@ -104,9 +104,10 @@ func (r *replicaProc) export() ([]exported, error) {
 	return out, sc.Err()
 }
 
-// decommission is a write through the REST API that always changes the
-// log (the slot flips between decommissioned and back): the probe of
-// "a leader accepts writes".
+// toggleSlot decommissions (or recommissions) slot through the REST API:
+// the probe of "a leader accepts writes". The first decommission of a
+// slot appends; one of a slot already decommissioned is acknowledged and
+// appends nothing.
 func (r *replicaProc) toggleSlot(slot string, on bool) error {
 	verb := "decommission"
 	if on {

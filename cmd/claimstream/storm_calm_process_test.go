@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,14 +25,7 @@ const calmDefault = 20 * time.Second
 //	go test ./cmd/claimstream -run TestCalmLoadOfThreeReplicas -v
 //	CLAIMSTREAM_CALM=30m go test ./cmd/claimstream -run TestCalmLoadOfThreeReplicas -v -timeout 45m
 func TestCalmLoadOfThreeReplicas(t *testing.T) {
-	length := calmDefault
-	if v := os.Getenv("CLAIMSTREAM_CALM"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("CLAIMSTREAM_CALM=%q: %v", v, err)
-		}
-		length = d
-	}
+	length := envDuration(t, "CLAIMSTREAM_CALM", calmDefault)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("calm load for %s, seed %d", length, seed)
 	replicas := newThreeReplicas(t, "--speed", "20", "--config", stormPool(t, stormSlots))

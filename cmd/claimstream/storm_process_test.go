@@ -44,14 +44,7 @@ const stormDefault = 40 * time.Second
 //	go test ./cmd/claimstream -run TestStormOfThreeReplicas -v
 //	CLAIMSTREAM_STORM=10m go test ./cmd/claimstream -run TestStormOfThreeReplicas -v -timeout 30m
 func TestStormOfThreeReplicas(t *testing.T) {
-	length := stormDefault
-	if v := os.Getenv("CLAIMSTREAM_STORM"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("CLAIMSTREAM_STORM=%q: %v", v, err)
-		}
-		length = d
-	}
+	length := envDuration(t, "CLAIMSTREAM_STORM", stormDefault)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("CLAIMSTREAM_STORM_SEED"); v != "" {
 		seed, _ = strconv.ParseUint(v, 10, 64)
@@ -93,6 +86,21 @@ func TestStormOfThreeReplicas(t *testing.T) {
 	onlyEpochAfterElection(t, evs)
 	rep.check(t, evs)
 	t.Logf("storm: %s", rep.summary(evs, length))
+}
+
+// envDuration is the duration the environment variable name gives, or
+// def when it is unset.
+func envDuration(t testing.TB, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
 }
 
 // stormSlots is how many machines the storm's group has: enough that

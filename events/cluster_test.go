@@ -252,14 +252,48 @@ func TestHandOffStreamLeaders(t *testing.T) {
 	if moved, err := other.HandOffStreamLeaders(ctx, clock.RealClock{}, "CLAIMSTREAM"); err != nil || len(moved) != 0 {
 		t.Fatalf("a follower's hand-off moved %v (%v), want nothing", moved, err)
 	}
-	moved, err := lead.HandOffStreamLeaders(ctx, clock.RealClock{}, "CLAIMSTREAM")
-	if err != nil || len(moved) != 1 {
-		t.Fatalf("the leader's hand-off moved %v (%v), want CLAIMSTREAM", moved, err)
-	}
+	// Once its replicas are current (a new stream's may not be yet).
+	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		moved, err := lead.HandOffStreamLeaders(ctx, clock.RealClock{}, "CLAIMSTREAM")
+		if err != nil || len(moved) != 1 {
+			return fmt.Errorf("the leader's hand-off moved %v (%v), want CLAIMSTREAM", moved, err)
+		}
+		return nil
+	})
 	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if now := c.StreamLeader("CLAIMSTREAM"); now == lead {
 			return fmt.Errorf("the stream is still led by %s", now.Server.Name())
 		}
 		return nil
 	})
+}
+
+// With a replica down the leadership stays: losing the leader's server
+// would cost the quorum wherever the stream's leader is, and a move makes
+// the next write wait for an election on the only other replica.
+func TestHandOffStreamLeadersStaysWithAReplicaDown(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	st := c.Store(0, events.StoreConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.Append(ctx, events.SlotAggregate("s"), 0, created("s", "c-1")); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.StreamLeader("CLAIMSTREAM")
+	down := (c.Index(lead) + 1) % 3
+	c.Stop(down)
+	// A write the stopped replica misses: it is behind from then on.
+	if _, err := st.Append(ctx, events.SlotAggregate("s"), 1, created("s", "c-2")); err != nil {
+		t.Fatal(err)
+	}
+	if l := c.StreamLeader("CLAIMSTREAM"); l != lead {
+		t.Fatalf("stream led by %s, not %s", l.Name, lead.Name)
+	}
+	moved, err := lead.HandOffStreamLeaders(ctx, clock.RealClock{}, "CLAIMSTREAM")
+	if err != nil || len(moved) != 0 {
+		t.Fatalf("with %s down the hand-off moved %v (%v), want nothing", c.Servers[down].Name, moved, err)
+	}
+	if l := c.StreamLeader("CLAIMSTREAM"); l != lead {
+		t.Fatalf("the stream moved to %s", l.Name)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/utils/clock"
 )
@@ -20,6 +21,11 @@ import (
 //
 // It returns once each stream it moved has its new leader (or ctx ends):
 // the writes of the new term then find one.
+//
+// A stream with a replica offline or behind stays where it is: with one
+// replica down, losing this server costs the quorum wherever the leader
+// is, and a move to a replica that lags makes the term's first writes
+// wait for it to catch up.
 func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicker, streams ...string) ([]string, error) {
 	if !e.Clustered() {
 		return nil, nil
@@ -27,7 +33,7 @@ func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicke
 	self := e.Server.Name()
 	var moved []string
 	for _, st := range streams {
-		if e.StreamLeader(st) != self {
+		if e.StreamLeader(st) != self || !e.replicasCurrent(st) {
 			continue
 		}
 		// An empty placement asks for any online replica but this one.
@@ -44,6 +50,30 @@ func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicke
 		}
 	}
 	return moved, nil
+}
+
+// replicasCurrent reports whether every other replica of stream is online
+// and caught up, as this server, its leader, sees them.
+func (e *Embedded) replicasCurrent(stream string) bool {
+	acc, err := e.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true})
+	if err != nil || acc == nil {
+		return false
+	}
+	for _, sd := range acc.Streams {
+		if sd.Name != stream || sd.Cluster == nil {
+			continue
+		}
+		if len(sd.Cluster.Replicas) == 0 {
+			return false
+		}
+		for _, r := range sd.Cluster.Replicas {
+			if r.Offline || !r.Current {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // waitStreamLedElsewhere polls until stream has a leader other than this

@@ -45,6 +45,17 @@ type Runner struct {
 	reader readerState
 	clock  clock.Clock
 	writer func() bool
+
+	// applyMu orders the folds of the tail and of direct reads, with
+	// their notifications: subscribers see every event once, in order.
+	applyMu sync.Mutex
+	// runCtx is Run's context, for the upkeep a fold may start (snapshots,
+	// checkpoints); nil before Run.
+	runCtx atomic.Pointer[context.Context]
+	// directAfter: how long WaitFor waits for the tail before it reads
+	// the missing events itself (directRead).
+	directAfter time.Duration
+	directRead  atomic.Uint64
 }
 
 // RunnerOptions configure a Runner.
@@ -72,7 +83,16 @@ type RunnerOptions struct {
 	// Writer, when set, says whether this replica writes the snapshots
 	// and the scheduled checkpoints (the leader does; followers fold only).
 	Writer func() bool
+	// DirectReadAfter is how long WaitFor waits for the views' reader
+	// before it reads the events it waits for from the stream itself
+	// (default DefaultDirectReadAfter; on Clock).
+	DirectReadAfter time.Duration
 }
+
+// DefaultDirectReadAfter: the views' reader delivers an event within
+// milliseconds while its consumer lives; a longer wait means the consumer
+// is lost (its server died) and will be missed only after heartbeats.
+const DefaultDirectReadAfter = 250 * time.Millisecond
 
 // NewRunner returns a runner over store. Call Start, then Run.
 func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
@@ -91,6 +111,10 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 	r.clock = opts.Clock
 	r.nextSnap.Store(opts.SnapshotEvery)
 	r.writer = opts.Writer
+	r.directAfter = opts.DirectReadAfter
+	if r.directAfter <= 0 {
+		r.directAfter = DefaultDirectReadAfter
+	}
 	return r
 }
 
@@ -177,35 +201,79 @@ func (r *Runner) Start(ctx context.Context) error {
 // of the log. Start must have returned first.
 func (r *Runner) Run(ctx context.Context) error {
 	<-r.started
+	r.runCtx.Store(&ctx)
 	r.runCheckpointTicker(ctx)
 	// A failed reader is re-created (runner_recovery.go): Run ends only
 	// with ctx.
 	return r.tailRecovering(ctx, r.clock, func(e events.Event) error {
-		r.mu.Lock()
-		if e.Seq > r.state.Seq+1 {
-			r.noteGaps(events.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
-		}
-		r.fold(r.state, e)
-		r.lastEventTime = e.Time
-		r.pubs.publish(r.state, &e)
-		w := r.wait
-		r.wait = nil
-		seq := r.state.Seq
-		r.mu.Unlock()
-		if r.on != nil {
-			r.on(e)
-		}
-		r.subs.notify(e)
-		if w != nil {
-			close(w)
-		}
-		if r.snaps != nil && seq >= r.nextSnap.Load() && r.writes() {
-			r.snapshotAsync(ctx)
-		}
-		r.maybeCheckpoint(ctx)
+		r.apply(e)
 		return nil
 	})
 }
+
+// apply folds one event after the views' last, notifies, and wakes the
+// waiters. An event the views hold already (the tail delivering what a
+// direct read folded) is passed over.
+func (r *Runner) apply(e events.Event) {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	r.mu.Lock()
+	if e.Seq <= r.state.Seq {
+		r.mu.Unlock()
+		return
+	}
+	if e.Seq > r.state.Seq+1 {
+		r.noteGaps(events.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
+	}
+	r.fold(r.state, e)
+	r.lastEventTime = e.Time
+	r.pubs.publish(r.state, &e)
+	w := r.wait
+	r.wait = nil
+	seq := r.state.Seq
+	r.mu.Unlock()
+	if r.on != nil {
+		r.on(e)
+	}
+	r.subs.notify(e)
+	if w != nil {
+		close(w)
+	}
+	ctx := r.runCtx.Load()
+	if ctx == nil {
+		return
+	}
+	if r.snaps != nil && seq >= r.nextSnap.Load() && r.writes() {
+		r.snapshotAsync(*ctx)
+	}
+	r.maybeCheckpoint(*ctx)
+}
+
+// readDirect folds the events after the views' last up to seq that the
+// stream answers by direct gets, so a waiter is not held by a reader
+// whose consumer is lost (found only after missed heartbeats, and made
+// again only through JetStream's meta leader). It folds no event past a
+// hole: the tail reports gaps.
+func (r *Runner) readDirect(ctx context.Context, seq uint64) {
+	from := r.ReadTo() + 1
+	if from > seq {
+		return
+	}
+	n := 0
+	_, err := r.store.ReadDirect(ctx, from, seq, func(e events.Event) error {
+		r.apply(e)
+		n++
+		return nil
+	})
+	r.directRead.Add(uint64(n))
+	if err != nil && ctx.Err() == nil {
+		r.log.Debug("views: direct read of the log failed; waiting for the reader", "from", from, "to", seq, "err", err)
+	}
+}
+
+// DirectRead counts the events the views folded from direct reads because
+// their reader had not delivered them in time (metric).
+func (r *Runner) DirectRead() uint64 { return r.directRead.Load() }
 
 func (r *Runner) fold(st *State, e events.Event) {
 	if err := Evolve(st, e); err != nil {
@@ -237,8 +305,16 @@ func (r *Runner) Refused() uint64 { return r.refused.Load() }
 // SnapshotSeq is the seq of the newest snapshot saved or loaded (0: none).
 func (r *Runner) SnapshotSeq() uint64 { return r.lastSnap.Load() }
 
-// WaitFor blocks until the views reflect seq or ctx ends.
+// WaitFor blocks until the views reflect seq or ctx ends. Events the
+// reader has not delivered after DirectReadAfter are read from the stream
+// directly (readDirect).
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
+	var direct clock.Timer
+	defer func() {
+		if direct != nil {
+			direct.Stop()
+		}
+	}()
 	for {
 		r.mu.Lock()
 		if r.readToLocked() >= seq {
@@ -250,8 +326,18 @@ func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 		}
 		w := r.wait
 		r.mu.Unlock()
+		if direct == nil {
+			direct = r.clock.NewTimer(r.directAfter)
+		}
 		select {
 		case <-w:
+		case <-direct.C():
+			select {
+			case <-r.started:
+				r.readDirect(ctx, seq)
+			default:
+			}
+			direct.Reset(r.directAfter)
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the views to reach seq %d: %w", seq, ctx.Err())
 		}

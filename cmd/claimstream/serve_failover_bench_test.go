@@ -25,6 +25,17 @@ func BenchmarkLeaderFailover(b *testing.B) { benchFailovers(b, syscall.SIGKILL) 
 //	go test ./cmd/claimstream -run '^$' -bench LeaderHandOver -benchtime 20x -timeout 30m
 func BenchmarkLeaderHandOver(b *testing.B) { benchFailovers(b, syscall.SIGTERM) }
 
+// notableLines are the last n lines of a serve log at INFO and above.
+func notableLines(log string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "level=INFO") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // benchFailovers runs failoverOnce with sig each iteration and reports
 // the median and the max.
 func benchFailovers(b *testing.B, sig syscall.Signal) {
@@ -73,15 +84,12 @@ func failoverOnce(b *testing.B, sig syscall.Signal) time.Duration {
 		return errors.New("no leader yet")
 	})
 	b.Logf("%v of the leader to a write on a survivor: %s", sig, took.Round(time.Millisecond))
-	if sig == syscall.SIGTERM && took > 2*time.Second {
+	if slow := sig == syscall.SIGTERM && took > 2*time.Second || took > 6*time.Second; slow {
 		leader.signal(syscall.SIGTERM) // its stop, logged to the end
-		var lines []string
-		for _, l := range strings.Split(leader.logText(), "\n") {
-			if strings.Contains(l, "level=INFO") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
-				lines = append(lines, l)
-			}
+		b.Logf("a slow failover; the leader's log:\n%s", notableLines(leader.logText(), 25))
+		for _, r := range survivors {
+			b.Logf("%s's log:\n%s", r.name, notableLines(r.logText(), 25))
 		}
-		b.Logf("a slow hand-over; the leader's log:\n%s", strings.Join(lines[max(0, len(lines)-25):], "\n"))
 	}
 	leader.signal(syscall.SIGKILL)
 	return took

@@ -17,6 +17,10 @@ const (
 	// (each logged "event refused by the model"); a run of them usually
 	// follows a gap in the log.
 	InstEventsRefused = "claimstream_events_refused"
+	// claimstream_views_direct_read_events_total: events the views read
+	// from the stream by direct gets because their reader had not
+	// delivered them in time (its consumer lost with a server).
+	InstViewsDirectRead = "claimstream_views_direct_read_events"
 )
 
 // registerLogHealth creates the log-health instruments and their callback.
@@ -31,6 +35,11 @@ func (m *Metrics) registerLogHealth() error {
 	if err != nil {
 		return fmt.Errorf("instrument %s: %w", InstEventsRefused, err)
 	}
+	direct, err := m.meter.Int64ObservableCounter(InstViewsDirectRead,
+		metric.WithDescription("Events the views read from the stream directly because their reader had not delivered them in time."))
+	if err != nil {
+		return fmt.Errorf("instrument %s: %w", InstViewsDirectRead, err)
+	}
 	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		v := m.views.Load()
 		if v == nil {
@@ -38,8 +47,9 @@ func (m *Metrics) registerLogHealth() error {
 		}
 		o.ObserveInt64(missing, int64(v.Gaps().Count()))
 		o.ObserveInt64(refused, int64(v.Refused()))
+		o.ObserveInt64(direct, int64(v.DirectRead()))
 		return nil
-	}, missing, refused)
+	}, missing, refused, direct)
 	if err != nil {
 		return fmt.Errorf("log health metrics: %w", err)
 	}

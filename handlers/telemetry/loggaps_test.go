@@ -49,6 +49,7 @@ func TestScrapeShowsMissingSequencesAndRefusedEvents(t *testing.T) {
 		`claimstream_log_missing_events 1`,
 		`claimstream_events_refused_total 1`,
 		`claimstream_projection_lag_events 0`,
+		`claimstream_views_direct_read_events_total 0`,
 	} {
 		if !strings.Contains(body, line+"\n") {
 			t.Errorf("scrape lacks %q", line)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/utils/clock"
 
@@ -280,15 +281,35 @@ func TestHandOffStreamLeadersStaysWithAReplicaDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	lead := c.StreamLeader("CLAIMSTREAM")
-	down := (c.Index(lead) + 1) % 3
+	down := 1 // neither the leader nor server 0, which the store talks through
+	for down == c.Index(lead) || down == 0 {
+		down++
+	}
 	c.Stop(down)
-	// A write the stopped replica misses: it is behind from then on.
 	if _, err := st.Append(ctx, events.SlotAggregate("s"), 1, created("s", "c-2")); err != nil {
 		t.Fatal(err)
 	}
 	if l := c.StreamLeader("CLAIMSTREAM"); l != lead {
 		t.Fatalf("stream led by %s, not %s", l.Name, lead.Name)
 	}
+	// Once the leader sees it gone (offline, or silent for 2s).
+	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		acc, err := lead.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true})
+		if err != nil {
+			return err
+		}
+		for _, sd := range acc.Streams {
+			if sd.Name != "CLAIMSTREAM" || sd.Cluster == nil {
+				continue
+			}
+			for _, r := range sd.Cluster.Replicas {
+				if r.Name == c.Servers[down].Name && (r.Offline || r.Active > 2*time.Second) {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("%s still seen up by the stream's leader", c.Servers[down].Name)
+	})
 	moved, err := lead.HandOffStreamLeaders(ctx, clock.RealClock{}, "CLAIMSTREAM")
 	if err != nil || len(moved) != 0 {
 		t.Fatalf("with %s down the hand-off moved %v (%v), want nothing", c.Servers[down].Name, moved, err)

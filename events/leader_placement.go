@@ -22,10 +22,9 @@ import (
 // It returns once each stream it moved has its new leader (or ctx ends):
 // the writes of the new term then find one.
 //
-// A stream with a replica offline or behind stays where it is: with one
-// replica down, losing this server costs the quorum wherever the leader
-// is, and a move to a replica that lags makes the term's first writes
-// wait for it to catch up.
+// A stream with a replica down stays where it is: losing this server then
+// costs the quorum wherever the stream's leader is, and a move makes the
+// term's first writes wait for an election on the only other replica.
 func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicker, streams ...string) ([]string, error) {
 	if !e.Clustered() {
 		return nil, nil
@@ -33,7 +32,7 @@ func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicke
 	self := e.Server.Name()
 	var moved []string
 	for _, st := range streams {
-		if e.StreamLeader(st) != self || !e.replicasCurrent(st) {
+		if e.StreamLeader(st) != self || !e.replicasUp(st) {
 			continue
 		}
 		// An empty placement asks for any online replica but this one.
@@ -52,9 +51,15 @@ func (e *Embedded) HandOffStreamLeaders(ctx context.Context, clk clock.WithTicke
 	return moved, nil
 }
 
-// replicasCurrent reports whether every other replica of stream is online
-// and caught up, as this server, its leader, sees them.
-func (e *Embedded) replicasCurrent(stream string) bool {
+// replicaSeenWithin is how recently the stream's leader must have heard
+// from a replica for it to count as up: JetStream's raft heartbeats come
+// every second, and a server killed with -9 is marked offline much later.
+const replicaSeenWithin = 2 * time.Second
+
+// replicasUp reports whether every other replica of stream is online and
+// heard from recently, as this server, its leader, sees them. A replica
+// a few entries behind counts: it catches up in moments.
+func (e *Embedded) replicasUp(stream string) bool {
 	acc, err := e.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true})
 	if err != nil || acc == nil {
 		return false
@@ -67,7 +72,7 @@ func (e *Embedded) replicasCurrent(stream string) bool {
 			return false
 		}
 		for _, r := range sd.Cluster.Replicas {
-			if r.Offline || !r.Current {
+			if r.Offline || r.Active > replicaSeenWithin {
 				return false
 			}
 		}

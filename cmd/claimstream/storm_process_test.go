@@ -38,8 +38,8 @@ const stormDefault = 40 * time.Second
 // few seconds and brought back a few seconds later. Then, from the log
 // one replica exports: every acknowledged IncreaseSize has its claim, no
 // refused one has any, at most one live claim per slot at every prefix,
-// no event of an older epoch after a newer LeaderElected, no gap; all
-// replicas show the same views, and the cluster still takes writes.
+// no event of an older epoch after a newer LeaderElected, no gap; the
+// cluster still takes writes, and all replicas stop with the same views.
 //
 //	go test ./cmd/claimstream -run TestStormOfThreeReplicas -v
 //	CLAIMSTREAM_STORM=10m go test ./cmd/claimstream -run TestStormOfThreeReplicas -v -timeout 30m
@@ -86,6 +86,20 @@ func TestStormOfThreeReplicas(t *testing.T) {
 	onlyEpochAfterElection(t, evs)
 	rep.check(t, evs)
 	t.Logf("storm: %s", rep.summary(evs, length))
+
+	// The same views everywhere, not only the same claims: once the log is
+	// quiet, every replica stops at its end with the same views' digest.
+	end := quiet(t, replicas)
+	stopAll(replicas)
+	seq0, digest0 := replicas[0].stoppedAt()
+	for _, r := range replicas[1:] {
+		if seq, digest := r.stoppedAt(); seq != seq0 || digest != digest0 {
+			t.Fatalf("after the storm %s stopped at %s with views %s; %s at %s with %s", r.name, seq, digest, replicas[0].name, seq0, digest0)
+		}
+	}
+	if seq0 != fmt.Sprint(end.Last) {
+		t.Fatalf("the replicas stopped at %s, the log was at %d", seq0, end.Last)
+	}
 }
 
 // envDuration is the duration the environment variable name gives, or

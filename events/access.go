@@ -61,7 +61,8 @@ const DefaultSubscriberConsumers = 100
 
 // Subjects by which a mirror in SubscribersAccount reaches the stream it
 // copies: its consumer create requests go to subscriberCopyAPI (imported
-// from the process's $JS.API), its messages arrive on
+// from the process's $JS.API), its flow-control replies to $JS.FC.<stream>.>
+// (imported as they are), its messages arrive on
 // subscriberCopyDeliver.<stream>.> (exported by the process's account).
 const (
 	subscriberCopyAPI     = "$JS.CS.API"
@@ -243,12 +244,15 @@ func (a Access) wire(ns *server.Server) error {
 		}
 		return nil
 	}
+	// A mirror without a filter creates its consumer with the request
+	// form that names the stream only. Imported by a wildcard: nats-server
+	// starts a push consumer's deliveries only for a subscription on
+	// exactly its deliver subject, so a subscriber's push consumer aimed
+	// here never delivers (as for the flow-control replies below).
+	if err := service(subscriberCopyAPI+".CONSUMER.CREATE.*", "$JS.API.CONSUMER.CREATE.*"); err != nil {
+		return err
+	}
 	for _, st := range a.Streams {
-		// A mirror without a filter creates its consumer with the
-		// request form that names the stream only.
-		if err := service(subscriberCopyAPI+".CONSUMER.CREATE."+st, "$JS.API.CONSUMER.CREATE."+st); err != nil {
-			return err
-		}
 		deliver := subscriberCopyDeliver + "." + st + ".>"
 		if err := proc.AddStreamExport(deliver, only); err != nil {
 			return fmt.Errorf("export %s: %w", deliver, err)
@@ -256,8 +260,15 @@ func (a Access) wire(ns *server.Server) error {
 		if err := sub.AddStreamImport(proc, deliver, ""); err != nil {
 			return fmt.Errorf("import %s: %w", deliver, err)
 		}
+		// Flow-control replies of this stream's consumers only: those of
+		// the process's other push consumers (a bucket's watchers) stay
+		// out of reach.
+		fc := "$JS.FC." + st + ".>"
+		if err := service(fc, fc); err != nil {
+			return err
+		}
 	}
-	return service(flowControlReplies, flowControlReplies)
+	return nil
 }
 
 // enableJetStream turns JetStream on for both accounts once the server

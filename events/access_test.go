@@ -781,8 +781,8 @@ func TestSubscriberPushConsumersAtTheImportsDeliverNothing(t *testing.T) {
 // A push consumer of a subscriber is of use to it only where it may
 // subscribe, its inboxes; anywhere else (the imports, the JetStream API of
 // its own account, whose every delivery the server queues for all
-// accounts) it is removed within a bound, each logged once, naming the
-// subscriber, and counted. A push consumer to the subscriber's inbox and a
+// accounts), made so or updated so, it is removed within a bound, each
+// logged once, naming the subscriber, and counted. A push consumer to the subscriber's inbox and a
 // pull consumer stay.
 func TestSubscriberPushConsumersOutsideTheirInboxesAreRemoved(t *testing.T) {
 	logs := &lockedBuffer{}
@@ -812,6 +812,16 @@ func TestSubscriberPushConsumersOutsideTheirInboxesAreRemoved(t *testing.T) {
 	targets := append([]string{"$JS.API.STREAM.INFO.CLAIMSTREAM", "$JS.API.DIRECT.GET.CLAIMSTREAM", "elsewhere"}, importTargets...)
 	made := flood(ctx, t, js, targets, 6)
 	aimed := len(made["CLAIMSTREAM"]) + len(made[deadLetters])
+	// One made to an inbox, then turned elsewhere.
+	turned := jetstream.ConsumerConfig{Durable: "turned", DeliverSubject: nats.NewInbox(), AckPolicy: jetstream.AckNonePolicy}
+	if _, err := js.CreatePushConsumer(ctx, deadLetters, turned); err != nil {
+		t.Fatal(err)
+	}
+	turned.DeliverSubject = "$JS.API.DIRECT.GET." + deadLetters
+	if _, err := js.UpdatePushConsumer(ctx, deadLetters, turned); err != nil {
+		t.Fatal(err)
+	}
+	aimed++
 	eventstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		push, err := pushConsumers(ctx, js)
 		if err != nil {

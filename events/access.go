@@ -29,7 +29,10 @@ import (
 // there, counts against that account's limit, and delivers in that
 // account, where no consumer of the process listens. The only way from
 // their account into the process's is what the mirrors need: the create
-// request of a mirror's consumer and its flow-control replies.
+// request of a mirror's consumer and its flow-control replies, imported by
+// wildcards, which no push consumer delivers to (see wire). A subscriber's
+// push consumer delivering anywhere but its inboxes is removed
+// (subscriber_guard.go).
 //
 // Nobody connects without a credential: with no Subscribers, the client
 // port, if open, lets no one in.

@@ -29,7 +29,10 @@ import (
 // there, counts against that account's limit, and delivers in that
 // account, where no consumer of the process listens. The only way from
 // their account into the process's is what the mirrors need: the create
-// request of a mirror's consumer and its flow-control replies.
+// request of a mirror's consumer and its flow-control replies, imported by
+// wildcards, which no push consumer delivers to (see wire). A subscriber's
+// push consumer delivering anywhere but its inboxes is removed
+// (subscriber_guard.go).
 //
 // Nobody connects without a credential: with no Subscribers, the client
 // port, if open, lets no one in.
@@ -61,7 +64,8 @@ const DefaultSubscriberConsumers = 100
 
 // Subjects by which a mirror in SubscribersAccount reaches the stream it
 // copies: its consumer create requests go to subscriberCopyAPI (imported
-// from the process's $JS.API), its messages arrive on
+// from the process's $JS.API), its flow-control replies to $JS.FC.<stream>.>
+// (imported as they are), its messages arrive on
 // subscriberCopyDeliver.<stream>.> (exported by the process's account).
 const (
 	subscriberCopyAPI     = "$JS.CS.API"
@@ -243,12 +247,15 @@ func (a Access) wire(ns *server.Server) error {
 		}
 		return nil
 	}
+	// A mirror without a filter creates its consumer with the request
+	// form that names the stream only. Imported by a wildcard: nats-server
+	// starts a push consumer's deliveries only for a subscription on
+	// exactly its deliver subject, so a subscriber's push consumer aimed
+	// here never delivers (as for the flow-control replies below).
+	if err := service(subscriberCopyAPI+".CONSUMER.CREATE.*", "$JS.API.CONSUMER.CREATE.*"); err != nil {
+		return err
+	}
 	for _, st := range a.Streams {
-		// A mirror without a filter creates its consumer with the
-		// request form that names the stream only.
-		if err := service(subscriberCopyAPI+".CONSUMER.CREATE."+st, "$JS.API.CONSUMER.CREATE."+st); err != nil {
-			return err
-		}
 		deliver := subscriberCopyDeliver + "." + st + ".>"
 		if err := proc.AddStreamExport(deliver, only); err != nil {
 			return fmt.Errorf("export %s: %w", deliver, err)
@@ -256,8 +263,15 @@ func (a Access) wire(ns *server.Server) error {
 		if err := sub.AddStreamImport(proc, deliver, ""); err != nil {
 			return fmt.Errorf("import %s: %w", deliver, err)
 		}
+		// Flow-control replies of this stream's consumers only: those of
+		// the process's other push consumers (a bucket's watchers) stay
+		// out of reach.
+		fc := "$JS.FC." + st + ".>"
+		if err := service(fc, fc); err != nil {
+			return err
+		}
 	}
-	return service(flowControlReplies, flowControlReplies)
+	return nil
 }
 
 // enableJetStream turns JetStream on for both accounts once the server

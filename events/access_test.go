@@ -1,9 +1,12 @@
 package events_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
@@ -33,6 +37,13 @@ func listening(t *testing.T) (*events.Embedded, *events.Store) {
 }
 
 func listeningWith(t *testing.T, dir string, subscriberConsumers int) (*events.Embedded, *events.Store) {
+	t.Helper()
+	emb, st, copies := listeningLogged(t, dir, subscriberConsumers, nil)
+	keep(t, copies)
+	return emb, st
+}
+
+func listeningLogged(t *testing.T, dir string, subscriberConsumers int, log *slog.Logger) (*events.Embedded, *events.Store, *events.SubscriberCopies) {
 	t.Helper()
 	emb, err := events.StartEmbedded(events.EmbeddedConfig{
 		Dir: dir, NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1,
@@ -61,14 +72,27 @@ func listeningWith(t *testing.T, dir string, subscriberConsumers int) (*events.E
 	if _, err := js.CreateOrUpdateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: sinkConsumer, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy}); err != nil {
 		t.Fatal(err)
 	}
-	copies, err := emb.SubscriberCopies(nil)
+	copies, err := emb.SubscriberCopies(log)
 	if err != nil || copies == nil {
 		t.Fatalf("subscribers' copies: %v", err)
 	}
 	if _, err := copies.Ensure(ctx); err != nil {
 		t.Fatalf("subscribers' copies: %v", err)
 	}
-	return emb, st
+	return emb, st, copies
+}
+
+// keep runs copies as serve does, on a clock that never ticks: the first
+// check, then the server's reports alone.
+func keep(t *testing.T, copies *events.SubscriberCopies) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		copies.Run(ctx, clocktesting.NewFakeClock(time.Now()))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 // copied waits until the subscribers' copy of stream holds n messages.
@@ -450,7 +474,8 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 // control) reaches none of them: the sink's durable delivers what the
 // process pulls, in order, from where it was.
 func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
-	emb, st := listening(t)
+	// Without the process removing them, to let them deliver.
+	emb, st, _ := listeningLogged(t, t.TempDir(), 0, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := range 20 {
@@ -487,7 +512,6 @@ func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
 	_, js, _ := connectReader(t, emb)
 	copied(t, js, "CLAIMSTREAM", 20)
 	copied(t, js, deadLetters, 0)
-	var aimed []string
 	for _, target := range []string{
 		"$JS.API.CONSUMER.MSG.NEXT.CLAIMSTREAM." + sinkConsumer,
 		"$JS.API.CONSUMER.RESET.CLAIMSTREAM." + sinkConsumer,
@@ -496,13 +520,11 @@ func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
 		"$JS.API.STREAM.DELETE.CLAIMSTREAM",
 		"$JS.API.STREAM.PURGE.CLAIMSTREAM",
 	} {
-		c, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+		if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
 			DeliverSubject: target, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
-		})
-		if err != nil {
-			continue // refused outright is as good
+		}); err != nil {
+			t.Fatalf("push consumer -> %s: %v", target, err)
 		}
-		aimed = append(aimed, c.CachedInfo().Name)
 	}
 	// Let them deliver: a pull of the subscriber's own, served after them.
 	pull, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
@@ -538,21 +560,306 @@ func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
 			t.Errorf("a consumer %s appeared on the process's stream", n)
 		}
 	}
-	for _, n := range aimed {
-		c, err := js.PushConsumer(ctx, "CLAIMSTREAM", n)
+}
+
+// lockedBuffer is a log sink safe for the server's and the test's
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// strays counts what subscribers' push consumers deliver into the process's
+// account through the subjects the copies reach it by: a message on a
+// consumer create subject that is not a create request (the copies' and
+// the process's own are), and one with a body on a flow-control subject
+// (a flow-control reply has none).
+type strays struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func watchStrays(t *testing.T, nc *nats.Conn) *strays {
+	t.Helper()
+	s := &strays{n: map[string]int{}}
+	for _, subject := range []string{"$JS.API.CONSUMER.CREATE.>", "$JS.FC.>"} {
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+			var req struct {
+				Stream string `json:"stream_name"`
+			}
+			isRequest := json.Unmarshal(m.Data, &req) == nil && req.Stream != ""
+			// A delivery keeps the subject of the event it carries.
+			if strings.HasPrefix(m.Subject, "$JS.FC.") && len(m.Data) > 0 ||
+				!strings.HasPrefix(m.Subject, "$JS.") ||
+				strings.HasPrefix(m.Subject, "$JS.API.") && !isRequest {
+				s.mu.Lock()
+				s.n[m.Sub.Subject]++
+				s.mu.Unlock()
+			}
+		})
 		if err != nil {
-			t.Fatalf("the subscriber's push consumer %s: %v", n, err)
+			t.Fatal(err)
 		}
-		t.Logf("push consumer -> %s delivered %d", c.CachedInfo().Config.DeliverSubject, c.CachedInfo().Delivered.Stream)
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *strays) total() (int, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.n {
+		n += v
+	}
+	return n, fmt.Sprint(s.n)
+}
+
+// pushConsumers lists the push consumers on the subscribers' copies.
+func pushConsumers(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var push []string
+	for _, stream := range []string{"CLAIMSTREAM", deadLetters} {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		l := s.ListConsumers(ctx)
+		for ci := range l.Info() {
+			if ci.Config.DeliverSubject != "" {
+				push = append(push, stream+" > "+ci.Name+" -> "+ci.Config.DeliverSubject)
+			}
+		}
+		if err := l.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return push, nil
+}
+
+// importTargets are the subjects by which the copies reach the process's
+// account, of both streams, as a subscriber's push consumer may name them.
+var importTargets = []string{
+	"$JS.CS.API.CONSUMER.CREATE.CLAIMSTREAM",
+	"$JS.CS.API.CONSUMER.CREATE." + deadLetters,
+	"$JS.FC.CLAIMSTREAM.JS_MIRROR_x.abcd",
+	"$JS.FC." + deadLetters + ".JS_MIRROR_y.efgh",
+}
+
+// flood makes rounds push consumers on each copy for each target, the
+// first round durable, and returns their names by stream.
+func flood(ctx context.Context, t *testing.T, js jetstream.JetStream, targets []string, rounds int) map[string][]string {
+	t.Helper()
+	made := map[string][]string{}
+	for round := range rounds {
+		for _, stream := range []string{"CLAIMSTREAM", deadLetters} {
+			for _, target := range targets {
+				cfg := jetstream.ConsumerConfig{DeliverSubject: target, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy}
+				if round == 0 {
+					cfg.Durable = fmt.Sprintf("aimed-%d", len(made[stream]))
+				}
+				c, err := js.CreatePushConsumer(ctx, stream, cfg)
+				if err != nil {
+					t.Fatalf("push consumer on %s -> %s: %v", stream, target, err)
+				}
+				made[stream] = append(made[stream], c.CachedInfo().Name)
+			}
+		}
+	}
+	return made
+}
+
+// processReading reads the log through the store (a consumer made and
+// deleted each time) until the returned stop is called, which reports the
+// first failure.
+func processReading(ctx context.Context, st *events.Store) (stop func() error) {
+	failed := make(chan error, 1)
+	quit := make(chan struct{})
+	go func() {
+		defer close(failed)
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			n := 0
+			err := st.Read(rctx, 1, 0, func(events.Event) error { n++; return nil })
+			cancel()
+			if err == nil && n == 0 {
+				err = errors.New("no events")
+			}
+			if err != nil {
+				failed <- fmt.Errorf("the process's read %d during the flood: %w", i, err)
+				return
+			}
+		}
+	}()
+	return func() error { close(quit); return <-failed }
+}
+
+// logAndDeadLetters appends n events and publishes d dead letters.
+func logAndDeadLetters(ctx context.Context, t *testing.T, st *events.Store, prefix string, n, d int) {
+	t.Helper()
+	for i := range n {
+		slot := fmt.Sprint(prefix, i)
+		if _, err := st.Append(ctx, events.SlotAggregate(slot), 0, created(slot, "c"+slot)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range d {
+		if _, err := st.JetStream().Publish(ctx, "csdl.alerts", []byte(`{"sink":"alerts"}`)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
-// A subscriber holding every consumer it may have leaves the process's
-// readers alone: the views read, a new reader starts, and a restart opens
-// the log and reads it.
-func TestSubscriberConsumerFloodLeavesTheProcessReading(t *testing.T) {
-	dir := t.TempDir()
-	emb, st := listeningWith(t, dir, 5)
+// A subscriber's push consumer may name as its deliver subject one of the
+// subjects by which the copies reach the process's account (nats-server
+// checks a deliver subject against no permission). nats-server starts a
+// push consumer's deliveries only for a subscription on exactly that
+// subject, and the process's account imports none of them as such: a
+// flood of push consumers aimed there, on both copies, delivers nothing
+// into the process's account, while the copies keep up and the process
+// reads and makes consumers. Without the process removing them.
+func TestSubscriberPushConsumersAtTheImportsDeliverNothing(t *testing.T) {
+	emb, st, _ := listeningLogged(t, t.TempDir(), 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	logAndDeadLetters(ctx, t, st, "s", 200, 50)
+	seen := watchStrays(t, emb.Conn)
+	nc, js, _ := connectReader(t, emb)
+	copied(t, js, "CLAIMSTREAM", 200)
+	copied(t, js, deadLetters, 50)
+
+	stop := processReading(ctx, st)
+	made := flood(ctx, t, js, importTargets, 12)
+	logAndDeadLetters(ctx, t, st, "t", 20, 1)
+	copied(t, js, "CLAIMSTREAM", 220)
+	copied(t, js, deadLetters, 51)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Answered after the push consumers had their chance to deliver.
+	if _, err := nc.Request("$JS.API.INFO", nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, where := seen.total(); got != 0 {
+		t.Fatalf("%d deliveries of the subscriber's push consumers reached the process's account: %s", got, where)
+	}
+	for stream, names := range made {
+		for _, name := range names {
+			c, err := js.PushConsumer(ctx, stream, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ci := c.CachedInfo(); ci.Delivered.Stream != 0 {
+				t.Fatalf("%s > %s -> %s delivered %d", stream, name, ci.Config.DeliverSubject, ci.Delivered.Stream)
+			}
+		}
+	}
+	if got := len(readAll(t, st)); got != 220 {
+		t.Fatalf("the process read %d events, want 220", got)
+	}
+}
+
+// A push consumer of a subscriber is of use to it only where it may
+// subscribe, its inboxes; anywhere else (the imports, the JetStream API of
+// its own account, whose every delivery the server queues for all
+// accounts), made so or updated so, it is removed within a bound, each
+// logged once, naming the subscriber, and counted. A push consumer to the subscriber's inbox and a
+// pull consumer stay.
+func TestSubscriberPushConsumersOutsideTheirInboxesAreRemoved(t *testing.T) {
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	emb, st, copies := listeningLogged(t, t.TempDir(), 0, log)
+	keep(t, copies)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	logAndDeadLetters(ctx, t, st, "s", 200, 50)
+	nc, js, _ := connectReader(t, emb)
+	copied(t, js, "CLAIMSTREAM", 200)
+	copied(t, js, deadLetters, 50)
+
+	inbox := nats.NewInbox()
+	inboxSub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: "mine", DeliverSubject: inbox, AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	pull, err := js.CreateConsumer(ctx, deadLetters, jetstream.ConsumerConfig{Durable: "pager", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := processReading(ctx, st)
+	targets := append([]string{"$JS.API.STREAM.INFO.CLAIMSTREAM", "$JS.API.DIRECT.GET.CLAIMSTREAM", "elsewhere"}, importTargets...)
+	made := flood(ctx, t, js, targets, 6)
+	aimed := len(made["CLAIMSTREAM"]) + len(made[deadLetters])
+	// One made to an inbox, then turned elsewhere.
+	turned := jetstream.ConsumerConfig{Durable: "turned", DeliverSubject: nats.NewInbox(), AckPolicy: jetstream.AckNonePolicy}
+	if _, err := js.CreatePushConsumer(ctx, deadLetters, turned); err != nil {
+		t.Fatal(err)
+	}
+	turned.DeliverSubject = "$JS.API.DIRECT.GET." + deadLetters
+	if _, err := js.UpdatePushConsumer(ctx, deadLetters, turned); err != nil {
+		t.Fatal(err)
+	}
+	aimed++
+	eventstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		push, err := pushConsumers(ctx, js)
+		if err != nil {
+			return err
+		}
+		if len(push) != 1 || !strings.HasSuffix(push[0], "> mine -> "+inbox) {
+			return fmt.Errorf("push consumers on the copies: %v", push)
+		}
+		if got := copies.ConsumersRemoved(); got != uint64(aimed) {
+			return fmt.Errorf("%d removals counted, want %d", got, aimed)
+		}
+		return nil
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	logAndDeadLetters(ctx, t, st, "t", 1, 1)
+	if _, err := pull.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatalf("the subscriber's pull: %v", err)
+	}
+	if _, err := inboxSub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("the subscriber's push consumer to its inbox: %v", err)
+	}
+	if got := copies.ConsumersRemoved(); got != uint64(aimed) {
+		t.Fatalf("%d removals counted, want %d: more than once for one", got, aimed)
+	}
+	if got := strings.Count(logs.String(), "removed a NATS subscriber's push consumer"); got != aimed {
+		t.Fatalf("%d removals logged, want %d:\n%s", got, aimed, logs.String())
+	}
+	if !strings.Contains(logs.String(), "user="+readerUser) {
+		t.Fatalf("the removal does not name the subscriber:\n%s", logs.String())
+	}
+}
+
+// A stray push consumer made while nobody watched (a durable from before a
+// restart) is removed by the first check; the subscriber's own stays.
+func TestSubscriberPushConsumerFromBeforeTheStartIsRemoved(t *testing.T) {
+	emb, st, copies := listeningLogged(t, t.TempDir(), 0, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
@@ -560,102 +867,66 @@ func TestSubscriberConsumerFloodLeavesTheProcessReading(t *testing.T) {
 	}
 	_, js, _ := connectReader(t, emb)
 	copied(t, js, "CLAIMSTREAM", 1)
-	made := 0
-	var refusal error
-	for i := range 20 {
-		_, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: fmt.Sprint("flood-", i), AckPolicy: jetstream.AckExplicitPolicy})
-		if err != nil {
-			refusal = err
-			break
+	inbox := nats.NewInbox()
+	for name, deliver := range map[string]string{"left-over": "$JS.CS.API.CONSUMER.CREATE.CLAIMSTREAM", "mine": inbox} {
+		if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+			Durable: name, DeliverSubject: deliver, AckPolicy: jetstream.AckNonePolicy,
+		}); err != nil {
+			t.Fatal(err)
 		}
-		made++
 	}
-	if made != 5 || refusal == nil || !strings.Contains(refusal.Error(), "maximum consumers") {
-		t.Fatalf("the subscriber made %d durables (limit 5), then: %v", made, refusal)
-	}
-	if got := len(readAll(t, st)); got != 1 {
-		t.Fatalf("the process read %d events during the flood, want 1", got)
-	}
-	u, err := st.ConsumerUsage(ctx)
-	if err != nil || u.Consumers != 1 {
-		t.Fatalf("the log's stream has %d consumers (%v), want 1 (the sink's): the subscriber's count elsewhere", u.Consumers, err)
-	}
-	emb.Shutdown()
-
-	emb, st = listeningWith(t, dir, 5)
-	if got := len(readAll(t, st)); got != 1 {
-		t.Fatalf("after a restart the process read %d events, want 1", got)
-	}
-	copies, err := emb.SubscriberCopies(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	su, err := copies.Usage(ctx)
-	if err != nil || su.Consumers != 5 || su.ConsumerLimit != 5 {
-		t.Fatalf("the subscribers hold %+v (%v), want 5 of 5", su, err)
-	}
+	keep(t, copies)
+	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		push, err := pushConsumers(ctx, js)
+		if err != nil || fmt.Sprint(push) != "[CLAIMSTREAM > mine -> "+inbox+"]" {
+			return fmt.Errorf("push consumers on the copies: %v (%v)", push, err)
+		}
+		if got := copies.ConsumersRemoved(); got != 1 {
+			return fmt.Errorf("%d removals counted, want 1", got)
+		}
+		return nil
+	})
 }
 
-// A JetStream API reply goes to whatever reply subject the requester
-// names, and the server sends it. A subscriber's replies stay in the
-// subscribers' account, so a reply subject on an event subject writes
-// nothing into the log.
-func TestSubscriberCannotWriteThroughAReplySubject(t *testing.T) {
-	emb, st := listening(t)
-	ctx := context.Background()
+// A copy of more than its consumer's flow-control window keeps up: the
+// mirror's flow-control replies reach its consumer through the narrowed
+// import, while a push consumer aimed at another stream's flow-control
+// subject delivers nothing into the process's account.
+func TestSubscriberCopiesFlowControl(t *testing.T) {
+	emb, st, _ := listeningLogged(t, t.TempDir(), 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
 		t.Fatal(err)
 	}
-	nc, _, _ := connectReader(t, emb)
-	for _, r := range []struct{ api, reply, body string }{
-		{"$JS.API.INFO", "cs.slot.a.SlotDecommissioned", ""},
-		{"$JS.API.STREAM.INFO.CLAIMSTREAM", "cs.slot.a.ClaimReady", ""},
-		{"$JS.API.DIRECT.GET.CLAIMSTREAM", "cs.slot.a.ClaimCreated", `{"seq":1}`},
-		{"$JS.API.STREAM.MSG.GET.CLAIMSTREAM", "csdl.alerts", `{"seq":1}`},
-	} {
-		if err := nc.PublishRequest(r.api, r.reply, []byte(r.body)); err != nil {
+	seen := watchStrays(t, emb.Conn)
+	nc, js, _ := connectReader(t, emb)
+	copied(t, js, "CLAIMSTREAM", 1)
+	if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+		DeliverSubject: "$JS.FC.KV_snapshots.watcher.abcd", DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Eight windows of the mirror's consumer (2 MiB at first).
+	body := []byte(`{"sink":"alerts","pad":"` + strings.Repeat("x", 16<<10) + `"}`)
+	const n = 1000
+	pjs := st.JetStream()
+	for range n {
+		if _, err := pjs.PublishAsync("csdl.alerts", body); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A request after them, answered: the server has handled those.
+	select {
+	case <-pjs.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("publishing the dead letters took too long")
+	}
+	copied(t, js, deadLetters, n)
+	// A request answered after the push consumer's delivery.
 	if _, err := nc.Request("$JS.API.INFO", nil, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if last, err := st.LastSeq(ctx); err != nil || last != 1 {
-		t.Fatalf("the log is at %d (%v), want 1: a reply landed in it", last, err)
-	}
-	dl, err := st.JetStream().Stream(ctx, deadLetters)
-	if err != nil || dl.CachedInfo().State.Msgs != 0 {
-		t.Fatalf("a reply landed in the dead letters: %v", err)
-	}
-}
-
-// The subscribers' account leaves the process's streams where they were:
-// a store written without subscribers opens with them and back.
-func TestAccessKeepsTheLogAcrossRestarts(t *testing.T) {
-	dir := t.TempDir()
-	ctx := context.Background()
-	reader := events.Access{Subscribers: []events.Subscriber{{User: readerUser, Password: readerPassword}}, Streams: []string{"CLAIMSTREAM"}}
-	for i, access := range []events.Access{{}, reader, {}, reader} {
-		emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true, Listen: true, Host: "127.0.0.1", Port: -1, Access: access})
-		if err != nil {
-			t.Fatal(err)
-		}
-		js, err := jetstream.New(emb.Conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := events.OpenStore(ctx, js, events.StoreConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := st.LastSeq(ctx)
-		if err != nil || last != uint64(i) {
-			t.Fatalf("start %d: the log is at %d (%v), want %d", i, last, err, i)
-		}
-		if _, err := st.Append(ctx, events.SlotAggregate(fmt.Sprint("s", i)), 0, created(fmt.Sprint("s", i), "c")); err != nil {
-			t.Fatal(err)
-		}
-		emb.Shutdown()
+	if got, where := seen.total(); got != 0 {
+		t.Fatalf("delivered into the process's account: %d %s", got, where)
 	}
 }

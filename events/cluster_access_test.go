@@ -311,3 +311,97 @@ func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T)
 		}
 	}
 }
+
+// On three replicas, with the copies and their consumers replicated: push
+// consumers of a subscriber on a follower aimed at the imports of both
+// copies deliver nothing into the process's account on any replica, and
+// once the replicas watch, every push consumer outside the subscriber's
+// inboxes is removed within a bound, by one replica each.
+func TestSubscriberPushConsumersOnThreeReplicas(t *testing.T) {
+	c := eventstest.StartClusterWith(t, 3, eventstest.ClusterOptions{
+		Listen: true,
+		Access: events.Access{
+			Subscribers: []events.Subscriber{{User: readerUser, Password: readerPassword}},
+			Streams:     []string{"CLAIMSTREAM", deadLetters},
+		},
+	})
+	st := c.Store(0, events.StoreConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if _, err := c.JetStream(0).CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: deadLetters, Subjects: []string{"csdl.>"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	logAndDeadLetters(ctx, t, st, "s", 100, 20)
+	copies := make([]*events.SubscriberCopies, len(c.Servers))
+	var seen []*strays
+	for i, s := range c.Servers {
+		var err error
+		if copies[i], err = s.SubscriberCopies(nil); err != nil || copies[i] == nil {
+			t.Fatalf("subscribers' copies: %v", err)
+		}
+		seen = append(seen, watchStrays(t, s.Conn))
+	}
+	if _, err := copies[0].Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.Servers[c.Follower("CLAIMSTREAM")]
+	nc, js, _ := connectReader(t, follower.Embedded)
+	copied(t, js, "CLAIMSTREAM", 100)
+	copied(t, js, deadLetters, 20)
+
+	stop := processReading(ctx, st)
+	made := flood(ctx, t, js, importTargets, 3)
+	logAndDeadLetters(ctx, t, st, "t", 10, 1)
+	copied(t, js, "CLAIMSTREAM", 110)
+	copied(t, js, deadLetters, 21)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Request("$JS.API.INFO", nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range seen {
+		if got, where := s.total(); got != 0 {
+			t.Fatalf("%d deliveries of the subscriber's push consumers reached the process's account on replica %d: %s", got, i, where)
+		}
+	}
+	aimed := len(made["CLAIMSTREAM"]) + len(made[deadLetters])
+
+	for _, cp := range copies {
+		keep(t, cp)
+	}
+	eventstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		push, err := pushConsumers(ctx, js)
+		if err != nil || len(push) != 0 {
+			return fmt.Errorf("push consumers on the copies: %v (%v)", push, err)
+		}
+		removed := uint64(0)
+		for _, cp := range copies {
+			removed += cp.ConsumersRemoved()
+		}
+		if removed != uint64(aimed) {
+			return fmt.Errorf("%d removals counted on the replicas, want %d", removed, aimed)
+		}
+		return nil
+	})
+	// Made while they watch: one replica removes it.
+	if _, err := js.CreatePushConsumer(ctx, deadLetters, jetstream.ConsumerConfig{
+		DeliverSubject: "$JS.CS.API.CONSUMER.CREATE.CLAIMSTREAM", AckPolicy: jetstream.AckNonePolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		push, err := pushConsumers(ctx, js)
+		if err != nil || len(push) != 0 {
+			return fmt.Errorf("push consumers on the copies: %v (%v)", push, err)
+		}
+		removed := uint64(0)
+		for _, cp := range copies {
+			removed += cp.ConsumersRemoved()
+		}
+		if removed != uint64(aimed)+1 {
+			return fmt.Errorf("%d removals counted on the replicas, want %d", removed, aimed+1)
+		}
+		return nil
+	})
+}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/utils/clock"
 )
@@ -24,6 +26,9 @@ type SubscriberCopies struct {
 	streams    []string
 	consumers  int
 	log        *slog.Logger
+	// removed counts the stray push consumers this process deleted
+	// (subscriber_guard.go).
+	removed atomic.Uint64
 }
 
 // SubscriberCopies returns the keeper of the subscribers' copies, or nil
@@ -99,13 +104,31 @@ func (c *SubscriberCopies) Ensure(ctx context.Context) ([]string, error) {
 }
 
 // Run ensures the copies now and every subscriberCopyCheck until ctx ends.
+// Meanwhile it removes the subscribers' push consumers that deliver outside
+// their inboxes (subscriber_guard.go): each as the server reports it, and
+// all of them at every check.
 func (c *SubscriberCopies) Run(ctx context.Context, clk clock.WithTicker) {
 	t := clk.NewTicker(subscriberCopyCheck)
 	defer t.Stop()
+	var watch *nats.Subscription
+	defer func() {
+		if watch != nil {
+			_ = watch.Unsubscribe()
+		}
+	}()
 	first := true
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if watch == nil {
+			var err error
+			if watch, err = c.watchConsumers(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("not watching the NATS subscribers' consumers yet; trying again", "every", subscriberCopyCheck, "err", err)
+			}
+		}
 		created, err := c.Ensure(cctx)
+		if serr := c.sweepConsumers(cctx); serr != nil && ctx.Err() == nil {
+			c.log.Warn("could not check the NATS subscribers' consumers; trying again", "every", subscriberCopyCheck, "err", serr)
+		}
 		cancel()
 		for _, name := range created {
 			if first {

@@ -58,8 +58,8 @@ func consumerUsage(store *events.Store) telemetry.ConsumerUsageFunc {
 	}
 }
 
-// natsAccessMetrics reads the client port's refused logins and the
-// subscribers' consumers for the metrics.
+// natsAccessMetrics reads the client port's refused logins, the
+// subscribers' consumers and those removed, for the metrics.
 func natsAccessMetrics(emb *events.Embedded, copies *events.SubscriberCopies) telemetry.NATSAccess {
 	a := telemetry.NATSAccess{AuthFailures: emb.AuthFailures.Total}
 	if copies != nil {
@@ -69,6 +69,7 @@ func natsAccessMetrics(emb *events.Embedded, copies *events.SubscriberCopies) te
 			u, err := copies.Usage(ctx)
 			return u.Consumers, u.ConsumerLimit, err == nil
 		}
+		a.SubscriberConsumersRemoved = copies.ConsumersRemoved
 	}
 	return a
 }

@@ -325,4 +325,29 @@ func TestServeProtectsTheSinksConsumerFromSubscribers(t *testing.T) {
 		}
 		return nil
 	})
+	// A push consumer of the subscriber's delivering outside its inboxes
+	// is removed, and counted on the scrape.
+	if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+		Durable: "aimed", DeliverSubject: "$JS.API.STREAM.INFO.CLAIMSTREAM", AckPolicy: jetstream.AckNonePolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if _, err := js.Consumer(ctx, "CLAIMSTREAM", "aimed"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("the push consumer is still there: %v", err)
+		}
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "claimstream_nats_subscriber_consumers_removed_total 1\n") {
+			return errors.New("no removal counted on the scrape endpoint")
+		}
+		return nil
+	})
 }

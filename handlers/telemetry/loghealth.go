@@ -92,6 +92,10 @@ const (
 	// subscribers hold in their own account, and their limit.
 	InstNATSSubscriberConsumers     = "claimstream_nats_subscriber_consumers"
 	InstNATSSubscriberConsumerLimit = "claimstream_nats_subscriber_consumer_limit"
+	// claimstream_nats_subscriber_consumers_removed_total: subscribers'
+	// push consumers this replica removed for delivering outside the
+	// subscribers' inboxes.
+	InstNATSSubscriberConsumersRemoved = "claimstream_nats_subscriber_consumers_removed"
 )
 
 // NATSAccess is what the metrics read of the NATS client port.
@@ -101,10 +105,13 @@ type NATSAccess struct {
 	// SubscriberConsumers reads the subscribers' consumers and limit (ok
 	// false: not known this scrape); nil without subscribers.
 	SubscriberConsumers func(ctx context.Context) (used, limit int, ok bool)
+	// SubscriberConsumersRemoved is the count of subscribers' push
+	// consumers removed; nil without subscribers.
+	SubscriberConsumersRemoved func() uint64
 }
 
-// ObserveNATSAccess exports the client port's refused logins and what the
-// subscribers hold.
+// ObserveNATSAccess exports the client port's refused logins, what the
+// subscribers hold, and their push consumers removed.
 func (m *Metrics) ObserveNATSAccess(a NATSAccess) error {
 	failures, err := m.meter.Int64ObservableCounter(InstNATSAuthFailures, metric.WithDescription("Logins the NATS client port refused."))
 	if err != nil {
@@ -118,6 +125,10 @@ func (m *Metrics) ObserveNATSAccess(a NATSAccess) error {
 	if err != nil {
 		return err
 	}
+	removed, err := m.meter.Int64ObservableCounter(InstNATSSubscriberConsumersRemoved, metric.WithDescription("NATS subscribers' push consumers removed for delivering outside the subscribers' inboxes."))
+	if err != nil {
+		return err
+	}
 	_, err = m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		o.ObserveInt64(failures, int64(a.AuthFailures()))
 		if a.SubscriberConsumers != nil {
@@ -126,7 +137,10 @@ func (m *Metrics) ObserveNATSAccess(a NATSAccess) error {
 				o.ObserveInt64(limit, int64(l))
 			}
 		}
+		if a.SubscriberConsumersRemoved != nil {
+			o.ObserveInt64(removed, int64(a.SubscriberConsumersRemoved()))
+		}
 		return nil
-	}, failures, used, limit)
+	}, failures, used, limit, removed)
 	return err
 }

@@ -148,8 +148,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	begin := time.Now()
 	defer replayGC()()
 	from := st.Seq + 1
-	// The views' own read is never refused for the reads clients hold.
-	err = r.store.Read(events.PriorityRead(ctx), from, last, func(e events.Event) error {
+	// The views' own read is never refused for the reads clients hold,
+	// and waits out a consumer limit held by others (readAtStart).
+	err = r.readAtStart(ctx, func() uint64 { return st.Seq + 1 }, last, func(e events.Event) error {
 		r.fold(st, e)
 		lastTime = e.Time
 		return nil

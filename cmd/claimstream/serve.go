@@ -71,6 +71,12 @@ type serveOptions struct {
 	eventSource string // event_source.go
 
 	timing *startupTimer // set by runServe: one log line per start-up phase
+	// starting answers /readyz on the API's address while the plane is
+	// built (set by runServe; nil without an API).
+	starting *startupHealth
+	// storeOpened, when set (tests), is called once the log's store is
+	// open, before the views read it.
+	storeOpened func(*events.Store)
 }
 
 func newServe() *cobra.Command {
@@ -212,12 +218,59 @@ func runServe(ctx context.Context, o serveOptions) error {
 	})
 	tel.Metrics.KnownSinks(sinkNames(sinkCfg))
 	o.timing.done("telemetry")
-	p, err := startPlane(ctx, o, log, clk, tel)
+
+	// Stopped in this order (see stopServe): the intake first, so nothing
+	// new comes in; then the reactors and sinks, given shutdownGrace to
+	// finish what they have in flight; then the views they read; NATS
+	// and telemetry last.
+	run := newLifecycle(log)
+	intake := run.stage(ctx, "intake (provider, REST API, metrics)")
+	views := run.stage(context.WithoutCancel(ctx), "views")
+	work := run.stage(context.WithoutCancel(ctx), "reactors and sinks")
+	var p *plane
+	defer func() {
+		stopServe(run, intake, work, views)
+		if p != nil {
+			closeWithin(clock.RealClock{}, log, "embedded NATS server and the log", closeGrace, p.emb.Shutdown)
+		}
+	}()
+
+	// The metrics and the API's health answers are up while the plane
+	// starts: a start that waits says why.
+	if o.metricsAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", tel.Handler())
+		if o.pprof {
+			mountPprof(mux)
+		}
+		intake.Go("metrics", func(ctx context.Context) error {
+			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.ServerLimits)
+		})
+		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
+	}
+	pre := &plane{log: log, tel: tel}
+	apiTLS, err := pre.apiTLS(o)
 	if err != nil {
 		return err
 	}
+	if o.apiAddress != "" {
+		o.starting = newStartupHealth()
+		intake.Go("start-up health", func(ctx context.Context) error {
+			return o.starting.run(ctx, func(ctx context.Context, h http.Handler) error {
+				return pre.serveAPI(ctx, o.apiAddress, h, apiTLS, o.httpLimits.ServerLimits)
+			})
+		})
+	}
+
+	p, err = startPlane(ctx, o, log, clk, tel)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while starting", "err", err)
+			return nil
+		}
+		return err
+	}
 	p.sinks = sinkCfg
-	defer closeWithin(clock.RealClock{}, log, "embedded NATS server and the log", closeGrace, p.emb.Shutdown)
 	cfg, err := poolFile.wait(ctx)
 	if err != nil {
 		return err
@@ -233,40 +286,16 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	apiTLS, err := p.apiTLS(o)
-	if err != nil {
-		return err
-	}
-
-	// Stopped in this order (see stopServe): the intake first, so nothing
-	// new comes in; then the reactors and sinks, given shutdownGrace to
-	// finish what they have in flight; then the views they read; the
-	// deferred Shutdowns close NATS and telemetry last.
-	run := newLifecycle(log)
-	intake := run.stage(ctx, "intake (provider, REST API, metrics)")
-	views := run.stage(context.WithoutCancel(ctx), "views")
-	work := run.stage(context.WithoutCancel(ctx), "reactors and sinks")
-	defer stopServe(run, intake, work, views)
 
 	// One read of the log's history for the cost report and the cost
 	// counters alike (REST API on or off).
 	intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 	if api != nil {
+		o.starting.handOver()
 		intake.Go("REST API", func(ctx context.Context) error {
 			return p.serveAPI(ctx, o.apiAddress, api, apiTLS, o.httpLimits.ServerLimits)
 		})
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
-	}
-	if o.metricsAddress != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", tel.Handler())
-		if o.pprof {
-			mountPprof(mux)
-		}
-		intake.Go("metrics", func(ctx context.Context) error {
-			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.ServerLimits)
-		})
-		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}
 	views.Go("views", p.views.Run)
 	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
@@ -371,6 +400,9 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	o.timing.done("event log stream opened", "stream", o.stream)
+	if o.storeOpened != nil {
+		o.storeOpened(p.store)
+	}
 	if p.copies, err = emb.SubscriberCopies(log); err != nil {
 		return nil, err
 	}
@@ -407,6 +439,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	}
 	ropts.Writer = p.leads // snapshots and checkpoints: the leader's
 	p.views = projections.NewRunner(p.store, ropts)
+	o.starting.watch(p.views)
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err
 	}

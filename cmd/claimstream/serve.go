@@ -70,6 +70,9 @@ type serveOptions struct {
 
 	eventSource string // event_source.go
 
+	// shutdownTimeout bounds the whole stop (shutdown.go).
+	shutdownTimeout time.Duration
+
 	timing *startupTimer // set by runServe: one log line per start-up phase
 	// starting answers /readyz on the API's address while the plane is
 	// built (set by runServe; nil without an API).
@@ -138,6 +141,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "run the leader-only work only while holding the leader lease (a Lease in a cluster, a JetStream key-value lease otherwise); false: one replica that always leads")
 	f.StringVar(&o.cluster.leaseName, "lease-name", "claimstream", "name of the leader Lease")
 	f.DurationVar(&o.cluster.statusInterval, "status-interval", kube.DefaultStatusInterval, "least time between two writes of the claimstream-status ConfigMap")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the longest a stop (SIGTERM) takes, every step together: keep it under the pod's terminationGracePeriodSeconds")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	_ = cmd.MarkFlagRequired("config")
@@ -211,19 +215,25 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
-	defer closeWithin(clock.RealClock{}, log, "telemetry", closeGrace, func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	})
+	budget := newShutdownBudget(o.shutdownTimeout)
+	defer func() {
+		grace := budget.grace(clock.RealClock{}, stepTelemetry)
+		closeWithin(clock.RealClock{}, log, "telemetry", grace, func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+			defer cancel()
+			_ = tel.Shutdown(sctx)
+		})
+	}()
 	tel.Metrics.KnownSinks(sinkNames(sinkCfg))
 	o.timing.done("telemetry")
 
-	// Stopped in this order (see stopServe): the intake first, so nothing
-	// new comes in; then the reactors and sinks, given shutdownGrace to
-	// finish what they have in flight; then the views they read; NATS
+	// Stopped in this order (see stopServe), within one budget
+	// (--shutdown-timeout): the leader's hand-over first; the intake, so
+	// nothing new comes in; the reactors and sinks, given the largest
+	// share to finish what they have in flight; the views they read; NATS
 	// and telemetry last.
 	run := newLifecycle(log)
+	run.budget = budget
 	intake := run.stage(ctx, "intake (provider, REST API, metrics)")
 	views := run.stage(context.WithoutCancel(ctx), "views")
 	work := run.stage(context.WithoutCancel(ctx), "reactors and sinks")
@@ -231,7 +241,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer func() {
 		stopServe(run, intake, work, views)
 		if p != nil {
-			closeWithin(clock.RealClock{}, log, "embedded NATS server and the log", closeGrace, p.emb.Shutdown)
+			closeWithin(clock.RealClock{}, log, "embedded NATS server and the log", budget.grace(clock.RealClock{}, stepNATS), p.emb.Shutdown)
 		}
 	}()
 
@@ -311,8 +321,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// The leadership ends first when serve stops (stopServe): a rolling
 	// update hands the lease over while this replica drains its requests.
 	leading, stepDown := context.WithCancel(context.Background())
-	run.stepDown = stepDown
+	handedOver := make(chan struct{})
+	run.stepDown, run.handedOver = stepDown, handedOver
 	work.Go("leadership", func(ctx context.Context) error {
+		defer close(handedOver)
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		defer context.AfterFunc(leading, stop)()

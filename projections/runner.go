@@ -98,7 +98,9 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 func (r *Runner) writes() bool { return r.writer == nil || r.writer() }
 
 // Start builds the views: the newest usable snapshot, then every event
-// after it up to the log's end at the time of the call.
+// after it up to the log's end at the time of the call. A read refused at
+// the stream's consumer limit is tried again until ctx ends, the reader
+// down meanwhile (readAtStart).
 func (r *Runner) Start(ctx context.Context) error {
 	bounds, err := r.store.Bounds(ctx)
 	if err != nil {

@@ -199,7 +199,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	applyMemoryLimit(log) // serve_memlimit.go
 	// The pool file is parsed while the plane starts; an invalid one stops
-	// the start before the listeners or any write (startup_pool.go).
+	// the start before the API, the provider or any write (startup_pool.go).
 	poolFile := loadPoolAsync(o.config)
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {

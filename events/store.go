@@ -171,6 +171,9 @@ type Store struct {
 	owner, incarnation string
 	reads              atomic.Uint64
 	readers            chan struct{}
+	// atLimit: the last reader's consumer was refused at the stream's
+	// consumer limit (its log line is written once per spell).
+	atLimit atomic.Bool
 
 	// fence is the in-process half of fenced appends (store_fence.go).
 	fence fencing

@@ -221,6 +221,7 @@ func (s *Store) readerConsumer(ctx context.Context, from uint64) (jetstream.Cons
 	}
 	cons, err := s.orderedConsumer(ctx, cfg)
 	if err == nil || !isMaxConsumers(err) {
+		s.limitSpellEnded(err)
 		return cons, err
 	}
 	if s.cfg.ReaderName == "" {
@@ -228,6 +229,7 @@ func (s *Store) readerConsumer(ctx context.Context, from uint64) (jetstream.Cons
 		// another process's.
 	} else if freed, ferr := s.FreeStaleReaders(ctx); ferr == nil && freed > 0 {
 		if cons, err = s.orderedConsumer(ctx, cfg); err == nil || !isMaxConsumers(err) {
+			s.limitSpellEnded(err)
 			return cons, err
 		}
 	}
@@ -238,7 +240,19 @@ func (s *Store) readerConsumer(ctx context.Context, from uint64) (jetstream.Cons
 	if _, others, lerr := s.consumerNames(ctx); lerr == nil {
 		le.Others = others
 	}
-	s.cfg.Logger.Error("a reader of the log could not start: the stream's consumer limit is reached", "stream", s.cfg.Stream,
-		"consumers", le.Consumers, "limit", le.Limit, "not_readers", le.Others)
+	// One line per spell at the limit: the readers that retry (a start,
+	// the views' tail) would repeat it at every attempt.
+	if s.atLimit.CompareAndSwap(false, true) {
+		s.cfg.Logger.Error("readers of the log cannot start: the stream's consumer limit is reached", "stream", s.cfg.Stream,
+			"consumers", le.Consumers, "limit", le.Limit, "not_readers", le.Others)
+	}
 	return nil, le
+}
+
+// limitSpellEnded ends a spell at the consumer limit once a reader's
+// consumer was created again.
+func (s *Store) limitSpellEnded(err error) {
+	if err == nil && s.atLimit.CompareAndSwap(true, false) {
+		s.cfg.Logger.Info("readers of the log can start again: the stream is below its consumer limit", "stream", s.cfg.Stream)
+	}
 }

@@ -122,7 +122,9 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 func (r *Runner) writes() bool { return r.writer == nil || r.writer() }
 
 // Start builds the views: the newest usable snapshot, then every event
-// after it up to the log's end at the time of the call.
+// after it up to the log's end at the time of the call. A read refused at
+// the stream's consumer limit is tried again until ctx ends, the reader
+// down meanwhile (readAtStart).
 func (r *Runner) Start(ctx context.Context) error {
 	bounds, err := r.store.Bounds(ctx)
 	if err != nil {
@@ -172,8 +174,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	begin := time.Now()
 	defer replayGC()()
 	from := st.Seq + 1
-	// The views' own read is never refused for the reads clients hold.
-	err = r.store.Read(events.PriorityRead(ctx), from, last, func(e events.Event) error {
+	// The views' own read is never refused for the reads clients hold,
+	// and waits out a consumer limit held by others (readAtStart).
+	err = r.readAtStart(ctx, func() uint64 { return st.Seq + 1 }, last, func(e events.Event) error {
 		r.fold(st, e)
 		lastTime = e.Time
 		return nil

@@ -70,7 +70,16 @@ type serveOptions struct {
 
 	eventSource string // event_source.go
 
+	// shutdownTimeout bounds the whole stop (shutdown.go).
+	shutdownTimeout time.Duration
+
 	timing *startupTimer // set by runServe: one log line per start-up phase
+	// starting answers /readyz on the API's address while the plane is
+	// built (set by runServe; nil without an API).
+	starting *startupHealth
+	// storeOpened, when set (tests), is called once the log's store is
+	// open, before the views read it.
+	storeOpened func(*events.Store)
 }
 
 func newServe() *cobra.Command {
@@ -132,6 +141,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.BoolVar(&o.cluster.leaderElect, "leader-elect", true, "run the leader-only work only while holding the leader lease (a Lease in a cluster, a JetStream key-value lease otherwise); false: one replica that always leads")
 	f.StringVar(&o.cluster.leaseName, "lease-name", "claimstream", "name of the leader Lease")
 	f.DurationVar(&o.cluster.statusInterval, "status-interval", kube.DefaultStatusInterval, "least time between two writes of the claimstream-status ConfigMap")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the longest a stop (SIGTERM) takes, every step together: keep it under the pod's terminationGracePeriodSeconds")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	_ = cmd.MarkFlagRequired("config")
@@ -189,7 +199,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	applyMemoryLimit(log) // serve_memlimit.go
 	// The pool file is parsed while the plane starts; an invalid one stops
-	// the start before the listeners or any write (startup_pool.go).
+	// the start before the API, the provider or any write (startup_pool.go).
 	poolFile := loadPoolAsync(o.config)
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {
@@ -205,19 +215,72 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
-	defer closeWithin(clock.RealClock{}, log, "telemetry", closeGrace, func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	})
+	budget := newShutdownBudget(o.shutdownTimeout)
+	defer func() {
+		grace := budget.grace(clock.RealClock{}, stepTelemetry)
+		closeWithin(clock.RealClock{}, log, "telemetry", grace, func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+			defer cancel()
+			_ = tel.Shutdown(sctx)
+		})
+	}()
 	tel.Metrics.KnownSinks(sinkNames(sinkCfg))
 	o.timing.done("telemetry")
-	p, err := startPlane(ctx, o, log, clk, tel)
+
+	// Stopped in this order (see stopServe), within one budget
+	// (--shutdown-timeout): the leader's hand-over first; the intake, so
+	// nothing new comes in; the reactors and sinks, given the largest
+	// share to finish what they have in flight; the views they read; NATS
+	// and telemetry last.
+	run := newLifecycle(log)
+	run.budget = budget
+	intake := run.stage(ctx, "intake (provider, REST API, metrics)")
+	views := run.stage(context.WithoutCancel(ctx), "views")
+	work := run.stage(context.WithoutCancel(ctx), "reactors and sinks")
+	var p *plane
+	defer func() {
+		stopServe(run, intake, work, views)
+		if p != nil {
+			closeWithin(clock.RealClock{}, log, "embedded NATS server and the log", budget.grace(clock.RealClock{}, stepNATS), p.emb.Shutdown)
+		}
+	}()
+
+	// The metrics and the API's health answers are up while the plane
+	// starts: a start that waits says why.
+	if o.metricsAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", tel.Handler())
+		if o.pprof {
+			mountPprof(mux)
+		}
+		intake.Go("metrics", func(ctx context.Context) error {
+			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.ServerLimits)
+		})
+		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
+	}
+	pre := &plane{log: log, tel: tel}
+	apiTLS, err := pre.apiTLS(o)
 	if err != nil {
 		return err
 	}
+	if o.apiAddress != "" {
+		o.starting = newStartupHealth()
+		intake.Go("start-up health", func(ctx context.Context) error {
+			return o.starting.run(ctx, func(ctx context.Context, h http.Handler) error {
+				return pre.serveAPI(ctx, o.apiAddress, h, apiTLS, o.httpLimits.ServerLimits)
+			})
+		})
+	}
+
+	p, err = startPlane(ctx, o, log, clk, tel)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while starting", "err", err)
+			return nil
+		}
+		return err
+	}
 	p.sinks = sinkCfg
-	defer closeWithin(clock.RealClock{}, log, "embedded NATS server and the log", closeGrace, p.emb.Shutdown)
 	cfg, err := poolFile.wait(ctx)
 	if err != nil {
 		return err
@@ -233,40 +296,16 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	apiTLS, err := p.apiTLS(o)
-	if err != nil {
-		return err
-	}
-
-	// Stopped in this order (see stopServe): the intake first, so nothing
-	// new comes in; then the reactors and sinks, given shutdownGrace to
-	// finish what they have in flight; then the views they read; the
-	// deferred Shutdowns close NATS and telemetry last.
-	run := newLifecycle(log)
-	intake := run.stage(ctx, "intake (provider, REST API, metrics)")
-	views := run.stage(context.WithoutCancel(ctx), "views")
-	work := run.stage(context.WithoutCancel(ctx), "reactors and sinks")
-	defer stopServe(run, intake, work, views)
 
 	// One read of the log's history for the cost report and the cost
 	// counters alike (REST API on or off).
 	intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 	if api != nil {
+		o.starting.handOver()
 		intake.Go("REST API", func(ctx context.Context) error {
 			return p.serveAPI(ctx, o.apiAddress, api, apiTLS, o.httpLimits.ServerLimits)
 		})
 		log.Info("REST API listening", "address", o.apiAddress, "tls", o.apiTLSCert != "")
-	}
-	if o.metricsAddress != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", tel.Handler())
-		if o.pprof {
-			mountPprof(mux)
-		}
-		intake.Go("metrics", func(ctx context.Context) error {
-			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.ServerLimits)
-		})
-		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}
 	views.Go("views", p.views.Run)
 	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
@@ -282,8 +321,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// The leadership ends first when serve stops (stopServe): a rolling
 	// update hands the lease over while this replica drains its requests.
 	leading, stepDown := context.WithCancel(context.Background())
-	run.stepDown = stepDown
+	handedOver := make(chan struct{})
+	run.stepDown, run.handedOver = stepDown, handedOver
 	work.Go("leadership", func(ctx context.Context) error {
+		defer close(handedOver)
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		defer context.AfterFunc(leading, stop)()
@@ -371,6 +412,9 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	o.timing.done("event log stream opened", "stream", o.stream)
+	if o.storeOpened != nil {
+		o.storeOpened(p.store)
+	}
 	if p.copies, err = emb.SubscriberCopies(log); err != nil {
 		return nil, err
 	}
@@ -407,6 +451,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	}
 	ropts.Writer = p.leads // snapshots and checkpoints: the leader's
 	p.views = projections.NewRunner(p.store, ropts)
+	o.starting.watch(p.views)
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err
 	}

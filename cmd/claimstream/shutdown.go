@@ -13,21 +13,82 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Every stage of serve's shutdown has a deadline; one that overruns it is
-// logged with what it still waits for, and the shutdown goes on.
+// serve's shutdown has one budget, --shutdown-timeout, that fits inside
+// the pod's termination grace period: past it the kubelet kills the
+// process whatever it was doing. Its steps share the budget in order, each
+// by its weight among the steps still to come, so time one step leaves
+// goes to the later ones and a step that overruns its share takes nothing
+// from the steps after it beyond that share. One that overruns is logged
+// with what it still waits for, and the shutdown goes on.
+const defaultShutdownTimeout = 25 * time.Second
+
+// The steps of the shutdown, in order.
 const (
-	// intakeGrace bounds the intake's stop: the provider and the REST
-	// API give requests in flight 5 seconds, then close.
-	intakeGrace = 10 * time.Second
-	// shutdownGrace bounds the wait for the reactors and the webhook sinks
-	// to finish what they have in flight (a delivery, its ack).
-	shutdownGrace = 30 * time.Second
-	// viewsGrace bounds the stop of the views and the log's monitor.
-	viewsGrace = 10 * time.Second
-	// closeGrace bounds each of the last steps: the embedded NATS server
-	// and the log, then telemetry's flush.
-	closeGrace = 10 * time.Second
+	// stepHandOver: the leader ends its term and releases the lease, so a
+	// follower takes over while this replica still drains its requests.
+	stepHandOver = "leader hand-over"
+	// stepIntake: the provider and the REST API give requests in flight
+	// a moment, then close.
+	stepIntake = "intake"
+	// stepWork: the reactors and the webhook sinks finish what they have
+	// in flight (a delivery, its ack).
+	stepWork = "reactors and sinks"
+	// stepViews: the views and the log's monitor stop.
+	stepViews = "views"
+	// stepNATS: the embedded NATS server and the log close.
+	stepNATS = "NATS"
+	// stepTelemetry: telemetry's flush.
+	stepTelemetry = "telemetry"
 )
+
+// shutdownStep is a step of the shutdown and its weight: its share of
+// what is left of the budget, against the steps after it.
+type shutdownStep struct {
+	name   string
+	weight int
+}
+
+var shutdownSteps = []shutdownStep{{stepHandOver, 2}, {stepIntake, 3}, {stepWork, 5}, {stepViews, 1}, {stepNATS, 2}, {stepTelemetry, 1}}
+
+// shutdownBudget times serve's shutdown; it begins at the first step asked
+// for.
+type shutdownBudget struct {
+	total time.Duration
+
+	mu  sync.Mutex
+	end time.Time // zero until the shutdown begins
+}
+
+func newShutdownBudget(total time.Duration) *shutdownBudget {
+	if total <= 0 {
+		total = defaultShutdownTimeout
+	}
+	return &shutdownBudget{total: total}
+}
+
+// grace is step's deadline on clk: its share of what is left of the
+// budget, weighed against the steps after it.
+func (b *shutdownBudget) grace(clk clock.PassiveClock, step string) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := clk.Now()
+	if b.end.IsZero() {
+		b.end = now.Add(b.total)
+	}
+	left := b.end.Sub(now)
+	if left <= 0 {
+		return 0
+	}
+	i := slices.IndexFunc(shutdownSteps, func(s shutdownStep) bool { return s.name == step })
+	if i < 0 {
+		return left
+	}
+	rest := 0
+	for _, s := range shutdownSteps[i:] {
+		rest += s.weight
+	}
+	return left * time.Duration(shutdownSteps[i].weight) / time.Duration(rest)
+}
 
 // closeWithin runs the last steps' close fn and waits at most grace (on
 // clk) for it; past that the shutdown goes on without it, and the step is
@@ -44,7 +105,7 @@ func closeWithin(clk clock.Clock, log *slog.Logger, step string, grace time.Dura
 		log.Info("stopped", "stage", step, "took", clk.Since(start).Round(time.Millisecond))
 		return true
 	case <-clk.After(grace):
-		log.Error("shutdown stage overran its deadline; going on without it", "stage", step, "deadline", grace, "waiting_for", step)
+		log.Error("shutdown stage overran its deadline; going on without it", "stage", step, "deadline", grace.Round(time.Millisecond), "waiting_for", step)
 		return false
 	}
 }
@@ -57,11 +118,28 @@ func stopServe(run *lifecycle, intake, work, views *stage) {
 	run.stopOnce.Do(func() {
 		if run.stepDown != nil {
 			run.stepDown()
+			run.waitHandOver()
 		}
-		intake.stopWithin(run.clock, intakeGrace)
-		work.stopWithin(run.clock, shutdownGrace)
-		views.stopWithin(run.clock, viewsGrace)
+		intake.stopWithin(run.clock, run.budget.grace(run.clock, stepIntake))
+		work.stopWithin(run.clock, run.budget.grace(run.clock, stepWork))
+		views.stopWithin(run.clock, run.budget.grace(run.clock, stepViews))
 	})
+}
+
+// waitHandOver waits, within its share of the budget, for the leadership
+// to end (handedOver closed): its lease released before the intake stops.
+func (l *lifecycle) waitHandOver() {
+	if l.handedOver == nil {
+		return
+	}
+	grace := l.budget.grace(l.clock, stepHandOver)
+	start := l.clock.Now()
+	select {
+	case <-l.handedOver:
+		l.log.Info("stopped", "stage", stepHandOver, "took", l.clock.Since(start).Round(time.Millisecond))
+	case <-l.clock.After(grace):
+		l.log.Error("shutdown stage overran its deadline; going on without it", "stage", stepHandOver, "deadline", grace.Round(time.Millisecond), "waiting_for", "leadership")
+	}
 }
 
 // lifecycle runs serve's goroutines in stages that are stopped in order:
@@ -77,15 +155,19 @@ type lifecycle struct {
 	tripOnce sync.Once
 	stopOnce sync.Once
 	// stepDown, when set, ends this replica's leadership (its term's work
-	// stops, then the lease is released) at the start of the stop.
-	stepDown func()
+	// stops, then the lease is released) at the start of the stop;
+	// handedOver is closed once it has ended.
+	stepDown   func()
+	handedOver <-chan struct{}
+	// budget shares --shutdown-timeout among the steps of the stop.
+	budget *shutdownBudget
 
 	mu   sync.Mutex
 	errs []error
 }
 
 func newLifecycle(log *slog.Logger) *lifecycle {
-	return &lifecycle{log: log, clock: clock.RealClock{}, tripped: make(chan struct{})}
+	return &lifecycle{log: log, clock: clock.RealClock{}, tripped: make(chan struct{}), budget: newShutdownBudget(defaultShutdownTimeout)}
 }
 
 // failed is closed when a goroutine of any stage returned an error.
@@ -168,7 +250,7 @@ func (s *stage) stopWithin(clk clock.Clock, grace time.Duration) bool {
 		s.l.log.Info("stopped", "stage", s.name, "took", clk.Since(start).Round(time.Millisecond))
 		return true
 	case <-clk.After(grace):
-		s.l.log.Error("shutdown stage overran its deadline; going on without it", "stage", s.name, "deadline", grace, "waiting_for", s.stillRunning())
+		s.l.log.Error("shutdown stage overran its deadline; going on without it", "stage", s.name, "deadline", grace.Round(time.Millisecond), "waiting_for", s.stillRunning())
 		return false
 	}
 }

@@ -61,7 +61,7 @@ func TestServeWaitsForAnInFlightWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatalf("serve: %v", err)
 		}
-	case <-time.After(shutdownGrace + 15*time.Second):
+	case <-time.After(defaultShutdownTimeout + 15*time.Second):
 		t.Fatal("serve did not return within its grace period")
 	}
 	if !finished.Load() {
@@ -107,15 +107,15 @@ func TestServeStopsEverythingWhenOnePartFails(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "metrics") || !strings.Contains(err.Error(), taken.Addr().String()) {
 			t.Fatalf("got %v, want the metrics listener's error", err)
 		}
-	case <-time.After(shutdownGrace + 30*time.Second):
+	case <-time.After(defaultShutdownTimeout + 30*time.Second):
 		t.Fatal("serve did not stop after a part failed")
 	}
 }
 
 // TestShutdownGoesOnPastAStageThatNeverReturns: a part of the intake that
-// never returns holds the shutdown only for the intake's deadline; the
-// other stages still stop, and the log names the stage and the part it
-// waited for.
+// never returns holds the shutdown only for the intake's share of the
+// budget; the other stages still stop, and the log names the stage and the
+// part it waited for.
 func TestShutdownGoesOnPastAStageThatNeverReturns(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	logs, log := logcapture.New(slog.LevelInfo)
@@ -136,6 +136,7 @@ func TestShutdownGoesOnPastAStageThatNeverReturns(t *testing.T) {
 	go func() { stopServe(run, intake, work, views); close(done) }()
 	// Only the intake's deadline is waited on the fake clock: the other
 	// stages stop at once.
+	share := newShutdownBudget(defaultShutdownTimeout).grace(clocktesting.NewFakePassiveClock(time.Now()), stepIntake)
 	stepped := false
 	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		select {
@@ -144,7 +145,7 @@ func TestShutdownGoesOnPastAStageThatNeverReturns(t *testing.T) {
 		default:
 		}
 		if !stepped && clk.HasWaiters() {
-			clk.Step(intakeGrace)
+			clk.Step(share)
 			stepped = true
 		}
 		return errors.New("stopServe has not returned")
@@ -152,7 +153,7 @@ func TestShutdownGoesOnPastAStageThatNeverReturns(t *testing.T) {
 	if !workStopped.Load() || !viewsStopped.Load() {
 		t.Fatalf("stages after the hung one not stopped: work %t, views %t", workStopped.Load(), viewsStopped.Load())
 	}
-	lines := logs.Lines("shutdown stage overran its deadline", `stage="intake (provider, REST API, metrics)"`, "deadline=10s", "waiting_for=provider")
+	lines := logs.Lines("shutdown stage overran its deadline", `stage="intake (provider, REST API, metrics)"`, "deadline="+share.String(), "waiting_for=provider")
 	if len(lines) != 1 || !strings.HasSuffix(lines[0], "waiting_for=provider") {
 		t.Fatalf("want one line naming the intake and its provider only:\n%s", logs)
 	}
@@ -170,7 +171,7 @@ func TestShutdownsLastStepsAreBoundedToo(t *testing.T) {
 	t.Cleanup(func() { close(hang) })
 	done := make(chan bool, 1)
 	go func() {
-		done <- closeWithin(clk, log, "embedded NATS server and the log", closeGrace, func() { <-hang })
+		done <- closeWithin(clk, log, "embedded NATS server and the log", 10*time.Second, func() { <-hang })
 	}()
 	var returned bool
 	eventstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
@@ -180,14 +181,79 @@ func TestShutdownsLastStepsAreBoundedToo(t *testing.T) {
 		default:
 		}
 		if clk.HasWaiters() {
-			clk.Step(closeGrace)
+			clk.Step(10 * time.Second)
 		}
 		return errors.New("closeWithin has not returned")
 	})
 	if returned || len(logs.Lines("shutdown stage overran its deadline", `stage="embedded NATS server and the log"`, "deadline=10s")) != 1 {
 		t.Fatalf("returned %t; log:\n%s", returned, logs)
 	}
-	if !closeWithin(clk, log, "telemetry", closeGrace, func() {}) || len(logs.Lines("stopped", "stage=telemetry")) != 1 {
+	if !closeWithin(clk, log, "telemetry", 10*time.Second, func() {}) || len(logs.Lines("stopped", "stage=telemetry")) != 1 {
 		t.Fatalf("a close that returns is not logged as stopped:\n%s", logs)
+	}
+}
+
+// TestShutdownFitsItsBudget: when no step ever ends (the leader's
+// hand-over, every stage, NATS and telemetry), the whole stop still ends
+// within --shutdown-timeout, each step overrunning only its share, in
+// order; a step that ends at once leaves its time to the later ones.
+func TestShutdownFitsItsBudget(t *testing.T) {
+	const total = 20 * time.Second
+	begin := time.Now()
+	clk := clocktesting.NewFakeClock(begin)
+	logs, log := logcapture.New(slog.LevelInfo)
+	run := newLifecycle(log)
+	run.clock, run.budget = clk, newShutdownBudget(total)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	run.stepDown, run.handedOver = func() {}, hang
+	intake := run.stage(context.Background(), "intake (provider, REST API, metrics)")
+	views := run.stage(context.Background(), "views")
+	work := run.stage(context.Background(), "reactors and sinks")
+	for _, s := range []*stage{intake, work, views} {
+		s.Go("stuck", func(context.Context) error { <-hang; return nil })
+	}
+	done := make(chan struct{})
+	go func() {
+		stopServe(run, intake, work, views)
+		closeWithin(clk, log, "embedded NATS server and the log", run.budget.grace(clk, stepNATS), func() { <-hang })
+		closeWithin(clk, log, "telemetry", run.budget.grace(clk, stepTelemetry), func() { <-hang })
+		close(done)
+	}()
+	eventstest.CheckFor(t, 20*time.Second, time.Millisecond, func() error {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		if clk.HasWaiters() {
+			clk.Step(100 * time.Millisecond)
+		}
+		return errors.New("the stop has not ended")
+	})
+	// The clock moves in steps of 100ms: the last deadline may be passed by less.
+	if took := clk.Since(begin); took > total+100*time.Millisecond {
+		t.Errorf("the stop took %s on its clock, over its budget of %s", took, total)
+	}
+	overran := logs.Lines("shutdown stage overran its deadline")
+	var order []string
+	for _, l := range overran {
+		for _, step := range []string{stepHandOver, "intake", "reactors and sinks", "stage=views", "NATS", "stage=telemetry"} {
+			if strings.Contains(l, step) {
+				order = append(order, step)
+			}
+		}
+	}
+	if want := []string{stepHandOver, "intake", "reactors and sinks", "stage=views", "NATS", "stage=telemetry"}; strings.Join(order, "|") != strings.Join(want, "|") {
+		t.Errorf("steps that overran, in order: %q, want %q:\n%s", order, want, logs)
+	}
+
+	// Time a step leaves goes to the later ones.
+	b := newShutdownBudget(total)
+	pc := clocktesting.NewFakePassiveClock(begin)
+	first := b.grace(pc, stepHandOver)
+	later := b.grace(pc, stepIntake)
+	if fresh := newShutdownBudget(total-first).grace(pc, stepIntake); later <= fresh {
+		t.Errorf("the intake's share after a hand-over that took nothing is %s, not more than %s", later, fresh)
 	}
 }

@@ -25,12 +25,13 @@ func resumeSimClock(ctx context.Context, clk clock.Clock, store *events.Store, l
 	if err != nil || last == 0 {
 		return
 	}
-	var at time.Time
-	_ = store.Read(ctx, last, last, func(e events.Event) error {
-		at = e.Time
-		return nil
-	})
-	if at.After(sc.Now()) {
+	// A get, not a read: no consumer, so the stream's consumer limit
+	// does not stop it.
+	e, err := store.Get(ctx, last)
+	if err != nil {
+		return
+	}
+	if at := e.Time; at.After(sc.Now()) {
 		sc.ResumeFrom(at)
 		log.Info("simulated clock resumes from the log's last event, ahead of the wall clock", "at", at.UTC().Format(time.RFC3339), "seq", last)
 	}

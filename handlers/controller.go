@@ -382,18 +382,19 @@ func shutdownObserved(v slotView, job string) bool {
 // shutdownInFlight looks at the last shutdown Job fired at `at`: running,
 // or finished less than ShutdownSettle ago, or recorded and never observed
 // (recoverJob: the cache, then the API server, then a create: a crash
-// between the append and the create). A Job observed once and gone from
-// the cluster ran: the next shutdown may fire. It returns how long to
-// wait, 0 when the next shutdown may fire.
+// between the append and the create). A Job gone from the cluster (its
+// TTL, a person) ran, and the log, not the cache, says when it could
+// have: it ended at the latest its timeout after it was observed (or
+// fired), and the machine has ShutdownSettle after that. It returns how
+// long to wait, 0 when the next shutdown may fire.
 func (b base) shutdownInFlight(ctx context.Context, reactor string, v slotView, job, claim string, attempt int, at time.Time) (time.Duration, error) {
 	if job == "" {
 		return 0, nil
 	}
 	now := b.now()
+	timeout := v.timeouts().JobTimeout
 	st, ok := b.cluster.Job(job)
-	observed := shutdownObserved(v, job)
-	switch {
-	case !observed && v.Slot.Spec.Shutdown != nil && (ok || now.Before(at.Add(v.timeouts().JobTimeout))):
+	if !shutdownObserved(v, job) && v.Slot.Spec.Shutdown != nil && (ok || now.Before(at.Add(timeout))) {
 		created, err := b.recoverJob(ctx, reactor, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
 		if err != nil {
 			return 0, err
@@ -404,8 +405,16 @@ func (b base) shutdownInFlight(ctx context.Context, reactor string, v slotView, 
 		if !ok {
 			return projections.JobMonitorPollInterval, nil
 		}
-	case !ok:
-		return 0, nil // it ran and was removed (its TTL, or by hand)
+	}
+	if !ok {
+		end := at
+		if ls := v.Slot.LastShutdown; ls != nil && ls.Job == job && ls.ObservedAt != nil && ls.ObservedAt.After(end) {
+			end = *ls.ObservedAt
+		}
+		if settle := end.Add(timeout + ShutdownSettle); now.Before(settle) {
+			return after(now, settle), nil
+		}
+		return 0, nil
 	}
 	if !st.Finished() {
 		return projections.JobMonitorPollInterval, nil

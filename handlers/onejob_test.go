@@ -220,3 +220,71 @@ func TestCrashBetweenBootingAndCreateGetsItsJobOnce(t *testing.T) {
 		t.Fatalf("observed %v, %d JobObserved", c.StartupJobObserved, observed(c))
 	}
 }
+
+// TestShutdownJobGoneIsNotFollowedAtOnce: a shutdown Job removed by its
+// TTL as soon as it finished, with the machine's Node still up, is not
+// followed by another within the settle window: the log, not the cache,
+// says when it ran. Past its window the next shutdown fires, once.
+func TestShutdownJobGoneIsNotFollowedAtOnce(t *testing.T) {
+	ttl := int32(0)
+	l := newLagging(t)
+	l.h.DeclareWith("g", events.GroupSpec{}, func(sl string) events.SlotSpec {
+		return events.SlotSpec{ProviderID: "homelab://" + sl, Startup: &events.JobSpec{PodSpec: testPodSpec},
+			Shutdown: &events.JobSpec{PodSpec: testPodSpec, TTLSecondsAfterFinished: &ttl}}
+	}, "a")
+	l.increase("g", 1)
+	l.reconcile(2)
+	l.catchUp()
+	c := l.claim("a")
+	l.finishJob(c.StartupJob, true, "")
+	l.register("a", true)
+	l.catchUp()
+	l.passes()
+	if c = l.claim("a"); c.Phase != projections.PhaseReady {
+		t.Fatalf("claim %s, want ready", c.Phase)
+	}
+	l.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	l.reconcile(3)
+	l.catchUp()
+	first, next := handlers.JobName(c.Name, "stop", 1), handlers.JobName(c.Name, "stop", 2)
+	if !l.jobs()[first] {
+		t.Fatalf("shutdown Job %s not created: %v", first, l.jobs())
+	}
+	finished := l.h.Clock.Now()
+	l.finishJob(first, true, "")
+	if l.jobs()[first] { // the TTL controller ran at this look
+		t.Fatalf("the TTL controller did not remove %s", first)
+	}
+	l.catchUp()
+	if _, ok := l.cl.Job(first); ok {
+		t.Fatalf("%s is still in the cache", first)
+	}
+	for l.h.Clock.Since(finished) < handlers.ShutdownSettle {
+		l.reconcile(2)
+		l.catchUp()
+		l.passes()
+		if n := l.count("create jobs/" + next); n != 0 {
+			t.Fatalf("%s after the shutdown Job finished, the next was POSTed %d times, want none within %s",
+				l.h.Clock.Since(finished), n, handlers.ShutdownSettle)
+		}
+		l.step(5 * time.Second)
+	}
+	if n := l.count("create jobs/" + first); n != 1 {
+		t.Fatalf("shutdown Job %s POSTed %d times, want 1", first, n)
+	}
+	// Past the latest the gone Job could have ended, plus the settle: the
+	// machine still up gets the next shutdown, once.
+	for deadline := finished.Add(projections.DefaultJobTimeout + handlers.ShutdownSettle + time.Minute); l.count("create jobs/"+next) == 0; {
+		if l.h.Clock.Now().After(deadline) {
+			t.Fatalf("no next shutdown Job by %s after the first finished", l.h.Clock.Since(finished))
+		}
+		l.step(10 * time.Second)
+		l.reconcile(2)
+		l.catchUp()
+		l.passes()
+	}
+	l.reconcile(3)
+	if n := l.count("create jobs/" + next); n != 1 {
+		t.Fatalf("shutdown Job %s POSTed %d times, want 1", next, n)
+	}
+}

@@ -93,6 +93,8 @@ func jobObserved(s *State, e events.Event) error {
 			return refuse(e, "slot %s: Job %s is not its last shutdown Job", sl.Name, d.Job)
 		}
 		sl.LastShutdown.Observed = true
+		at := e.Time
+		sl.LastShutdown.ObservedAt = &at
 		if c := s.Claims[d.Claim]; c != nil && c.LastShutdownJob == d.Job {
 			step(c, e, "shutdown Job "+d.Job+" "+how)
 		}

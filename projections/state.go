@@ -230,6 +230,9 @@ type Shutdown struct {
 	// Observed: the cluster showed the Job (JobObserved); it is never
 	// created again.
 	Observed bool `json:"observed,omitempty"`
+	// ObservedAt is when JobObserved was written: the Job existed then, so
+	// it ended no later than its timeout after it.
+	ObservedAt *time.Time `json:"observedAt,omitempty"`
 }
 
 // Digest is a slot's one-line story of its newest claim: who asked, when,

@@ -498,3 +498,62 @@ func TestShutdownJobWaitsItsTTLFromItsOutcome(t *testing.T) {
 		t.Fatalf("%s deleted %d times, want 1", job, n)
 	}
 }
+
+// TestSupersededAndCollectedJobsGoByTheirTTL: a shutdown Job followed by
+// another (the machine stayed up) is deleted the pool's TTL after its
+// end, and the last one the TTL after its outcome's record, even once
+// its claim was collected and the slot has nothing else to do.
+func TestSupersededAndCollectedJobsGoByTheirTTL(t *testing.T) {
+	ttl := int32(2 * 3600) // past the claim's TTL: the claim is collected first
+	l := newLagging(t)
+	l.h.DeclareWith("g", events.GroupSpec{}, func(sl string) events.SlotSpec {
+		return events.SlotSpec{ProviderID: "homelab://" + sl, Startup: &events.JobSpec{PodSpec: testPodSpec},
+			Shutdown: &events.JobSpec{PodSpec: testPodSpec, TTLSecondsAfterFinished: &ttl}}
+	}, "a")
+	c := l.bootToReady("g", "a")
+	l.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	l.catchUp()
+	l.passes()
+	first, second := handlers.JobName(c.Name, "stop", 1), handlers.JobName(c.Name, "stop", 2)
+	end1 := l.h.Clock.Now()
+	l.finishJob(first, true, "") // the machine stays up
+	for l.count("create jobs/"+second) == 0 {
+		if l.h.Clock.Since(end1) > handlers.ShutdownSettle+time.Minute {
+			t.Fatalf("no second shutdown Job %s after the first", l.h.Clock.Since(end1))
+		}
+		l.step(10 * time.Second)
+		l.catchUp()
+		l.passes()
+	}
+	l.catchUp()
+	end2 := l.h.Clock.Now()
+	l.finishJob(second, true, "")
+	l.setReady("a", false)
+	l.catchUp()
+	l.passes()
+	if c := l.claim("a"); c.Phase != projections.PhaseCompleted {
+		t.Fatalf("claim %s, want completed", c.Phase)
+	}
+	deleted := func(job string) bool { return l.count("delete jobs/"+job) > 0 }
+	due1, due2 := end1.Add(time.Duration(ttl)*time.Second), end2.Add(time.Duration(ttl)*time.Second)
+	for l.h.Clock.Now().Before(due2.Add(2 * time.Minute)) {
+		l.step(time.Minute)
+		l.catchUp()
+		l.passes()
+		now := l.h.Clock.Now()
+		for _, j := range []struct {
+			name     string
+			end, due time.Time
+		}{{first, end1, due1}, {second, end2, due2}} {
+			if early, late := deleted(j.name) && now.Before(j.due), !deleted(j.name) && now.After(j.due.Add(time.Minute)); early || late {
+				t.Fatalf("%s after its end, %s deleted %v, its TTL %s", now.Sub(j.end), j.name, deleted(j.name), j.due.Sub(j.end))
+			}
+		}
+	}
+	if sl := l.slot("a"); len(sl.Claims) != 0 {
+		t.Fatalf("the claim was not collected: %v", sl.Claims)
+	}
+	if !deleted(first) || !deleted(second) || l.jobs()[first] || l.jobs()[second] {
+		t.Fatalf("deleted %v %v, jobs %v", deleted(first), deleted(second), l.jobs())
+	}
+}

@@ -23,8 +23,8 @@ import (
 //
 // A pool with no ttlSecondsAfterFinished keeps its Jobs, as Kubernetes
 // does. A Job that carries a ttlSecondsAfterFinished of its own (made by
-// a claimstream that left Jobs to Kubernetes) is left to the TTL
-// controller.
+// a claimstream that left Jobs to Kubernetes) gets its outcome recorded
+// if a pass sees it finished, and is left to the TTL controller.
 type JobReaper struct{ base }
 
 func (r *JobReaper) Name() string { return "jobreaper" }
@@ -40,7 +40,7 @@ func (r *JobReaper) Reconcile(ctx context.Context, slot string) (time.Duration, 
 	}
 	var next time.Duration
 	for _, st := range jobs {
-		if !st.Finished() || st.OwnTTL {
+		if !st.Finished() {
 			continue
 		}
 		d, err := r.reap(ctx, v, st)
@@ -98,8 +98,8 @@ func (r *JobReaper) reap(ctx context.Context, v slotView, st JobState) (time.Dur
 		})
 		return 0, err
 	}
-	if spec == nil || spec.TTLSecondsAfterFinished == nil {
-		return 0, nil // the pool keeps its Jobs
+	if st.OwnTTL || spec == nil || spec.TTLSecondsAfterFinished == nil {
+		return 0, nil // Kubernetes' TTL controller has it, or the pool keeps its Jobs
 	}
 	ttl := time.Duration(*spec.TTLSecondsAfterFinished) * time.Second
 	var at time.Time

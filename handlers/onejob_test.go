@@ -557,3 +557,26 @@ func TestSupersededAndCollectedJobsGoByTheirTTL(t *testing.T) {
 		t.Fatalf("deleted %v %v, jobs %v", deleted(first), deleted(second), l.jobs())
 	}
 }
+
+// TestJobWithItsOwnTTLIsLeftToKubernetes: a Job that carries a
+// ttlSecondsAfterFinished of its own (made by an earlier claimstream)
+// gets its outcome recorded and is never deleted by claimstream.
+func TestJobWithItsOwnTTLIsLeftToKubernetes(t *testing.T) {
+	pool := int32(30)
+	l := newLagging(t)
+	l.ownTTL(3600)
+	l.h.DeclareWith("g", events.GroupSpec{}, func(sl string) events.SlotSpec {
+		return events.SlotSpec{ProviderID: "homelab://" + sl, Startup: &events.JobSpec{PodSpec: testPodSpec, TTLSecondsAfterFinished: &pool},
+			Shutdown: &events.JobSpec{PodSpec: testPodSpec}}
+	}, "a")
+	c := l.bootToReady("g", "a")
+	l.step(10 * time.Minute)
+	l.catchUp()
+	l.passes()
+	if o := l.claim("a").StartupJobOutcome; o == nil || o.Outcome != events.JobSucceeded {
+		t.Fatalf("outcome %+v, want succeeded", o)
+	}
+	if n := l.count("delete jobs/" + c.StartupJob); n != 0 || !l.jobs()[c.StartupJob] {
+		t.Fatalf("claimstream deleted %s (%d deletes), a Job with its own TTL", c.StartupJob, n)
+	}
+}

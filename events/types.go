@@ -214,7 +214,8 @@ const (
 // Kubernetes core/v1 PodSpec so this package stays free of Kubernetes types.
 type JobSpec struct {
 	PodSpec json.RawMessage `json:"podSpec"`
-	// TTLSecondsAfterFinished is copied onto the Job.
+	// TTLSecondsAfterFinished: claimstream deletes the finished Job this
+	// long after its outcome is in the log (JobObserved); nil keeps it.
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
@@ -538,15 +539,32 @@ type FailedInstanceDeleted struct {
 // ShutdownFired recorded: the API server answered its create (Created), or
 // it was there already (a create that found it, the informer's cache, a
 // read). A Job observed once is never created again for its attempt,
-// whatever becomes of it (removed by its TTL or by hand). Ref names the
-// slot, and the claim unless an input-law shutdown.
+// whatever becomes of it (removed by its TTL or by hand). Written again,
+// once, with Outcome when the Job is seen finished (or once, with both,
+// when it is first seen finished): claimstream deletes a Job it made only
+// after that. Ref names the slot, and the claim unless an input-law
+// shutdown.
 type JobObserved struct {
 	Ref
 	Job string `json:"job"`
 	// Operation is "startup" or "shutdown".
 	Operation string `json:"operation"`
 	Created   bool   `json:"created"`
+	// Outcome is how the Job ended (JobSucceeded, JobFailed); empty while
+	// it runs.
+	Outcome string `json:"outcome,omitempty"`
+	// FinishedAt is the end the Job's status gives, with an Outcome.
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// Reason is Kubernetes' reason for a failed Job (DeadlineExceeded,
+	// BackoffLimitExceeded).
+	Reason string `json:"reason,omitempty"`
 }
+
+// A lifecycle Job's outcome (JobObserved.Outcome).
+const (
+	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
+)
 
 func (GroupDeclared) EventType() Type               { return TypeGroupDeclared }
 func (GroupChanged) EventType() Type                { return TypeGroupChanged }

@@ -92,6 +92,11 @@ func (a *actionLog) CreateJob(ctx context.Context, req handlers.JobRequest) (boo
 	return a.Cluster.CreateJob(ctx, req)
 }
 
+func (a *actionLog) DeleteJob(ctx context.Context, name string) error {
+	a.record("deleteJob", name)
+	return a.Cluster.DeleteJob(ctx, name)
+}
+
 func (a *actionLog) DeleteNode(ctx context.Context, node string) error {
 	a.record("deleteNode", node)
 	return a.Cluster.DeleteNode(ctx, node)

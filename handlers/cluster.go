@@ -26,6 +26,13 @@ type Cluster interface {
 	// list of the one name): the last word before a Job the log recorded,
 	// and the cache lacks, is created.
 	GetJob(ctx context.Context, name string) (JobState, bool, error)
+	// SlotJobs lists the lifecycle Jobs of a slot in the cache (its
+	// AnnotationSlot, or LabelSlot).
+	SlotJobs(slot string) []JobState
+	// DeleteJob deletes a finished lifecycle Job and its pods; NotFound is
+	// success. Only a Job whose outcome the log holds is deleted
+	// (JobReaper).
+	DeleteJob(ctx context.Context, name string) error
 	// Node reads a Kubernetes Node by name (a slot's Node is named
 	// projections.Slot.NodeName: the slot's name, or the host its startup
 	// Job reported).
@@ -131,9 +138,11 @@ const (
 
 // JobRequest is one lifecycle Job to create. The adapter decodes
 // Spec.PodSpec into a core/v1 PodSpec, forces restartPolicy Never, adds Env
-// to every container, and sets activeDeadlineSeconds = Timeout,
-// backoffLimit 0 and ttlSecondsAfterFinished from the spec. A Job has no
-// ownerReferences: no garbage collector may take it mid-shutdown.
+// to every container, and sets activeDeadlineSeconds = Timeout and
+// backoffLimit 0. It sets no ttlSecondsAfterFinished: the spec's is
+// claimstream's to honour once the Job's outcome is in the log
+// (JobReaper). A Job has no ownerReferences: no garbage collector may take
+// it mid-shutdown.
 type JobRequest struct {
 	Name      string
 	Namespace string // empty: the adapter's namespace
@@ -169,6 +178,9 @@ type JobState struct {
 	// Reason is the failure reason (DeadlineExceeded, BackoffLimitExceeded).
 	Reason  string
 	Message string
+	// OwnTTL: the Job carries a ttlSecondsAfterFinished of its own (made
+	// by a claimstream that left Jobs to Kubernetes' TTL controller).
+	OwnTTL bool
 }
 
 // Finished: the Job completed or failed.

@@ -63,8 +63,9 @@ type Reactors struct {
 
 // NewReactors builds the reactors, in the order one pass runs them on a
 // slot: observe, hosts (expected host, join matching, refusal), deadline,
-// boot, job monitor, readiness gate, host loss, machine gone, drain then
-// scale-down (and force shutdown), input law, node cleanup, collector.
+// boot, job monitor, job reaper, readiness gate, host loss, machine gone,
+// drain then scale-down (and force shutdown), input law, node cleanup,
+// collector.
 // After the slots, a pass runs the group-level work: the built-in scaler
 // and the refusal of stray hosts.
 func NewReactors(cfg ReactorsConfig) *Reactors {
@@ -83,7 +84,7 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 	}
 	r := &Reactors{base: b, workers: cfg.Workers, metrics: cfg.Metrics}
 	r.list = []Reactor{
-		&Observer{b}, &Hosts{base: b, silent: newSilentJobs()}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &ReadinessGate{b},
+		&Observer{b}, &Hosts{base: b, silent: newSilentJobs()}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &JobReaper{b}, &ReadinessGate{b},
 		&HostLoss{b}, &MachineGone{b}, &Drain{base: b, next: &ScaleDown{b}}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
 	}
 	return r
@@ -176,22 +177,27 @@ func (r *Reactors) ReconcileSlot(ctx context.Context, slot string) (time.Duratio
 }
 
 // idle: nothing any reactor could act on (no claim in the views, no Node
-// observed or cached, no shutdown on record).
+// observed or cached, no finished lifecycle Job the job reaper deletes).
 func (r *Reactors) idle(slot string) bool {
-	idle, node := false, slot
+	idle, node, reaps := false, slot, false
 	r.views.Read(func(s *projections.State) {
 		sl := s.Slots[slot]
 		idle = sl != nil && len(sl.Claims) == 0 && !sl.Node.Present
 		if sl != nil {
 			node = sl.NodeName()
+			reaps = hasTTL(sl.Spec.Startup) || hasTTL(sl.Spec.Shutdown)
 		}
 	})
 	if !idle {
 		return false
 	}
-	_, present := r.cluster.Node(node)
-	return !present
+	if _, present := r.cluster.Node(node); present {
+		return false
+	}
+	return !reaps || len(r.cluster.SlotJobs(slot)) == 0
 }
+
+func hasTTL(j *events.JobSpec) bool { return j != nil && j.TTLSecondsAfterFinished != nil }
 
 // Run reconciles until ctx ends, from the work queue (queue.go): each
 // event, cache change and timer enqueues the slots it concerns; every
@@ -382,18 +388,19 @@ func shutdownObserved(v slotView, job string) bool {
 // shutdownInFlight looks at the last shutdown Job fired at `at`: running,
 // or finished less than ShutdownSettle ago, or recorded and never observed
 // (recoverJob: the cache, then the API server, then a create: a crash
-// between the append and the create). A Job observed once and gone from
-// the cluster ran: the next shutdown may fire. It returns how long to
-// wait, 0 when the next shutdown may fire.
+// between the append and the create). A Job gone from the cluster (its
+// TTL, a person) ran, and the log, not the cache, says when: the end its
+// outcome recorded or, with none, at the latest its timeout after it was
+// observed (or fired); the machine has ShutdownSettle after that. It returns how
+// long to wait, 0 when the next shutdown may fire.
 func (b base) shutdownInFlight(ctx context.Context, reactor string, v slotView, job, claim string, attempt int, at time.Time) (time.Duration, error) {
 	if job == "" {
 		return 0, nil
 	}
 	now := b.now()
+	timeout := v.timeouts().JobTimeout
 	st, ok := b.cluster.Job(job)
-	observed := shutdownObserved(v, job)
-	switch {
-	case !observed && v.Slot.Spec.Shutdown != nil && (ok || now.Before(at.Add(v.timeouts().JobTimeout))):
+	if !shutdownObserved(v, job) && v.Slot.Spec.Shutdown != nil && (ok || now.Before(at.Add(timeout))) {
 		created, err := b.recoverJob(ctx, reactor, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
 		if err != nil {
 			return 0, err
@@ -404,8 +411,28 @@ func (b base) shutdownInFlight(ctx context.Context, reactor string, v slotView, 
 		if !ok {
 			return projections.JobMonitorPollInterval, nil
 		}
-	case !ok:
-		return 0, nil // it ran and was removed (its TTL, or by hand)
+	}
+	if !ok {
+		end := at
+		ls := v.Slot.LastShutdown
+		if ls != nil && ls.Job != job {
+			ls = nil
+		}
+		switch {
+		case ls != nil && ls.Outcome != nil:
+			end = ls.Outcome.FinishedAt
+			if end.IsZero() {
+				end = ls.Outcome.RecordedAt
+			}
+		case ls != nil && ls.ObservedAt != nil && ls.ObservedAt.After(end):
+			end = ls.ObservedAt.Add(timeout)
+		default:
+			end = end.Add(timeout)
+		}
+		if settle := end.Add(ShutdownSettle); now.Before(settle) {
+			return after(now, settle), nil
+		}
+		return 0, nil
 	}
 	if !st.Finished() {
 		return projections.JobMonitorPollInterval, nil

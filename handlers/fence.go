@@ -36,6 +36,13 @@ func (f fencedCluster) CreateJob(ctx context.Context, req JobRequest) (bool, err
 	return f.Cluster.CreateJob(ctx, req)
 }
 
+func (f fencedCluster) DeleteJob(ctx context.Context, name string) error {
+	if err := f.prove(ctx); err != nil {
+		return err
+	}
+	return f.Cluster.DeleteJob(ctx, name)
+}
+
 func (f fencedCluster) Cordon(ctx context.Context, node string) error {
 	if err := f.prove(ctx); err != nil {
 		return err

@@ -12,15 +12,38 @@ import (
 // ObserveJob records that the cluster showed a lifecycle Job the log
 // recorded (JobObserved): the claim's startup Job, or the slot's last
 // shutdown Job. Once recorded, the Job is never created again for its
-// attempt: a Job gone from the cluster (its TTL, a person) ran. Written once
-// per Job.
+// attempt: a Job gone from the cluster (its TTL, a person) ran. Written
+// when the Job is first shown, and once more with its Outcome when it is
+// seen finished (one write when it is first shown finished).
 type ObserveJob struct {
 	Slot      string
 	Claim     string // empty: an input-law shutdown
 	Job       string
 	Operation string // OperationStartup | OperationShutdown
 	Created   bool
-	Cause     string
+	// Outcome, FinishedAt and Reason: how the Job ended (jobOutcome);
+	// Outcome empty while it runs.
+	Outcome    string
+	FinishedAt *time.Time
+	Reason     string
+	Cause      string
+}
+
+// jobOutcome is what a JobObserved records of a finished Job.
+func jobOutcome(st JobState) (outcome string, finishedAt *time.Time, reason string) {
+	switch st.Phase {
+	case JobSucceeded:
+		outcome = events.JobSucceeded
+	case JobFailed:
+		outcome, reason = events.JobFailed, st.Reason
+	default:
+		return "", nil, ""
+	}
+	if !st.FinishedAt.IsZero() {
+		at := st.FinishedAt.UTC()
+		finishedAt = &at
+	}
+	return outcome, finishedAt, reason
 }
 
 func (c ObserveJob) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
@@ -37,12 +60,12 @@ func (c ObserveJob) Decide(s *projections.State, now time.Time) ([]events.Write,
 	switch c.Operation {
 	case OperationStartup:
 		cl := s.Claims[c.Claim]
-		if cl == nil || cl.StartupJob != c.Job || cl.StartupJobObserved {
+		if cl == nil || cl.StartupJob != c.Job || cl.StartupJobObserved && (c.Outcome == "" || cl.StartupJobOutcome != nil) {
 			return nil, nil
 		}
 		ref = claimRef(cl, c.Cause)
 	case OperationShutdown:
-		if ls := sl.LastShutdown; ls == nil || ls.Job != c.Job || ls.Observed {
+		if ls := sl.LastShutdown; ls == nil || ls.Job != c.Job || ls.Observed && (c.Outcome == "" || ls.Outcome != nil) {
 			return nil, nil
 		}
 		if cl := s.Claims[c.Claim]; cl != nil {
@@ -51,7 +74,10 @@ func (c ObserveJob) Decide(s *projections.State, now time.Time) ([]events.Write,
 	default:
 		return nil, fmt.Errorf("observe Job %s: operation %q is neither %s nor %s", c.Job, c.Operation, OperationStartup, OperationShutdown)
 	}
-	return []events.Write{slotWrite(s, sl.Name, now, events.JobObserved{Ref: ref, Job: c.Job, Operation: c.Operation, Created: c.Created})}, nil
+	return []events.Write{slotWrite(s, sl.Name, now, events.JobObserved{
+		Ref: ref, Job: c.Job, Operation: c.Operation, Created: c.Created,
+		Outcome: c.Outcome, FinishedAt: c.FinishedAt, Reason: c.Reason,
+	})}, nil
 }
 
 // observeJob appends the JobObserved of a Job the cluster showed.

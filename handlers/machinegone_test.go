@@ -37,7 +37,7 @@ func TestMachineGone(t *testing.T) {
 	if c.Phase != projections.PhaseFailed || c.Reason != projections.ReasonMachineGone {
 		t.Fatalf("%s/%s", c.Phase, c.Reason)
 	}
-	want := []events.Type{events.TypeClaimCreated, events.TypeClaimBooting, events.TypeJobObserved, events.TypeHostJoined, events.TypeClaimReady, events.TypeMachineObservedOff, events.TypeMachineObservedOn, events.TypeMachineObservedOff, events.TypeClaimFailed, events.TypeShutdownFired, events.TypeJobObserved}
+	want := []events.Type{events.TypeClaimCreated, events.TypeClaimBooting, events.TypeJobObserved, events.TypeHostJoined, events.TypeJobObserved, events.TypeClaimReady, events.TypeMachineObservedOff, events.TypeMachineObservedOn, events.TypeMachineObservedOff, events.TypeClaimFailed, events.TypeShutdownFired, events.TypeJobObserved}
 	if got := timelineTypes(c); len(got) != len(want) {
 		t.Fatalf("timeline %v, want %v", got, want)
 	}

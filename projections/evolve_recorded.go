@@ -65,6 +65,26 @@ func (s *State) ListedFailure(slot string, now time.Time) *Claim {
 	return c
 }
 
+// outcomeOf is the outcome a JobObserved recorded, nil while the Job ran.
+func outcomeOf(d events.JobObserved, e events.Event) *JobOutcome {
+	if d.Outcome == "" {
+		return nil
+	}
+	o := &JobOutcome{Outcome: d.Outcome, Reason: d.Reason, RecordedAt: e.Time}
+	if d.FinishedAt != nil {
+		o.FinishedAt = *d.FinishedAt
+	}
+	return o
+}
+
+// outcomeDetail is a timeline's word for a JobObserved with an outcome.
+func outcomeDetail(first bool, how, outcome string) string {
+	if first {
+		return how + ", " + outcome
+	}
+	return outcome
+}
+
 // jobObserved marks the claim's startup Job, or the slot's last shutdown
 // Job, as shown by the cluster: never created again for its attempt.
 func jobObserved(s *State, e events.Event) error {
@@ -86,13 +106,27 @@ func jobObserved(s *State, e events.Event) error {
 		if c.StartupJob != d.Job {
 			return refuse(e, "claim %s: Job %s is not its startup Job %s", c.Name, d.Job, c.StartupJob)
 		}
+		first := !c.StartupJobObserved
 		c.StartupJobObserved = true
+		if o := outcomeOf(d, e); o != nil && c.StartupJobOutcome == nil {
+			c.StartupJobOutcome = o
+			how = outcomeDetail(first, how, d.Outcome)
+		}
 		step(c, e, "startup Job "+d.Job+" "+how)
 	case "shutdown":
-		if sl.LastShutdown == nil || sl.LastShutdown.Job != d.Job {
+		ls := sl.LastShutdown
+		if ls == nil || ls.Job != d.Job {
 			return refuse(e, "slot %s: Job %s is not its last shutdown Job", sl.Name, d.Job)
 		}
-		sl.LastShutdown.Observed = true
+		first := !ls.Observed
+		if first {
+			at := e.Time
+			ls.Observed, ls.ObservedAt = true, &at
+		}
+		if o := outcomeOf(d, e); o != nil && ls.Outcome == nil {
+			ls.Outcome = o
+			how = outcomeDetail(first, how, d.Outcome)
+		}
 		if c := s.Claims[d.Claim]; c != nil && c.LastShutdownJob == d.Job {
 			step(c, e, "shutdown Job "+d.Job+" "+how)
 		}

@@ -230,6 +230,23 @@ type Shutdown struct {
 	// Observed: the cluster showed the Job (JobObserved); it is never
 	// created again.
 	Observed bool `json:"observed,omitempty"`
+	// ObservedAt is when JobObserved was written: the Job existed then, so
+	// it ended no later than its timeout after it.
+	ObservedAt *time.Time `json:"observedAt,omitempty"`
+	// Outcome is how the Job ended, once a JobObserved recorded it.
+	Outcome *JobOutcome `json:"outcome,omitempty"`
+}
+
+// JobOutcome is how a lifecycle Job ended, as a JobObserved recorded it.
+type JobOutcome struct {
+	// Outcome is events.JobSucceeded or events.JobFailed.
+	Outcome string `json:"outcome"`
+	// FinishedAt is the Job's end (its status); zero when it gave none.
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Reason     string    `json:"reason,omitempty"`
+	// RecordedAt is when the JobObserved was written: a Job claimstream
+	// deletes goes its pool's ttlSecondsAfterFinished after this.
+	RecordedAt time.Time `json:"recordedAt"`
 }
 
 // Digest is a slot's one-line story of its newest claim: who asked, when,
@@ -274,11 +291,14 @@ type Claim struct {
 	StartupJob string `json:"startupJob,omitempty"`
 	// StartupJobObserved: the cluster showed the startup Job (JobObserved);
 	// it is never created again.
-	StartupJobObserved bool       `json:"startupJobObserved,omitempty"`
-	BootCommittedAt    *time.Time `json:"bootCommittedAt,omitempty"`
-	ReadyAt            *time.Time `json:"readyAt,omitempty"`
-	Node               string     `json:"node,omitempty"`
-	FinishedAt         *time.Time `json:"finishedAt,omitempty"`
+	StartupJobObserved bool `json:"startupJobObserved,omitempty"`
+	// StartupJobOutcome is how the startup Job ended, once a JobObserved
+	// recorded it.
+	StartupJobOutcome *JobOutcome `json:"startupJobOutcome,omitempty"`
+	BootCommittedAt   *time.Time  `json:"bootCommittedAt,omitempty"`
+	ReadyAt           *time.Time  `json:"readyAt,omitempty"`
+	Node              string      `json:"node,omitempty"`
+	FinishedAt        *time.Time  `json:"finishedAt,omitempty"`
 	// ForceShutdown: the claim failed and its machine must be powered off.
 	ForceShutdown bool `json:"forceShutdown,omitempty"`
 

@@ -133,7 +133,7 @@ var fullSamples = []events.Data{
 	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
 	events.ScaleRequested{Ref: fullRef, Call: events.CallDeleteNodes, Delta: 2, Nodes: []string{"worker-1"}, Requester: "cluster-autoscaler", Accepted: true, Reason: "maxSize", Repeats: 3},
 	events.DemandObserved{Ref: fullRef, Demand: 9, Pending: 4, Running: 5},
-	events.JobObserved{Ref: fullRef, Job: "worker-1-start-3", Operation: "startup", Created: true},
+	events.JobObserved{Ref: fullRef, Job: "worker-1-start-3", Operation: "startup", Created: true, Outcome: events.JobFailed, FinishedAt: &at, Reason: "DeadlineExceeded"},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the

@@ -97,6 +97,7 @@ func New(client Client, opts Options) *Cluster {
 	// claim label): the namespace may be shared with other work.
 	c.jobs = newInformer[*batchv1.JobList](client, client.BatchV1().Jobs(opts.Namespace), &batchv1.Job{}, opts.Resync, handlers.LabelClaim, trimMeta)
 	_ = indexNodesByGroup(c.nodes) // fails only once started; NodesLabelled falls back
+	_ = indexJobsBySlot(c.jobs)    // fails only once started
 	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "jobs": c.jobs} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) {

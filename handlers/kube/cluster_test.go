@@ -7,6 +7,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
@@ -35,7 +37,7 @@ func TestCreateJobShapeAndAlreadyExists(t *testing.T) {
 		Name: "a-123456-start-1", Slot: "a", Claim: "a-123456", Attempt: 1, Operation: handlers.OperationStartup,
 		Spec:    events.JobSpec{PodSpec: json.RawMessage(`{"restartPolicy":"OnFailure","containers":[{"name":"x","image":"i","env":[{"name":"CLAIMSTREAM_SLOT","value":"stale"}]},{"name":"y","image":"i"}]}`), TTLSecondsAfterFinished: &ttl},
 		Timeout: 5 * time.Minute,
-		Labels:  map[string]string{handlers.LabelClaim: "a-123456", handlers.LabelOperation: handlers.OperationStartup},
+		Labels:  map[string]string{handlers.LabelClaim: "a-123456", handlers.LabelSlot: "a", handlers.LabelOperation: handlers.OperationStartup},
 		Env:     map[string]string{handlers.EnvSlot: "a", handlers.EnvClaim: "a-123456"},
 	}
 	for i, want := range []bool{true, false} {
@@ -51,7 +53,7 @@ func TestCreateJobShapeAndAlreadyExists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *j.Spec.ActiveDeadlineSeconds != 300 || *j.Spec.BackoffLimit != 0 || *j.Spec.TTLSecondsAfterFinished != 600 || j.Spec.Template.Spec.RestartPolicy != "Never" || len(j.OwnerReferences) != 0 {
+	if *j.Spec.ActiveDeadlineSeconds != 300 || *j.Spec.BackoffLimit != 0 || j.Spec.TTLSecondsAfterFinished != nil || j.Spec.Template.Spec.RestartPolicy != "Never" || len(j.OwnerReferences) != 0 {
 		t.Fatalf("job spec %+v", j.Spec)
 	}
 	for _, ct := range j.Spec.Template.Spec.Containers {
@@ -81,6 +83,27 @@ func TestCreateJobShapeAndAlreadyExists(t *testing.T) {
 	_ = c.Settle(ctx)
 	if st, _ := c.Job(req.Name); st.Phase != handlers.JobFailed || st.Reason != handlers.JobReasonDeadlineExceeded || !st.FinishedAt.Equal(time.Unix(2000, 0)) {
 		t.Fatalf("failed job %+v", st)
+	}
+	if jobs := c.SlotJobs("a"); len(jobs) != 1 || jobs[0].Name != req.Name || jobs[0].OwnTTL {
+		t.Fatalf("slot a's Jobs %+v, want %s with no TTL of its own", jobs, req.Name)
+	}
+	// The delete takes the pods too (the API's default for a Job orphans
+	// them), and the next read sees it gone.
+	var policy *metav1.DeletionPropagation
+	f.PrependReactor("delete", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		policy = a.(k8stesting.DeleteActionImpl).DeleteOptions.PropagationPolicy
+		return false, nil, nil
+	})
+	for range 2 { // NotFound is success
+		if err := c.DeleteJob(ctx, req.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if policy == nil || *policy != metav1.DeletePropagationBackground {
+		t.Fatalf("propagation %v, want Background", policy)
+	}
+	if _, ok := c.Job(req.Name); ok || len(c.SlotJobs("a")) != 0 {
+		t.Fatal("a deleted Job is still read")
 	}
 	if _, err := kube.BuildJob("ns", handlers.JobRequest{Name: "x"}); err == nil {
 		t.Fatal("a Job with no containers was built")

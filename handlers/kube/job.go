@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -8,7 +9,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/claimstream/claimstream/handlers"
 )
@@ -16,7 +19,9 @@ import (
 // BuildJob turns a lifecycle Job request into a batch/v1 Job: the slot's
 // pod spec with restartPolicy Never and the CLAIMSTREAM_* environment in
 // every container, activeDeadlineSeconds = the group's job timeout,
-// backoffLimit 0, ttlSecondsAfterFinished from the spec, and no
+// backoffLimit 0, no ttlSecondsAfterFinished (the spec's is claimstream's
+// to honour once the Job's outcome is in the log: a TTL controller that
+// removed a Job before the log saw it would let it run twice), and no
 // ownerReferences (no garbage collector may take a Job mid-shutdown).
 func BuildJob(namespace string, req handlers.JobRequest) (*batchv1.Job, error) {
 	var spec corev1.PodSpec
@@ -61,9 +66,8 @@ func BuildJob(namespace string, req handlers.JobRequest) (*batchv1.Job, error) {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: ns, Labels: labels, Annotations: maps.Clone(req.Annotations)},
 		Spec: batchv1.JobSpec{
-			ActiveDeadlineSeconds:   deadline,
-			BackoffLimit:            &backoff,
-			TTLSecondsAfterFinished: req.Spec.TTLSecondsAfterFinished,
+			ActiveDeadlineSeconds: deadline,
+			BackoffLimit:          &backoff,
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: maps.Clone(req.Annotations)},
 				Spec:       spec,
@@ -75,7 +79,7 @@ func BuildJob(namespace string, req handlers.JobRequest) (*batchv1.Job, error) {
 
 // JobStateOf reads what the reactors need of a Job.
 func JobStateOf(j *batchv1.Job) handlers.JobState {
-	st := handlers.JobState{Name: j.Name, Phase: handlers.JobRunning, Labels: j.Labels, CreatedAt: j.CreationTimestamp.Time}
+	st := handlers.JobState{Name: j.Name, Phase: handlers.JobRunning, Labels: j.Labels, CreatedAt: j.CreationTimestamp.Time, OwnTTL: j.Spec.TTLSecondsAfterFinished != nil}
 	for _, c := range j.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
 			continue
@@ -94,4 +98,55 @@ func JobStateOf(j *batchv1.Job) handlers.JobState {
 		st.FinishedAt = j.Status.CompletionTime.Time
 	}
 	return st
+}
+
+// jobSlotIndex indexes the lifecycle Jobs by their slot (SlotJobs).
+const jobSlotIndex = "slot"
+
+func indexJobsBySlot(jobs cache.SharedIndexInformer) error {
+	err := jobs.AddIndexers(cache.Indexers{jobSlotIndex: func(obj any) ([]string, error) {
+		j, ok := obj.(*batchv1.Job)
+		if !ok {
+			return nil, nil
+		}
+		if s := handlers.SlotOfJob(j.Labels, j.Annotations); s != "" {
+			return []string{s}, nil
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("index Jobs by slot: %w", err)
+	}
+	return nil
+}
+
+// SlotJobs implements handlers.Cluster: the cached lifecycle Jobs of a
+// slot, as the adapter's own writes left them (a Job it deleted is gone).
+func (c *Cluster) SlotJobs(slot string) []handlers.JobState {
+	objs, err := c.jobs.GetIndexer().ByIndex(jobSlotIndex, slot)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	out := make([]handlers.JobState, 0, len(objs))
+	for _, o := range objs {
+		j := o.(*batchv1.Job)
+		if st, ok := c.Job(j.Name); ok && j.Namespace == c.namespace {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// DeleteJob implements handlers.Cluster: the Job and, in the background,
+// its pods (the API's default for a Job leaves them orphaned).
+func (c *Cluster) DeleteJob(ctx context.Context, name string) error {
+	bg := metav1.DeletePropagationBackground
+	err := c.client.BatchV1().Jobs(c.namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Job %s/%s: %w", c.namespace, name, err)
+	}
+	if c.cachedJob(c.namespace, name) != nil {
+		c.own.wrote(ownKey("jobs", c.namespace+"/"+name), nil, nil)
+	}
+	return nil
 }

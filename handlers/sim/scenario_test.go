@@ -84,10 +84,15 @@ func TestExampleScenario(t *testing.T) {
 		t.Fatalf("node-1.lan's last claim ended %s, want cancelled while pending", c.Reason)
 	}
 	// Every lifecycle Job was POSTed once and observed once, created: none
-	// was created again, none found by a second create.
-	seen := map[string]int{}
+	// was created again, none found by a second create. Its outcome is
+	// recorded once, apart, when it is seen finished.
+	seen, ended := map[string]int{}, map[string]int{}
 	for _, e := range readAll(t, h) {
 		if d, ok := e.Data.(events.JobObserved); ok {
+			if d.Outcome != "" {
+				ended[d.Job]++
+				continue
+			}
 			seen[d.Job]++
 			if !d.Created {
 				t.Errorf("Job %s observed %q, not created by its first POST", d.Job, d.Cause)
@@ -95,8 +100,8 @@ func TestExampleScenario(t *testing.T) {
 		}
 	}
 	for job, n := range posts.all() {
-		if n != 1 || seen[job] != 1 {
-			t.Errorf("Job %s POSTed %d times, observed %d times; want 1 and 1", job, n, seen[job])
+		if n != 1 || seen[job] != 1 || ended[job] > 1 {
+			t.Errorf("Job %s POSTed %d times, observed %d times, its outcome %d times; want 1, 1 and at most 1", job, n, seen[job], ended[job])
 		}
 	}
 	if len(seen) == 0 {

@@ -322,7 +322,17 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// update hands the lease over while this replica drains its requests.
 	leading, stepDown := context.WithCancel(context.Background())
 	handedOver := make(chan struct{})
-	run.stepDown, run.handedOver = stepDown, handedOver
+	run.stepDown = func() {
+		// The streams' leadership leaves first: the next leader's first
+		// writes then find a stream leader instead of an election.
+		if p.emb.Clustered() && p.leads() {
+			hctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			p.handOffStreamLeaders(hctx)
+			cancel()
+		}
+		stepDown()
+	}
+	run.handedOver = handedOver
 	work.Go("leadership", func(ctx context.Context) error {
 		defer close(handedOver)
 		ctx, stop := context.WithCancel(ctx)

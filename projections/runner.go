@@ -56,6 +56,7 @@ type Runner struct {
 	// the missing events itself (directRead).
 	directAfter time.Duration
 	directRead  atomic.Uint64
+	directBusy  atomic.Bool
 }
 
 // RunnerOptions configure a Runner.
@@ -258,6 +259,11 @@ func (r *Runner) apply(e events.Event) {
 // again only through JetStream's meta leader). It folds no event past a
 // hole: the tail reports gaps.
 func (r *Runner) readDirect(ctx context.Context, seq uint64) {
+	// One at a time: the other waiters are woken by what it folds.
+	if !r.directBusy.CompareAndSwap(false, true) {
+		return
+	}
+	defer r.directBusy.Store(false)
 	from := r.ReadTo() + 1
 	if from > seq {
 		return

@@ -264,7 +264,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			mountPprof(mux)
 		}
 		intake.Go("metrics", func(ctx context.Context) error {
-			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.ServerLimits)
+			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.metrics())
 		})
 		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}

@@ -180,6 +180,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if _, err := o.authLimit.trusted(); err != nil {
 		return err // before the data dir is touched
 	}
+	if err := checkGivenTokens(o); err != nil {
+		return err
+	}
 	o.timing = newStartupTimer(log, clock.RealClock{})
 	if o.pprof && o.metricsAddress == "" {
 		return errPprofWithoutMetrics
@@ -461,10 +464,13 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 
 // apiToken is the REST API's token: --api-token, $CLAIMSTREAM_API_TOKEN,
 // or the token file, generated (0600) on the first start so a local CLI
-// can read it.
+// can read it. A token given shorter than minAPITokenLength is refused.
 func apiToken(o serveOptions) (string, error) {
-	if t := first(o.apiToken, os.Getenv("CLAIMSTREAM_API_TOKEN")); t != "" {
-		return t, nil
+	if o.apiToken != "" {
+		return strongToken("--api-token", o.apiToken)
+	}
+	if t := os.Getenv("CLAIMSTREAM_API_TOKEN"); t != "" {
+		return strongToken("$CLAIMSTREAM_API_TOKEN", t)
 	}
 	path := o.apiTokenFile
 	if path == "" {
@@ -472,7 +478,7 @@ func apiToken(o serveOptions) (string, error) {
 	}
 	if b, err := os.ReadFile(path); err == nil {
 		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
+			return strongToken("the API token in "+path, t)
 		}
 		return "", fmt.Errorf("--api-token-file %s is empty", path)
 	} else if !errors.Is(err, os.ErrNotExist) || o.apiTokenFile != "" {

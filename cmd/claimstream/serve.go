@@ -57,6 +57,7 @@ type serveOptions struct {
 	apiTLSCert   string
 	apiTLSKey    string
 	authLimit    authLimitFlags
+	maxWhatIfs   int
 
 	sinks          string
 	metricsAddress string
@@ -113,6 +114,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiTLSCert, "api-tls-cert", "", "REST API server certificate (PEM file, re-read when it changes); without it the API is plain HTTP")
 	f.StringVar(&o.apiTLSKey, "api-tls-key", "", "REST API server key (PEM file)")
 	o.authLimit.addFlags(f)
+	f.IntVar(&o.maxWhatIfs, "api-max-whatifs", rest.DefaultMaxWhatIfs, "REST API: the most what-ifs (POST /api/v1/whatif) running at once, whoever asks; one more is answered 429 (0 or less: the default)")
 	f.StringVar(&o.eventSource, "event-source", "", eventSourceHelp)
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
@@ -509,7 +511,8 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rest.Options{Token: token, ReadToken: readToken, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads}
+	ro := rest.Options{Token: token, ReadToken: readToken, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads,
+		MaxWhatIfs: o.maxWhatIfs}
 	if ro.AuthLimit, err = p.authLimiter(o.authLimit); err != nil {
 		return nil, err
 	}

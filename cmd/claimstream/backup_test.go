@@ -150,7 +150,7 @@ func TestServeBackupDuringAppends(t *testing.T) {
 	defer cancel()
 	log, _ := newLogger("error", "text")
 	o := serveOptions{config: examplePool, configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true,
-		apiAddress: "127.0.0.1:0", apiToken: "backup-test-token"}
+		apiAddress: "127.0.0.1:0", apiToken: "backup-test-token-0123456789abcdef"}
 	p, err := startPlane(ctx, o, log, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestServeBackupDuringAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "serve.backup")
-	out := runCLI(t, nil, "backup", path, "--server", api.URL, "--token", "backup-test-token", "--cli-config", "")
+	out := runCLI(t, nil, "backup", path, "--server", api.URL, "--token", "backup-test-token-0123456789abcdef", "--cli-config", "")
 	close(stop)
 	wg.Wait()
 	if strings.Contains(out, "error:") {

@@ -25,7 +25,7 @@ func TestEventsFollowResumesAcrossAServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	o := serveOptions{
 		config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: dir, stream: "CLAIMSTREAM", noFsync: true,
-		apiAddress: freeAddr(t), apiToken: "follow-token", logLevel: "error", logFormat: "text", cluster: clusterOptions{namespace: "claimstream"},
+		apiAddress: freeAddr(t), apiToken: "follow-token-0123456789abcdef0123456", logLevel: "error", logFormat: "text", cluster: clusterOptions{namespace: "claimstream"},
 	}
 	client := &rest.Client{BaseURL: "http://" + o.apiAddress, Token: o.apiToken}
 	serve := func() func() {

@@ -57,6 +57,7 @@ type serveOptions struct {
 	apiTLSCert   string
 	apiTLSKey    string
 	authLimit    authLimitFlags
+	maxWhatIfs   int
 
 	sinks          string
 	metricsAddress string
@@ -122,6 +123,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.apiTLSCert, "api-tls-cert", "", "REST API server certificate (PEM file, re-read when it changes); without it the API is plain HTTP")
 	f.StringVar(&o.apiTLSKey, "api-tls-key", "", "REST API server key (PEM file)")
 	o.authLimit.addFlags(f)
+	f.IntVar(&o.maxWhatIfs, "api-max-whatifs", rest.DefaultMaxWhatIfs, "REST API: the most what-ifs (POST /api/v1/whatif) running at once, whoever asks; one more is answered 429 (0 or less: the default)")
 	f.StringVar(&o.eventSource, "event-source", "", eventSourceHelp)
 	f.StringVar(&o.sinks, "sinks", "", "CloudEvents sinks file (webhooks with filters, retries and dead letters); see deploy/examples/sinks.yaml")
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
@@ -190,6 +192,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if _, err := o.authLimit.trusted(); err != nil {
 		return err // before the data dir is touched
 	}
+	if err := checkGivenTokens(o); err != nil {
+		return err
+	}
 	o.timing = newStartupTimer(log, clock.RealClock{})
 	if o.pprof && o.metricsAddress == "" {
 		return errPprofWithoutMetrics
@@ -254,7 +259,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			mountPprof(mux)
 		}
 		intake.Go("metrics", func(ctx context.Context) error {
-			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.ServerLimits)
+			return rest.ListenAndServe(ctx, o.metricsAddress, mux, o.httpLimits.metrics())
 		})
 		log.Info("metrics listening", "address", o.metricsAddress+"/metrics")
 	}
@@ -516,10 +521,13 @@ func (p *plane) providerServer(o serveOptions) (*grpc.Server, error) {
 
 // apiToken is the REST API's token: --api-token, $CLAIMSTREAM_API_TOKEN,
 // or the token file, generated (0600) on the first start so a local CLI
-// can read it.
+// can read it. A token given shorter than minAPITokenLength is refused.
 func apiToken(o serveOptions) (string, error) {
-	if t := first(o.apiToken, os.Getenv("CLAIMSTREAM_API_TOKEN")); t != "" {
-		return t, nil
+	if o.apiToken != "" {
+		return strongToken("--api-token", o.apiToken)
+	}
+	if t := os.Getenv("CLAIMSTREAM_API_TOKEN"); t != "" {
+		return strongToken("$CLAIMSTREAM_API_TOKEN", t)
 	}
 	path := o.apiTokenFile
 	if path == "" {
@@ -527,7 +535,7 @@ func apiToken(o serveOptions) (string, error) {
 	}
 	if b, err := os.ReadFile(path); err == nil {
 		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
+			return strongToken("the API token in "+path, t)
 		}
 		return "", fmt.Errorf("--api-token-file %s is empty", path)
 	} else if !errors.Is(err, os.ErrNotExist) || o.apiTokenFile != "" {
@@ -558,7 +566,8 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rest.Options{Token: token, ReadToken: readToken, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads}
+	ro := rest.Options{Token: token, ReadToken: readToken, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads,
+		MaxWhatIfs: o.maxWhatIfs}
 	if ro.AuthLimit, err = p.authLimiter(o.authLimit); err != nil {
 		return nil, err
 	}

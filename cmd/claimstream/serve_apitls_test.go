@@ -20,7 +20,7 @@ func TestServeAPIOverTLS(t *testing.T) {
 	certFile, keyFile, _ := selfSigned(t)
 	apiAddr := freeAddr(t)
 	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn",
-		apiAddress: apiAddr, apiToken: "tok", apiTLSCert: certFile, apiTLSKey: keyFile}
+		apiAddress: apiAddr, apiToken: "tok-0123456789abcdef0123456789abcdef", apiTLSCert: certFile, apiTLSKey: keyFile}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runServe(ctx, o) }()
@@ -35,7 +35,7 @@ func TestServeAPIOverTLS(t *testing.T) {
 		root := newRoot()
 		root.SetOut(&out)
 		root.SetErr(&out)
-		root.SetArgs(append(args, "--token", "tok", "--cli-config", ""))
+		root.SetArgs(append(args, "--token", o.apiToken, "--cli-config", ""))
 		err := root.Execute()
 		return out.String(), err
 	}
@@ -63,7 +63,7 @@ func TestServeAPIOverTLS(t *testing.T) {
 	}
 	// The CLI config file names the CA as caFile.
 	cliConfig := filepath.Join(dir, "cli.yaml")
-	writeFile(t, cliConfig, "server: https://"+apiAddr+"\ntoken: tok\ncaFile: "+certFile+"\n")
+	writeFile(t, cliConfig, "server: https://"+apiAddr+"\ntoken: "+o.apiToken+"\ncaFile: "+certFile+"\n")
 	var out bytes.Buffer
 	root := newRoot()
 	root.SetOut(&out)
@@ -77,7 +77,7 @@ func TestServeAPIOverTLS(t *testing.T) {
 func TestServeAPITLSFlagsGoTogether(t *testing.T) {
 	dir := t.TempDir()
 	certFile, _, _ := selfSigned(t)
-	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), dataDir: t.TempDir(), logLevel: "warn", apiAddress: "127.0.0.1:0", apiToken: "tok", apiTLSCert: certFile}
+	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), dataDir: t.TempDir(), logLevel: "warn", apiAddress: "127.0.0.1:0", apiToken: "tok-0123456789abcdef0123456789abcdef", apiTLSCert: certFile}
 	if err := runServe(context.Background(), o); err == nil || !strings.Contains(err.Error(), "--api-tls-key") {
 		t.Fatalf("got %v, want an error naming --api-tls-key", err)
 	}

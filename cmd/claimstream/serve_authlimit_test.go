@@ -19,7 +19,7 @@ import (
 func TestServeThrottlesFailedAuthentications(t *testing.T) {
 	addr, apiAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM",
-		noFsync: true, logLevel: "error", grpcAddress: addr, plaintext: true, metricsAddress: metricsAddr, apiAddress: apiAddr, apiToken: "limit-token"}
+		noFsync: true, logLevel: "error", grpcAddress: addr, plaintext: true, metricsAddress: metricsAddr, apiAddress: apiAddr, apiToken: "limit-token-0123456789abcdef0123456"}
 	_, stop := startServe(t, o)
 	defer stop()
 
@@ -65,7 +65,7 @@ func TestServeThrottlesFailedAuthentications(t *testing.T) {
 	}
 	// The right token passes the throttle: a client behind the same
 	// address as the guesser is not locked out.
-	if got := status("limit-token"); got != http.StatusOK {
+	if got := status(o.apiToken); got != http.StatusOK {
 		t.Fatalf("the right token from the throttled address: %d, want 200", got)
 	}
 	body, _ = get(t, "http://"+metricsAddr+"/metrics", "")
@@ -86,7 +86,7 @@ func TestServeThrottlesFailedAuthentications(t *testing.T) {
 func TestServeRefusesABadTrustedProxy(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	o := serveOptions{config: filepath.Join("..", "..", "deploy", "examples", "pool.yaml"), configPoll: time.Hour, dataDir: dir, stream: "CLAIMSTREAM",
-		noFsync: true, logLevel: "error", apiAddress: freeAddr(t), apiToken: "limit-token",
+		noFsync: true, logLevel: "error", apiAddress: freeAddr(t), apiToken: "limit-token-0123456789abcdef0123456",
 		authLimit: authLimitFlags{trustedProxies: []string{"10.0.0.0/8", "proxy.lan"}}}
 	err := runServe(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), `--api-trusted-proxies: "proxy.lan" is neither an IP address nor a CIDR`) {

@@ -29,7 +29,7 @@ import (
 // replicaArgsEnv carries a child's serve arguments, one per line.
 const replicaArgsEnv = "CLAIMSTREAM_REPLICA_ARGS"
 
-const replicaAPIToken = "replica-test-token"
+const replicaAPIToken = "replica-test-token-0123456789abcdef"
 
 // replicaProc is one `claimstream serve` process of a three-replica test:
 // the test binary started again as the command, in a process group of its

@@ -107,7 +107,7 @@ func TestServePprofNeedsMetricsAddress(t *testing.T) {
 // /debug/pprof/cmdline would print the process's arguments, --api-token's
 // value among them: it is not served, and no profile page shows the token.
 func TestServePprofNeverShowsTheCommandLine(t *testing.T) {
-	const secret = "pprof-cmdline-s3cret-token"
+	const secret = "pprof-cmdline-s3cret-token-0123456789"
 	args := os.Args
 	os.Args = append(slices.Clone(args), "--api-token="+secret, "--nats-password", secret)
 	t.Cleanup(func() { os.Args = args })

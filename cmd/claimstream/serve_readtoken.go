@@ -22,9 +22,13 @@ func (r *readTokenFlags) register(f *pflag.FlagSet) {
 
 // resolve is the read-only token ("" for none): --api-read-token,
 // $CLAIMSTREAM_API_READ_TOKEN, or --api-read-token-file. It must differ
-// from the admin token: one string cannot be both.
+// from the admin token (one string cannot be both) and be at least
+// minAPITokenLength long.
 func (r *readTokenFlags) resolve(admin string) (string, error) {
-	t := first(r.token, os.Getenv("CLAIMSTREAM_API_READ_TOKEN"))
+	t, source := r.token, "--api-read-token"
+	if t == "" {
+		t, source = os.Getenv("CLAIMSTREAM_API_READ_TOKEN"), "$CLAIMSTREAM_API_READ_TOKEN"
+	}
 	if t == "" && r.file != "" {
 		b, err := os.ReadFile(r.file)
 		if err != nil {
@@ -33,9 +37,13 @@ func (r *readTokenFlags) resolve(admin string) (string, error) {
 		if t = strings.TrimSpace(string(b)); t == "" {
 			return "", fmt.Errorf("--api-read-token-file %s is empty: write the read-only token in it, or drop the flag", r.file)
 		}
+		source = "the read-only API token in " + r.file
 	}
-	if t != "" && t == admin {
+	if t == "" {
+		return "", nil
+	}
+	if t == admin {
 		return "", errors.New("the read-only API token (--api-read-token) is the admin token (--api-token): give it a token of its own")
 	}
-	return t, nil
+	return strongToken(source, t)
 }

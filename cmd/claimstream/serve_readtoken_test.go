@@ -18,7 +18,7 @@ import (
 func TestReadTokenSources(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "read-token")
-	if err := os.WriteFile(file, []byte(" viewer-token \n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(" viewer-token-0123456789abcdef0123456 \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	empty := filepath.Join(dir, "empty")
@@ -26,24 +26,26 @@ func TestReadTokenSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("CLAIMSTREAM_API_READ_TOKEN", "")
+	const admin = "admin-0123456789abcdef0123456789abcdef"
 	for _, c := range []struct {
 		flags         readTokenFlags
 		want, wantErr string
 	}{
 		{readTokenFlags{}, "", ""},
-		{readTokenFlags{token: "flag-token"}, "flag-token", ""},
-		{readTokenFlags{file: file}, "viewer-token", ""},
+		{readTokenFlags{token: "flag-token-0123456789abcdef0123456789"}, "flag-token-0123456789abcdef0123456789", ""},
+		{readTokenFlags{file: file}, "viewer-token-0123456789abcdef0123456", ""},
 		{readTokenFlags{file: empty}, "", "is empty"},
 		{readTokenFlags{file: filepath.Join(dir, "nope")}, "", "--api-read-token-file"},
-		{readTokenFlags{token: "admin"}, "", "is the admin token"},
+		{readTokenFlags{token: admin}, "", "is the admin token"},
+		{readTokenFlags{token: "short"}, "", "--api-read-token is 5 characters long"},
 	} {
-		got, err := c.flags.resolve("admin")
+		got, err := c.flags.resolve(admin)
 		if got != c.want || (c.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
 			t.Errorf("%+v: %q, %v; want %q, error %q", c.flags, got, err, c.want, c.wantErr)
 		}
 	}
-	t.Setenv("CLAIMSTREAM_API_READ_TOKEN", "env-token")
-	if got, err := (&readTokenFlags{file: file}).resolve("admin"); got != "env-token" || err != nil {
+	t.Setenv("CLAIMSTREAM_API_READ_TOKEN", "env-token-0123456789abcdef01234567890")
+	if got, err := (&readTokenFlags{file: file}).resolve(admin); got != "env-token-0123456789abcdef01234567890" || err != nil {
 		t.Errorf("the variable: %q, %v", got, err)
 	}
 }
@@ -56,7 +58,7 @@ func TestServeReadTokenEndToEnd(t *testing.T) {
 	defer cancel()
 	log, _ := newLogger("error", "text")
 	o := serveOptions{config: examplePool, configPoll: time.Hour, dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true,
-		apiAddress: "127.0.0.1:0", apiToken: "admin-token", apiReadToken: readTokenFlags{token: "viewer-token"}}
+		apiAddress: "127.0.0.1:0", apiToken: "admin-token-0123456789abcdef012345678", apiReadToken: readTokenFlags{token: "viewer-token-0123456789abcdef0123456"}}
 	p, err := startPlane(ctx, o, log, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -93,10 +95,10 @@ func TestServeReadTokenEndToEnd(t *testing.T) {
 		method, path, token string
 		want                int
 	}{
-		{"GET", "/api/v1/groups", "viewer-token", http.StatusOK},
-		{"GET", "/api/v1/backup", "viewer-token", http.StatusForbidden},
-		{"POST", "/api/v1/slots/node-1.lan/decommission", "viewer-token", http.StatusForbidden},
-		{"POST", "/api/v1/slots/node-1.lan/decommission", "admin-token", http.StatusOK},
+		{"GET", "/api/v1/groups", "viewer-token-0123456789abcdef0123456", http.StatusOK},
+		{"GET", "/api/v1/backup", "viewer-token-0123456789abcdef0123456", http.StatusForbidden},
+		{"POST", "/api/v1/slots/node-1.lan/decommission", "viewer-token-0123456789abcdef0123456", http.StatusForbidden},
+		{"POST", "/api/v1/slots/node-1.lan/decommission", "admin-token-0123456789abcdef012345678", http.StatusOK},
 		{"GET", "/api/v1/groups", "nobody", http.StatusUnauthorized},
 	} {
 		if got := call(c.method, c.path, c.token); got != c.want {
@@ -104,7 +106,7 @@ func TestServeReadTokenEndToEnd(t *testing.T) {
 		}
 	}
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.PostForm(api.URL+"/ui/login", url.Values{"token": {"viewer-token"}, "next": {"/ui/"}})
+	resp, err := noRedirect.PostForm(api.URL+"/ui/login", url.Values{"token": {"viewer-token-0123456789abcdef0123456"}, "next": {"/ui/"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"io"
@@ -18,13 +19,16 @@ const (
 	DefaultIdleTimeout        = 2 * time.Minute
 	DefaultMaxHeaderBytes     = 64 << 10
 	DefaultMaxUnauthenticated = 256
+	// DefaultMaxUnauthenticatedPerAddress leaves room for a NAT or a
+	// proxy's clients while no one address holds most of the cap.
+	DefaultMaxUnauthenticatedPerAddress = 32
 )
 
 // ServerLimits bound what a client may hold of an HTTP server: slow
 // clients are cut, and connections that have not authenticated are
-// capped, so they cannot use up the file descriptors the store needs nor
-// crowd out the clients that did authenticate. Zero fields take the
-// defaults.
+// capped and closed after each answer, so they cannot use up the file
+// descriptors the store needs nor crowd out the clients that did
+// authenticate, or the probes. Zero fields take the defaults.
 type ServerLimits struct {
 	// ReadHeaderTimeout is how long a request's headers may take to
 	// arrive.
@@ -42,9 +46,13 @@ type ServerLimits struct {
 	// MaxHeaderBytes caps a request's headers.
 	MaxHeaderBytes int
 	// MaxUnauthenticated caps the connections open at once that have
-	// not yet made an authenticated request; past it new connections
-	// wait in the listen queue until one closes or authenticates.
+	// not yet made an authenticated request; past it a new connection
+	// closes the oldest of them.
 	MaxUnauthenticated int
+	// MaxUnauthenticatedPerAddress caps those of one client address (an
+	// IPv6 client's /64); past it a new connection closes the oldest of
+	// that address.
+	MaxUnauthenticatedPerAddress int
 }
 
 func (l ServerLimits) withDefaults() ServerLimits {
@@ -63,16 +71,21 @@ func (l ServerLimits) withDefaults() ServerLimits {
 	if l.MaxUnauthenticated <= 0 {
 		l.MaxUnauthenticated = DefaultMaxUnauthenticated
 	}
+	if l.MaxUnauthenticatedPerAddress <= 0 {
+		l.MaxUnauthenticatedPerAddress = DefaultMaxUnauthenticatedPerAddress
+	}
+	l.MaxUnauthenticatedPerAddress = min(l.MaxUnauthenticatedPerAddress, l.MaxUnauthenticated)
 	return l
 }
 
 // httpServer is an http.Server for h with the limits, serving ln wrapped
-// so that its unauthenticated connections are capped.
+// so that its unauthenticated connections are capped; they are closed
+// after each answer.
 func httpServer(ctx context.Context, ln net.Listener, h http.Handler, lim ServerLimits) (*http.Server, net.Listener) {
 	lim = lim.withDefaults()
-	gl := newGateListener(ln, lim.MaxUnauthenticated)
+	gl := newGateListener(ln, lim.MaxUnauthenticated, lim.MaxUnauthenticatedPerAddress)
 	srv := &http.Server{
-		Handler:           bodyDeadline(h, lim.BodyTimeout),
+		Handler:           closeUnauthenticated(bodyDeadline(h, lim.BodyTimeout)),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		WriteTimeout:      lim.WriteTimeout,
 		IdleTimeout:       lim.IdleTimeout,
@@ -83,7 +96,7 @@ func httpServer(ctx context.Context, ln net.Listener, h http.Handler, lim Server
 				c = tc.NetConn()
 			}
 			if g, ok := c.(*gatedConn); ok {
-				return context.WithValue(ctx, gateKey{}, g)
+				return context.WithValue(ctx, gateConnKey{}, g)
 			}
 			return ctx
 		},
@@ -122,58 +135,132 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 }
 
 // Authenticated marks r's connection as authenticated: it no longer
-// counts against ServerLimits.MaxUnauthenticated. The API calls it for a
-// request that carries the right token or a dashboard session.
+// counts against ServerLimits.MaxUnauthenticated, and it is kept alive
+// after the answer. The API calls it for a request that carries the right
+// token or a dashboard session.
 func Authenticated(r *http.Request) {
-	if g, ok := r.Context().Value(gateKey{}).(*gatedConn); ok {
-		g.release()
+	if u, ok := r.Context().Value(gateKey{}).(*unauthenticatedRequest); ok {
+		u.conn.release()
+		u.header.Del("Connection")
 	}
 }
 
 type gateKey struct{}
 
-// gateListener accepts a connection only while fewer than cap accepted
-// ones are still unauthenticated (netutil.LimitListener's wait, counting
-// only those).
-type gateListener struct {
-	net.Listener
-	slots     chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
+// unauthenticatedRequest is a request on a connection that has not
+// authenticated: its answer closes the connection unless the request
+// authenticates.
+type unauthenticatedRequest struct {
+	conn   *gatedConn
+	header http.Header
 }
 
-func newGateListener(ln net.Listener, n int) *gateListener {
-	return &gateListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+// closeUnauthenticated answers a request of a connection that has not
+// authenticated with "Connection: close" (HTTP/2: a GOAWAY), so such a
+// connection holds its place among the unauthenticated for one request at
+// most, never for a keep-alive's idle time.
+func closeUnauthenticated(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g, ok := r.Context().Value(gateConnKey{}).(*gatedConn); ok && !g.authenticated() {
+			w.Header().Set("Connection", "close")
+			r = r.WithContext(context.WithValue(r.Context(), gateKey{}, &unauthenticatedRequest{conn: g, header: w.Header()}))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type gateConnKey struct{}
+
+// gateListener caps the accepted connections that have not
+// authenticated, at most max in all and perAddr from one client address
+// (ClientKey). Accept never waits: a new connection past a cap closes the
+// oldest unauthenticated one (of its address, else of all). Waiting would
+// let whoever holds the cap lock everyone else out; closing the oldest
+// cuts the slow and idle first, while a client that sends its request at
+// once (the CLI, a probe, a browser) is served before its turn comes.
+type gateListener struct {
+	net.Listener
+	max, perAddr int
+
+	mu     sync.Mutex
+	open   list.List // of *gatedConn, unauthenticated, oldest first
+	byAddr map[string]int
+}
+
+func newGateListener(ln net.Listener, max, perAddr int) *gateListener {
+	return &gateListener{Listener: ln, max: max, perAddr: perAddr, byAddr: map[string]int{}}
 }
 
 func (l *gateListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &gatedConn{Conn: c, l: l}, nil
+	g := &gatedConn{Conn: c, l: l, addr: ClientKey(c.RemoteAddr().String())}
+	l.mu.Lock()
+	var shed *gatedConn
+	if l.byAddr[g.addr] >= l.perAddr {
+		for e := l.open.Front(); e != nil; e = e.Next() {
+			if o := e.Value.(*gatedConn); o.addr == g.addr {
+				shed = o
+				break
+			}
+		}
+	} else if l.open.Len() >= l.max {
+		shed = l.open.Front().Value.(*gatedConn)
+	}
+	if shed != nil {
+		l.removeLocked(shed)
+	}
+	g.elem = l.open.PushBack(g)
+	l.byAddr[g.addr]++
+	l.mu.Unlock()
+	if shed != nil {
+		_ = shed.Conn.Close()
+	}
+	return g, nil
 }
 
-func (l *gateListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	return l.Listener.Close()
+// removeLocked takes g out of the unauthenticated, once.
+func (l *gateListener) removeLocked(g *gatedConn) {
+	if g.elem == nil {
+		return
+	}
+	l.open.Remove(g.elem)
+	g.elem = nil
+	if l.byAddr[g.addr]--; l.byAddr[g.addr] <= 0 {
+		delete(l.byAddr, g.addr)
+	}
 }
 
-// gatedConn holds a slot of its listener until it authenticates or
-// closes.
+// unauthenticated is how many accepted connections have not
+// authenticated, in all and from addr.
+func (l *gateListener) unauthenticated(addr string) (all, fromAddr int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open.Len(), l.byAddr[addr]
+}
+
+// gatedConn counts among its listener's unauthenticated connections
+// until it authenticates or closes.
 type gatedConn struct {
 	net.Conn
 	l    *gateListener
-	once sync.Once
+	addr string
+	elem *list.Element // in l.open while unauthenticated; guarded by l.mu
 }
 
-func (c *gatedConn) release() { c.once.Do(func() { <-c.l.slots }) }
+func (c *gatedConn) release() {
+	c.l.mu.Lock()
+	c.l.removeLocked(c)
+	c.l.mu.Unlock()
+}
+
+func (c *gatedConn) authenticated() bool {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.elem == nil
+}
 
 func (c *gatedConn) Close() error {
 	c.release()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -33,7 +34,7 @@ func serveWithLimits(t *testing.T, f *resttest.Fixture, lim rest.ServerLimits) s
 
 // TestSlowClientsAreCutAndOthersServed: slow-loris connections trickling
 // headers, or bodies (with and without the token), are all closed within
-// the timeouts; meanwhile a follower of the event stream keeps its stream
+// the timeouts, or sooner by newer connections past the cap; meanwhile a follower of the event stream keeps its stream
 // and a new legitimate request is answered, though the attackers
 // outnumber the cap on unauthenticated connections.
 func TestSlowClientsAreCutAndOthersServed(t *testing.T) {
@@ -69,14 +70,16 @@ func TestSlowClientsAreCutAndOthersServed(t *testing.T) {
 		err   error
 	}
 	cuts := make(chan cut, attackers)
-	var wg sync.WaitGroup
+	var wg, opened sync.WaitGroup
 	for i := range attackers {
 		wg.Add(1)
+		opened.Add(1)
 		go func() {
 			defer wg.Done()
 			began := time.Now()
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
+				opened.Done()
 				cuts <- cut{i, 0, err}
 				return
 			}
@@ -92,7 +95,9 @@ func TestSlowClientsAreCutAndOthersServed(t *testing.T) {
 					}
 				}
 			}()
-			if _, err := c.Write([]byte(openings[i%len(openings)])); err != nil {
+			_, err = c.Write([]byte(openings[i%len(openings)]))
+			opened.Done()
+			if err != nil {
 				cuts <- cut{i, time.Since(began), nil}
 				return
 			}
@@ -110,9 +115,11 @@ func TestSlowClientsAreCutAndOthersServed(t *testing.T) {
 		}()
 	}
 
-	// Meanwhile, a legitimate request gets its answer.
+	// Meanwhile, a legitimate request, made once the attack is on, gets
+	// its answer.
 	legit := make(chan error, 1)
 	go func() {
+		opened.Wait()
 		g, err := (&rest.Client{BaseURL: "http://" + addr, Token: resttest.Token}).Groups(ctx)
 		if err == nil && g.Items == nil {
 			err = fmt.Errorf("no groups list")
@@ -145,5 +152,131 @@ func TestSlowClientsAreCutAndOthersServed(t *testing.T) {
 		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"after"`) {
 			break
 		}
+	}
+}
+
+// TestKeepAliveFloodLocksNoOneOut: 300 unauthenticated keep-alive
+// connections from 30 addresses, each asking /healthz again and again,
+// outnumber the cap on unauthenticated connections; an authenticated API
+// request and a fresh /readyz are still answered at once, and the
+// authenticated connection is kept alive while the others are closed
+// after each answer.
+func TestKeepAliveFloodLocksNoOneOut(t *testing.T) {
+	f := resttest.Start(t)
+	addr := serveWithLimits(t, f, rest.ServerLimits{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	attack, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+
+	const attackers, addresses = 300, 30
+	var mu sync.Mutex
+	served := map[int]bool{}
+	closes := 0
+	for i := range attackers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+i%addresses))}}
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for attack.Err() == nil {
+				c, err := d.DialContext(attack, "tcp", addr)
+				if err != nil {
+					return
+				}
+				unhook := context.AfterFunc(attack, func() { c.Close() })
+				br := bufio.NewReader(c)
+				for {
+					if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+						break
+					}
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						break
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					mu.Lock()
+					served[i] = true
+					if resp.Close {
+						closes++
+					}
+					mu.Unlock()
+					select {
+					case <-attack.Done():
+					case <-tick.C:
+					}
+					if resp.Close || attack.Err() != nil {
+						break
+					}
+				}
+				unhook()
+				c.Close()
+			}
+		}()
+	}
+	// The attack is on once the cap's worth of attackers have been
+	// answered.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		mu.Lock()
+		n := len(served)
+		mu.Unlock()
+		if n >= rest.DefaultMaxUnauthenticated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d attackers answered", n)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	const bound = 5 * time.Second
+	legit, cancelLegit := context.WithTimeout(ctx, bound)
+	defer cancelLegit()
+	began := time.Now()
+	// The CLI's request, with the token.
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cli := &rest.Client{BaseURL: "http://" + addr, Token: resttest.Token, HTTP: &http.Client{Transport: tr}}
+	if _, err := cli.Groups(legit); err != nil {
+		t.Fatalf("authenticated request during the flood: %v (after %v)", err, time.Since(began))
+	}
+	// A probe: a fresh connection, no token.
+	req, _ := http.NewRequestWithContext(legit, "GET", "http://"+addr+"/readyz", nil)
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		t.Fatalf("/readyz during the flood: %v (after %v)", err, time.Since(began))
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz during the flood: %d", resp.StatusCode)
+	}
+	// An authenticated connection is kept alive.
+	c, err := net.DialTimeout("tcp", addr, bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(bound))
+	if _, err := c.Write([]byte("GET /api/v1/groups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + resttest.Token + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("authenticated request: %d, connection closed %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if closes == 0 {
+		t.Error("no unauthenticated answer closed its connection")
 	}
 }

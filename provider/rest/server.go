@@ -78,6 +78,9 @@ type Options struct {
 	// AuthLimit, when set, throttles failed authentications per client
 	// address (authlimit.go); serve shares one with the dashboard.
 	AuthLimit *AuthLimiter
+	// MaxWhatIfs caps the what-ifs running at once, whoever asks
+	// (DefaultMaxWhatIfs when 0 or less); one more is answered 429.
+	MaxWhatIfs int
 }
 
 // server holds what the handlers need.
@@ -91,6 +94,8 @@ type server struct {
 
 	timelines *TimelineIndex
 	costs     *CostIndex
+	// whatIfs holds a place for each what-if running (whatif.go).
+	whatIfs chan struct{}
 }
 
 // Access is what a request may do: nothing, read, or everything.
@@ -170,7 +175,11 @@ func New(views *projections.Runner, cmds *handlers.Service, store *events.Store,
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline}
+	if opts.MaxWhatIfs <= 0 {
+		opts.MaxWhatIfs = DefaultMaxWhatIfs
+	}
+	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline,
+		whatIfs: make(chan struct{}, opts.MaxWhatIfs)}
 	if s.timelines == nil {
 		s.timelines = NewTimelineIndex(store, views.Checkpoints(), opts.Logger)
 	}

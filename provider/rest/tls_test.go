@@ -9,10 +9,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"testing"
 	"time"
 
@@ -97,5 +99,64 @@ func TestServeTLS(t *testing.T) {
 			t.Fatalf("want two refused handshakes logged at debug:\n%s", logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeTLSClosesUnauthenticatedConnections: over TLS, HTTP/2 as
+// HTTP/1.1, a connection is not kept for a second request while it has
+// not authenticated, and is once it has.
+func TestServeTLSClosesUnauthenticatedConnections(t *testing.T) {
+	f := resttest.Start(t)
+	certPEM, keyPEM, roots := selfSigned(t)
+	tc, err := provider.ServerTLS(provider.TLSConfig{CertPEM: certPEM, KeyPEM: keyPEM, Name: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rest.ServeTLS(ctx, ln, f.Server.Config.Handler, tc, nil, rest.ServerLimits{}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, h2 := range []bool{true, false} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		client := &http.Client{Transport: tr}
+		// get answers whether the request went on a connection kept from
+		// an earlier one.
+		get := func(path, token string) (reused bool) {
+			t.Helper()
+			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", "https://"+ln.Addr().String()+path, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || (resp.ProtoMajor == 2) != h2 {
+				t.Fatalf("%s: %d over %s", path, resp.StatusCode, resp.Proto)
+			}
+			return reused
+		}
+		get("/healthz", "")
+		// The client may see the GOAWAY or the close a moment late.
+		for deadline := time.Now().Add(5 * time.Second); get("/healthz", ""); {
+			if time.Now().After(deadline) {
+				t.Fatalf("HTTP/2 %v: an unauthenticated connection was kept for the next request", h2)
+			}
+		}
+		get("/api/v1/groups", resttest.Token)
+		if !get("/api/v1/groups", resttest.Token) {
+			t.Errorf("HTTP/2 %v: an authenticated connection was not kept", h2)
+		}
+		tr.CloseIdleConnections()
 	}
 }

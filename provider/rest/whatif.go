@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -31,11 +32,33 @@ type WhatIfProgress struct {
 	Percent float64 `json:"percent"`
 }
 
+// DefaultMaxWhatIfs is how many what-ifs run at once by default: one
+// already keeps the cores busy (its runs go side by side, one a CPU).
+const DefaultMaxWhatIfs = 1
+
+// whatIfRetryAfter is the wait a what-if refused for another one running
+// is told to take: runs take seconds to minutes.
+const whatIfRetryAfter = 30 * time.Second
+
 // whatIf answers POST /api/v1/whatif: the recorded period replayed under
 // the pool files of the body (docs/whatif.md). The log is only read; the
 // runs write to temporary logs of their own. With progress=true the answer
-// is one JSON object a line, progress first, the report last.
+// is one JSON object a line, progress first, the report last. At most
+// Options.MaxWhatIfs run at once, server-wide: one more is answered 429,
+// so that no token holder, the read-only one included, keeps the cores
+// busy with runs side by side.
 func (s *server) whatIf(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.whatIfs <- struct{}{}:
+		defer func() { <-s.whatIfs }()
+	default:
+		s.log.Info("what-if refused: the server's limit of what-ifs at once is reached", "limit", cap(s.whatIfs))
+		secs := seconds(whatIfRetryAfter)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeError(w, http.StatusTooManyRequests, "ResourceExhausted",
+			fmt.Sprintf("too many what-ifs at once: this server runs at most %d at a time (serve's --api-max-whatifs); try again in %d s", cap(s.whatIfs), secs))
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, whatif.MaxRequestBytes))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "request body: "+err.Error())

@@ -1,14 +1,20 @@
 package rest_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
@@ -81,5 +87,98 @@ func TestWhatIfEndpoint(t *testing.T) {
 		Candidates: []whatif.RequestCandidate{{Name: "same.yaml", Pool: whatIfPool}}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "nothing to replay") {
 		t.Fatalf("a period before the pool: %v", err)
+	}
+}
+
+// TestWhatIfsAtOnceAreCapped: past the server's cap of what-ifs at once
+// (1 by default), one more is answered 429 with Retry-After and a message
+// naming the cap, to the read-only token as to the admin one; once one
+// ends, the next runs.
+func TestWhatIfsAtOnceAreCapped(t *testing.T) {
+	f := resttest.Start(t)
+	f.H.Declare("homelab", events.GroupSpec{}, "node-1.lan")
+	from := f.H.Clock.Now().UTC()
+	f.Do(handlers.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	f.H.Clock.Step(time.Hour)
+	body, _ := json.Marshal(whatif.Request{From: from, To: from.Add(time.Hour), Seed: 1, Candidates: []whatif.RequestCandidate{{Name: "same.yaml", Pool: whatIfPool}}})
+
+	two := httptest.NewServer(rest.New(f.H.Views, f.H.Service, f.H.Store, f.H.Clock, rest.Options{Token: resttest.Token, ReadToken: resttest.ReadToken, MaxWhatIfs: 2}))
+	defer two.Close()
+	// Closed before the servers, which wait for the handlers.
+	var opened []net.Conn
+	defer func() {
+		for _, c := range opened {
+			c.Close()
+		}
+	}()
+	for _, c := range []struct {
+		url string
+		max int
+	}{{f.Server.URL, rest.DefaultMaxWhatIfs}, {two.URL, 2}} {
+		// A what-if holds its place from the moment it is asked: a held
+		// one sends its headers and half its body, and waits.
+		hold := func() net.Conn {
+			t.Helper()
+			conn, err := net.DialTimeout("tcp", strings.TrimPrefix(c.url, "http://"), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened = append(opened, conn)
+			fmt.Fprintf(conn, "POST /api/v1/whatif HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", resttest.ReadToken, len(body), body[:len(body)/2])
+			return conn
+		}
+		// answered reports whether a held one got an answer (429: it
+		// came second to one of the asks below).
+		answered := func(conn net.Conn) bool {
+			_ = conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			_, err := conn.Read(make([]byte, 1))
+			var ne net.Error
+			return !errors.As(err, &ne) || !ne.Timeout()
+		}
+		held := make([]net.Conn, c.max)
+		for i := range held {
+			held[i] = hold()
+		}
+		ask := func(token string) (int, string, rest.ErrorBody) {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodPost, c.url+"/api/v1/whatif", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var eb rest.ErrorBody
+			_ = json.NewDecoder(resp.Body).Decode(&eb)
+			return resp.StatusCode, resp.Header.Get("Retry-After"), eb
+		}
+		eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			for i, h := range held {
+				if answered(h) {
+					h.Close()
+					held[i] = hold()
+				}
+			}
+			status, retry, eb := ask(resttest.ReadToken)
+			want := fmt.Sprintf("runs at most %d at a time (serve's --api-max-whatifs)", c.max)
+			if status != http.StatusTooManyRequests || retry == "" || eb.Code != "ResourceExhausted" || !strings.Contains(eb.Error, want) {
+				return fmt.Errorf("with %d held: %d, Retry-After %q, %+v; want 429 saying %q", c.max, status, retry, eb, want)
+			}
+			return nil
+		})
+		if status, _, eb := ask(resttest.Token); status != http.StatusTooManyRequests {
+			t.Errorf("the admin token past the cap: %d %+v, want 429", status, eb)
+		}
+		// One ends (its client goes): the next runs.
+		held[0].Close()
+		eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+			if status, _, eb := ask(resttest.ReadToken); status != http.StatusOK {
+				return fmt.Errorf("after one ended: %d %+v", status, eb)
+			}
+			return nil
+		})
+		for _, h := range held {
+			h.Close()
+		}
 	}
 }

@@ -37,7 +37,7 @@ const (
 	haLease     = "claimstream-ha"
 	haGroup     = "ha"
 	haSlot      = "ha-1"
-	haAPIToken  = "e2e-ha-api-token"
+	haAPIToken  = "e2e-ha-api-token-0123456789abcdef"
 	// The Lease is 15s; a survivor takes it once it stayed unchanged for
 	// 15s, then appends its election: 45s is the lease and a reconcile
 	// with room for a slow, shared machine.

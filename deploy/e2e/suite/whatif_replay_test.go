@@ -36,7 +36,7 @@ import (
 const (
 	wiNamespace = "claimstream-e2e-whatif"
 	wiGroup     = "whatif"
-	wiAPIToken  = "e2e-whatif-api-token"
+	wiAPIToken  = "e2e-whatif-api-token-0123456789abcdef"
 )
 
 var wiSlots = []string{"wi-1", "wi-2", "wi-3"}

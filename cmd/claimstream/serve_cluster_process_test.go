@@ -369,16 +369,7 @@ func TestThreeServeReplicasShareOneLog(t *testing.T) {
 
 	// All three stop together: one log, one set of views.
 	before := quiet(t, replicas)
-	stopAll(replicas)
-	seq0, digest0 := replicas[0].stoppedAt()
-	for _, r := range replicas[1:] {
-		if seq, digest := r.stoppedAt(); seq != seq0 || digest != digest0 {
-			t.Fatalf("%s stopped at %s with views %s; %s at %s with %s", r.name, seq, digest, replicas[0].name, seq0, digest0)
-		}
-	}
-	if seq0 != fmt.Sprint(before.Last) {
-		t.Fatalf("the replicas stopped at %s, the log was at %d", seq0, before.Last)
-	}
+	seq0, digest0 := stopAllAtTheEnd(t, replicas, before.Last)
 
 	// And come back together with the same views.
 	for _, r := range replicas {
@@ -402,6 +393,24 @@ func TestThreeServeReplicasShareOneLog(t *testing.T) {
 }
 
 // stopAll sends SIGTERM to every replica at once and waits for them.
+// stopAllAtTheEnd stops the replicas of a quiet log (at seq last) and
+// checks that every one stopped at that seq with the same views' digest,
+// which it returns.
+func stopAllAtTheEnd(t testing.TB, replicas []*replicaProc, last uint64) (seq, digest string) {
+	t.Helper()
+	stopAll(replicas)
+	seq0, digest0 := replicas[0].stoppedAt()
+	for _, r := range replicas[1:] {
+		if seq, digest := r.stoppedAt(); seq != seq0 || digest != digest0 {
+			t.Fatalf("%s stopped at %s with views %s; %s at %s with %s", r.name, seq, digest, replicas[0].name, seq0, digest0)
+		}
+	}
+	if seq0 != fmt.Sprint(last) {
+		t.Fatalf("the replicas stopped at %s, the log was at %d", seq0, last)
+	}
+	return seq0, digest0
+}
+
 func stopAll(replicas []*replicaProc) {
 	for _, r := range replicas {
 		if r.running() {

@@ -89,17 +89,7 @@ func TestStormOfThreeReplicas(t *testing.T) {
 
 	// The same views everywhere, not only the same claims: once the log is
 	// quiet, every replica stops at its end with the same views' digest.
-	end := quiet(t, replicas)
-	stopAll(replicas)
-	seq0, digest0 := replicas[0].stoppedAt()
-	for _, r := range replicas[1:] {
-		if seq, digest := r.stoppedAt(); seq != seq0 || digest != digest0 {
-			t.Fatalf("after the storm %s stopped at %s with views %s; %s at %s with %s", r.name, seq, digest, replicas[0].name, seq0, digest0)
-		}
-	}
-	if seq0 != fmt.Sprint(end.Last) {
-		t.Fatalf("the replicas stopped at %s, the log was at %d", seq0, end.Last)
-	}
+	stopAllAtTheEnd(t, replicas, quiet(t, replicas).Last)
 }
 
 // envDuration is the duration the environment variable name gives, or

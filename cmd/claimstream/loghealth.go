@@ -39,6 +39,9 @@ func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemet
 			if err := tel.Metrics.ObserveCluster(emb.ClusterStatus); err != nil {
 				log.Warn("no cluster metrics", "err", err)
 			}
+			if err := tel.Metrics.ObserveStreamLeader(func() bool { return emb.StreamLeader(opts.Stream) == emb.Server.Name() }); err != nil {
+				log.Warn("no cluster metrics", "err", err)
+			}
 		}
 	}
 	return logHealth{health: h, monitor: events.NewLogMonitor(emb, h, opts)}

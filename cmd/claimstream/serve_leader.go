@@ -177,6 +177,15 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 	defer l.StepDown()
 	if p.emb.Clustered() {
 		p.handOffStreamLeaders(ctx)
+		// A replica down at the election comes back later: the streams
+		// leave this server then.
+		var handing sync.WaitGroup
+		handing.Add(1)
+		go func() {
+			defer handing.Done()
+			p.keepStreamLeadersElsewhere(ctx)
+		}()
+		defer handing.Wait()
 	}
 	if p.lead.kube != nil && p.lead.podName != "" && p.lead.podNamespace != "" {
 		if err := leader.LabelLeaderPod(ctx, p.lead.kube, p.lead.podNamespace, p.lead.podName); err != nil {
@@ -274,6 +283,25 @@ func (p *plane) handOffStreamLeaders(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		}
+	}
+}
+
+// streamLeadersCheck is how often a leader looks whether the streams it
+// still leads can be handed to another replica.
+const streamLeadersCheck = 2 * time.Second
+
+// keepStreamLeadersElsewhere hands the streams' leadership away whenever
+// this server leads them and every replica is up, until ctx ends.
+func (p *plane) keepStreamLeadersElsewhere(ctx context.Context) {
+	t := clock.RealClock{}.NewTicker(streamLeadersCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			p.handOffStreamLeaders(ctx)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -207,7 +208,13 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three serve processes")
 	}
-	replicas := threeReplicas(t)
+	replicas := newThreeReplicas(t)
+	metrics := map[*replicaProc]string{}
+	for _, r := range replicas {
+		metrics[r] = freeAddr(t)
+		r.args = append(r.args, "--metrics-address", metrics[r])
+		r.start()
+	}
 	sameLog(t, replicas)
 	first := leaderOf(t, replicas)
 	// Every provider answers once the pool is in its views.
@@ -365,6 +372,46 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 	if n, _ := strconv.ParseUint(last, 10, 64); n < 3 {
 		t.Fatalf("last epoch %s, want 3 or more (three elections)", last)
 	}
+
+	// The third leader was elected with a replica down, when handing the
+	// log's stream away protects nothing; once all three are back, the
+	// stream is led by another server than the leader's.
+	second.start()
+	sameLog(t, replicas)
+	eventstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		led := map[string]string{}
+		for _, r := range replicas {
+			v, err := scrapeValue(metrics[r], "claimstream_log_stream_leader")
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			led[r.name] = v
+		}
+		if led[third.name] != "0" {
+			return fmt.Errorf("the log's stream is still led by the claimstream leader %s's server (%v)", third.name, led)
+		}
+		return nil
+	})
+}
+
+// scrapeValue is the value of a metric without labels on the scrape
+// endpoint at addr.
+func scrapeValue(addr, name string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("no %s on the scrape", name)
 }
 
 // onlyEpochAfterElection: every event after a LeaderElected carries that

@@ -12,7 +12,29 @@ import (
 const (
 	InstClusterPeersCurrent = "claimstream_jetstream_cluster_peers_current"
 	InstClusterQuorum       = "claimstream_jetstream_quorum"
+	// claimstream_log_stream_leader: 1 while this replica's server leads
+	// the log's stream. The claimstream leader hands it away while every
+	// replica is up, so that losing the leader costs no stream election.
+	InstLogStreamLeader = "claimstream_log_stream_leader"
 )
+
+// ObserveStreamLeader reports whether this replica's server leads the
+// log's stream.
+func (m *Metrics) ObserveStreamLeader(ledHere func() bool) error {
+	g, err := m.meter.Int64ObservableGauge(InstLogStreamLeader, metric.WithDescription("1 while this replica's server leads the log's JetStream stream."))
+	if err != nil {
+		return err
+	}
+	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		v := int64(0)
+		if ledHere() {
+			v = 1
+		}
+		o.ObserveInt64(g, v)
+		return nil
+	}, g)
+	return err
+}
 
 // ObserveCluster reports what this replica sees of the JetStream cluster:
 // the replicas it reaches (itself included) and whether JetStream has a

@@ -206,6 +206,7 @@ func (r *Runner) Start(ctx context.Context) error {
 func (r *Runner) Run(ctx context.Context) error {
 	<-r.started
 	r.runCtx.Store(&ctx)
+	defer r.runCtx.Store(nil)
 	r.runCheckpointTicker(ctx)
 	// A failed reader is re-created (runner_recovery.go): Run ends only
 	// with ctx.
@@ -341,10 +342,10 @@ func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 		select {
 		case <-w:
 		case <-direct.C():
-			select {
-			case <-r.started:
+			// Only beside a running reader: views that were built and
+			// not run, or stopped, stay where they are.
+			if r.runCtx.Load() != nil {
 				r.readDirect(ctx, seq)
-			default:
 			}
 			direct.Reset(r.directAfter)
 		case <-ctx.Done():

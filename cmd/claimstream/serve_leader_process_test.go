@@ -318,11 +318,11 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 	})
 	t.Logf("failover: kill -9 of the leader to the first acknowledged write on the new leader: %s", failover.Round(time.Millisecond))
 	// The lease (4s on the survivor's clock from when it last saw the
-	// lease change) + a retry period + the election's append and catch-up,
-	// or a JetStream election where the killed server led what the
-	// survivor needs (up to 9s).
-	if failover > 20*time.Second {
-		t.Errorf("failover took %s, want within the 4s lease, a JetStream election and a reconcile", failover)
+	// lease change) + a retry period + the election's append: no JetStream
+	// election stands in the way (the streams' leaders are elsewhere, the
+	// views read their writes directly). The goal's max is 10s.
+	if failover > 10*time.Second {
+		t.Errorf("failover took %s, want within the 4s lease, a retry period and the election's append", failover)
 	}
 	third := leaderOf(t, survivors)
 	after := sameLog(t, survivors)

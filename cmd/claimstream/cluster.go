@@ -37,6 +37,10 @@ type clusterOptions struct {
 
 	// statusInterval bounds the writes of the status ConfigMap.
 	statusInterval time.Duration
+
+	// onWorld, when set, is given the simulator's world before it starts
+	// (tests count the API calls its fake cluster receives).
+	onWorld func(*sim.World)
 }
 
 // leaseNamespace is the release's namespace: --release-namespace, else the
@@ -110,6 +114,9 @@ func (p *plane) runSimulated(ctx context.Context, o clusterOptions, sc *sim.Scen
 		cfg.Timing = sc.TimingOf()
 	}
 	w := sim.NewWorld(cfg)
+	if o.onWorld != nil {
+		o.onWorld(w)
+	}
 	if err := w.Start(ctx); err != nil {
 		return fmt.Errorf("simulator: %w", err)
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -33,6 +34,11 @@ func newRoot() *cobra.Command {
 
 // newLogger builds the process logger from --log-level and --log-format.
 func newLogger(level, format string) (*slog.Logger, error) {
+	return newLoggerTo(os.Stderr, level, format)
+}
+
+// newLoggerTo is newLogger writing to out.
+func newLoggerTo(out io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -40,9 +46,9 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch strings.ToLower(format) {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(out, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(out, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -43,6 +44,8 @@ type serveOptions struct {
 	retention  retentionOptions
 	logLevel   string
 	logFormat  string
+	// logOut receives the log (nil: standard error); tests read it.
+	logOut io.Writer
 
 	grpcAddress string
 	tlsCert     string
@@ -185,7 +188,11 @@ type plane struct {
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
-	log, err := newLogger(o.logLevel, o.logFormat)
+	logOut := o.logOut
+	if logOut == nil {
+		logOut = os.Stderr
+	}
+	log, err := newLoggerTo(logOut, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}

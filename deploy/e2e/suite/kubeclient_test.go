@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,14 +16,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/yaml"
 
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 
@@ -31,12 +32,13 @@ import (
 	"github.com/claimstream/claimstream/deploy/e2e/testenv"
 )
 
-// The server of this file runs as the chart renders it with a job
-// namespace apart from the release's: the chart's ServiceAccount and RBAC
-// applied for real in kcRelease and kcJobs, serve with the StatefulSet's
-// flags and environment (its Pod cannot run under kwok, which runs no
-// container). Its groups, slots and namespaces are its own: the suite's
-// shared server knows none of them.
+// The server of this file is the chart installed for real with a job
+// namespace apart from the release's: every rendered object created on the
+// API server in kcRelease and kcJobs, and serve run with the args and
+// environment of the StatefulSet read back from it, its volumes as local
+// directories (its Pod cannot run under kwok, which runs no container).
+// Its groups, slots and namespaces are its own: the suite's shared server
+// knows none of them.
 const (
 	kcRelease     = "kc-release"
 	kcJobs        = "kc-jobs"
@@ -107,6 +109,7 @@ type kcServerT struct {
 	model                    *machines.Model
 	metricsAddr, leaseName   string
 	releaseNS, jobNS, saUser string
+	chart                    *installedChart
 }
 
 var (
@@ -134,48 +137,17 @@ func startKCServer(ctx context.Context) (*kcServerT, error) {
 			return nil, err
 		}
 	}
-	objs, err := chartrender.Render(kcReleaseName, kcRelease, map[string]any{"jobNamespace": kcJobs})
+	var poolValues map[string]any
+	if err := yaml.Unmarshal([]byte(kcPool()), &poolValues); err != nil {
+		return nil, fmt.Errorf("the pool: %w", err)
+	}
+	objs, err := chartrender.Render(kcReleaseName, kcRelease, map[string]any{
+		"jobNamespace": kcJobs,
+		"logLevel":     "debug",
+		"pool":         map[string]any{"config": poolValues},
+	})
 	if err != nil {
 		return nil, err
-	}
-	s := &kcServerT{releaseNS: kcRelease, jobNS: kcJobs}
-	var saName string
-	var args []string
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "ServiceAccount":
-			if o.GetLabels()["app.kubernetes.io/component"] == "" {
-				saName = o.GetName()
-			}
-		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-		case "StatefulSet":
-			args = statefulSetArgs(o)
-			continue
-		default:
-			continue
-		}
-		if err := createTyped(ctx, o); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		onTeardown(func() { _ = deleteDynamic(context.Background(), o) })
-	}
-	if saName == "" || args == nil {
-		return nil, fmt.Errorf("the chart renders no ServiceAccount or StatefulSet")
-	}
-	// The chart's flags that say where things live and how fast to talk.
-	var flags []string
-	for _, a := range args {
-		for _, keep := range []string{"--namespace=", "--release-namespace=", "--lease-name=", "--leader-elect=", "--kube-api-qps=", "--kube-api-burst="} {
-			if strings.HasPrefix(a, keep) {
-				flags = append(flags, a)
-			}
-		}
-		if v, ok := strings.CutPrefix(a, "--lease-name="); ok {
-			s.leaseName = v
-		}
-	}
-	if len(flags) != 6 {
-		return nil, fmt.Errorf("the StatefulSet's args %v lack some of the namespace, lease and rate flags (found %v)", args, flags)
 	}
 	// The startup Job's pods need the job namespace's default ServiceAccount.
 	if err := poll(ctx, 60*time.Second, "namespace "+kcJobs+" has its default ServiceAccount", func() (bool, string) {
@@ -184,22 +156,32 @@ func startKCServer(ctx context.Context) (*kcServerT, error) {
 	}); err != nil {
 		return nil, err
 	}
-	exp := int64(3600)
-	tr, err := admin.CoreV1().ServiceAccounts(kcRelease).CreateToken(ctx, saName, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	dir := filepath.Join(env.Dir, "kc")
+	ic, err := installChart(ctx, objs, dir)
 	if err != nil {
 		return nil, err
 	}
-	s.saUser = "system:serviceaccount:" + kcRelease + ":" + saName
-	dir := filepath.Join(env.Dir, "kc")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	s := &kcServerT{releaseNS: kcRelease, jobNS: kcJobs, chart: ic}
+	for _, a := range ic.Args {
+		if v, ok := strings.CutPrefix(a, "--lease-name="); ok {
+			s.leaseName = v
+		}
+	}
+	grpcAddr, metricsAddr := ic.Listen["--grpc-address"], ic.Listen["--metrics-address"]
+	if s.leaseName == "" || grpcAddr == "" || metricsAddr == "" || ic.ServiceAccount == "" {
+		return nil, fmt.Errorf("the StatefulSet's container lacks a lease name, gRPC or metrics listener or ServiceAccount: %v", ic.Args)
+	}
+	s.metricsAddr = metricsAddr
+	// In a Pod the ServiceAccount's token comes in-cluster; here a
+	// kubeconfig carries a token of the same ServiceAccount.
+	exp := int64(3600)
+	tr, err := admin.CoreV1().ServiceAccounts(kcRelease).CreateToken(ctx, ic.ServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
 		return nil, err
 	}
+	s.saUser = "system:serviceaccount:" + kcRelease + ":" + ic.ServiceAccount
 	kcfg := filepath.Join(dir, "sa.kubeconfig")
-	if err := os.WriteFile(kcfg, []byte(testenv.KubeconfigToken(env.Host, env.CAPEM, saName, tr.Status.Token)), 0o600); err != nil {
-		return nil, err
-	}
-	pool := filepath.Join(dir, "pool.yaml")
-	if err := os.WriteFile(pool, []byte(kcPool()), 0o644); err != nil {
+	if err := os.WriteFile(kcfg, []byte(testenv.KubeconfigToken(env.Host, env.CAPEM, ic.ServiceAccount, tr.Status.Token)), 0o600); err != nil {
 		return nil, err
 	}
 
@@ -226,37 +208,31 @@ func startKCServer(ctx context.Context) (*kcServerT, error) {
 	go func() { defer close(mdone); _ = s.model.Run(mctx) }()
 	onTeardown(func() { mcancel(); <-mdone })
 
-	ports, err := testenv.FreePorts(3)
-	if err != nil {
-		return nil, err
+	// The container's args and environment, with of the host's only PATH
+	// and the tmp volume as TMPDIR and HOME.
+	args := append(slices.Clone(ic.Args), "--kubeconfig="+kcfg)
+	if len(args) == 0 || args[0] != "serve" {
+		return nil, fmt.Errorf("the StatefulSet's container does not run serve: %v", args)
 	}
-	grpcAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	s.metricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[2])
-	full := append([]string{"serve",
-		"--config", pool, "--config-poll", "1h",
-		"--kubeconfig", kcfg,
-		"--data-dir", filepath.Join(dir, "data"),
-		"--grpc-address", grpcAddr, "--plaintext",
-		"--api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--metrics-address", s.metricsAddr,
-		"--log-level=debug",
-	}, flags...)
-	// The chart's downward API gives POD_NAMESPACE; with no Pod to label,
-	// no POD_NAME.
-	var penv []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "POD_NAME=") && !strings.HasPrefix(kv, "POD_NAMESPACE=") {
-			penv = append(penv, kv)
-		}
-	}
-	penv = append(penv, "POD_NAMESPACE="+kcRelease)
-	s.proc, err = testenv.StartProcess("claimstream-kc", server.Bin, full, filepath.Join(env.Dir, "logs"), penv)
+	penv := append(slices.Clone(ic.Env), "PATH="+os.Getenv("PATH"), "TMPDIR="+ic.Mounts["tmp"], "HOME="+ic.Mounts["tmp"])
+	s.proc, err = testenv.StartProcess("claimstream-kc", server.Bin, args, filepath.Join(env.Dir, "logs"), penv)
 	if err != nil {
 		return nil, err
 	}
 	allPids = append(allPids, s.proc.Pid())
 	onTeardown(func() { s.proc.Stop(10 * time.Second) })
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// As cluster-autoscaler does: the chart's client certificate.
+	var clientSecret string
+	for _, o := range objs {
+		if o.GetKind() == "Secret" && strings.HasSuffix(o.GetName(), "-client-tls") {
+			clientSecret = o.GetName()
+		}
+	}
+	tc, err := clientTLS(ctx, kcRelease, clientSecret, "localhost")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
 	if err != nil {
 		return nil, err
 	}
@@ -278,24 +254,6 @@ func startKCServer(ctx context.Context) (*kcServerT, error) {
 		return nil, fmt.Errorf("%w%s", err, s.tail())
 	}
 	return s, nil
-}
-
-// statefulSetArgs are the claimstream container's args of a rendered StatefulSet.
-func statefulSetArgs(o *unstructured.Unstructured) []string {
-	cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-	for _, c := range cs {
-		m, _ := c.(map[string]any)
-		if m["name"] != "claimstream" {
-			continue
-		}
-		var out []string
-		raw, _ := m["args"].([]any)
-		for _, a := range raw {
-			out = append(out, fmt.Sprint(a))
-		}
-		return out
-	}
-	return nil
 }
 
 func (s *kcServerT) instances(t *testing.T, group string) map[string]*pb.Instance {
@@ -325,10 +283,11 @@ func (s *kcServerT) increase(t *testing.T, group string, delta int32) time.Time 
 	return time.Now()
 }
 
-// With the chart's jobNamespace apart from its release namespace, serve
-// (as the chart's ServiceAccount, with the chart's flags) takes the Lease
-// in the release namespace, writes its status ConfigMap there, and scales
-// up and down with its Jobs in the job namespace.
+// With the chart installed for real, its jobNamespace apart from its
+// release namespace, serve (as the StatefulSet's Pod would run it) takes
+// the Lease in the release namespace, labels its Pod there, writes its
+// status ConfigMap there, and scales up and down with its Jobs in the job
+// namespace.
 func TestChartJobNamespaceLeadsAndScales(t *testing.T) {
 	s := kcServer(t)
 	t.Cleanup(func() {
@@ -337,6 +296,11 @@ func TestChartJobNamespaceLeadsAndScales(t *testing.T) {
 		}
 	})
 	ctx := ctxFor(t, 3*time.Minute)
+	kinds := map[string]int{}
+	for _, o := range s.chart.Objects {
+		kinds[o.GetKind()]++
+	}
+	t.Logf("chart installed: %d objects %v", len(s.chart.Objects), kinds)
 	waitT(t, 30*time.Second, "the Lease in the release namespace names a holder", func() (bool, string) {
 		l, err := admin.CoordinationV1().Leases(kcRelease).Get(ctx, s.leaseName, metav1.GetOptions{})
 		if err != nil {
@@ -347,30 +311,73 @@ func TestChartJobNamespaceLeadsAndScales(t *testing.T) {
 	if _, err := admin.CoordinationV1().Leases(kcJobs).Get(ctx, s.leaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a Lease in the job namespace: %v", err)
 	}
+	// The StatefulSet's Pod exists (unscheduled: its claim has no volume);
+	// the leader labels it by POD_NAME and POD_NAMESPACE.
+	waitT(t, 30*time.Second, "the leader labelled its Pod "+s.chart.PodName, func() (bool, string) {
+		p, err := admin.CoreV1().Pods(kcRelease).Get(ctx, s.chart.PodName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Labels["claimstream.dev/leader"] == "true", fmt.Sprint(p.Labels)
+	})
+	startups, err := watchJobsFromNow(ctx, "", lOp+"=startup,"+lSlot+"=kc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer startups.Stop()
 	w := watchNode(t, "kc-1")
 	s.increase(t, "kc", 1)
+	if ns := addedJobNamespace(t, startups, 30*time.Second); ns != kcJobs {
+		t.Errorf("kc-1's startup Job created in %q, want %q", ns, kcJobs)
+	}
 	waitT(t, 90*time.Second, "kc-1 booted through a Job in "+kcJobs+" and running", func() (bool, string) {
 		return s.running(t, "kc", "kc-1")
 	})
-	js, err := admin.BatchV1().Jobs(kcJobs).List(ctx, metav1.ListOptions{LabelSelector: lOp + "=startup," + lSlot + "=kc-1"})
-	if err != nil || len(js.Items) != 1 {
-		t.Fatalf("startup Jobs of kc-1 in %s: %v %v", kcJobs, js, err)
-	}
 	waitT(t, 30*time.Second, "the status ConfigMap in the release namespace", func() (bool, string) {
 		_, err := admin.CoreV1().ConfigMaps(kcRelease).Get(ctx, "claimstream-status", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
+	if _, err := admin.CoreV1().ConfigMaps(kcJobs).Get(ctx, "claimstream-status", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a status ConfigMap in the job namespace: %v", err)
+	}
+	shutdowns, err := watchJobsFromNow(ctx, "", lOp+"=shutdown,"+lSlot+"=kc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdowns.Stop()
 	if _, err := s.provider.NodeGroupDeleteNodes(ctxFor(t, 10*time.Second), &pb.NodeGroupDeleteNodesRequest{
 		Id: "kc", Nodes: []*pb.ExternalGrpcNode{{ProviderID: providerID("kc-1"), Name: "kc-1"}},
 	}); err != nil {
 		t.Fatalf("DeleteNodes: %v", err)
 	}
 	waitChan(t, w.cordoned, 30*time.Second, "kc-1 cordoned")
+	if ns := addedJobNamespace(t, shutdowns, 30*time.Second); ns != kcJobs {
+		t.Errorf("kc-1's shutdown Job created in %q, want %q", ns, kcJobs)
+	}
 	waitChan(t, w.deleted, 90*time.Second, "kc-1 shut down by a Job in "+kcJobs+" and its Node deleted")
 	waitT(t, 30*time.Second, "group kc back to no instance", func() (bool, string) {
 		in := s.instances(t, "kc")
 		return len(in) == 0, describeInstances(in)
 	})
+}
+
+// addedJobNamespace is the namespace of the first Job w tells as added.
+func addedJobNamespace(t *testing.T, w watch.Interface, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the Job watch ended")
+			}
+			if j, ok := ev.Object.(*batchv1.Job); ok && ev.Type == watch.Added {
+				return j.Namespace
+			}
+		case <-deadline:
+			t.Fatalf("no Job created within %s", timeout)
+		}
+	}
 }
 
 // A startup Job of a pool with ttlSecondsAfterFinished 0 carries no TTL

@@ -30,7 +30,7 @@ func TestServeStartWaitsAtAConsumerLimitHeldByOthers(t *testing.T) {
 	_, stop := startServe(t, o)
 	stop()
 
-	o.apiAddress, o.metricsAddress, o.apiToken = freeAddr(t), freeAddr(t), "token"
+	o.apiAddress, o.metricsAddress, o.apiToken = freeAddr(t), freeAddr(t), "start-limit-token-0123456789abcdef0123"
 	opened := make(chan *events.Store, 1)
 	o.storeOpened = func(st *events.Store) {
 		// Someone else's consumers fill the stream before the views read.

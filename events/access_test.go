@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 const (
@@ -562,25 +562,6 @@ func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the server's and the test's
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // strays counts what subscribers' push consumers deliver into the process's
 // account through the subjects the copies reach it by: a message on a
 // consumer create subject that is not a create request (the copies' and
@@ -785,7 +766,7 @@ func TestSubscriberPushConsumersAtTheImportsDeliverNothing(t *testing.T) {
 // logged once, naming the subscriber, and counted. A push consumer to the subscriber's inbox and a
 // pull consumer stay.
 func TestSubscriberPushConsumersOutsideTheirInboxesAreRemoved(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &logcapture.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	emb, st, copies := listeningLogged(t, t.TempDir(), 0, log)
 	keep(t, copies)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 // What `go tool task run` runs (serve on the example pool, playing the
@@ -33,7 +33,7 @@ func TestTaskRunPostsEachLifecycleJobOnce(t *testing.T) {
 		mu    sync.Mutex
 		posts = map[string]int{}
 	)
-	logs := &lockedBuffer{}
+	logs := &logcapture.Buffer{}
 	o := serveOptions{
 		config: examplePool, configPoll: time.Hour,
 		dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true,
@@ -124,22 +124,4 @@ func TestTaskRunPostsEachLifecycleJobOnce(t *testing.T) {
 	if len(posted) < 11 {
 		t.Errorf("%d lifecycle Jobs POSTed, want the story's 11: %v", len(posted), posted)
 	}
-}
-
-// lockedBuffer is a log destination read while it is written.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

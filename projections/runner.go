@@ -30,6 +30,9 @@ type Runner struct {
 	state *State
 	// lastEventTime is the time of the event at state.Seq (zero: unknown).
 	lastEventTime time.Time
+	// notified is the seq of the last event OnEvent and the subscribers
+	// have seen; WaitFor releases a waiter only past it.
+	notified uint64
 	wait          chan struct{} // closed when the state advances; nil when nobody waits
 
 	// lastSnap is the seq of the newest snapshot saved (0: none);
@@ -193,7 +196,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	r.checkStreamDamage(ctx, st.Seq)
 	r.mu.Lock()
-	r.state, r.lastEventTime = st, lastTime
+	r.state, r.lastEventTime, r.notified = st, lastTime, st.Seq
 	r.pubs.publish(st, nil)
 	r.mu.Unlock()
 	r.log.Info("views built", "seq", st.Seq, "events", st.Seq-from+1, "took", time.Since(begin).Round(time.Millisecond))
@@ -233,14 +236,19 @@ func (r *Runner) apply(e events.Event) {
 	r.fold(r.state, e)
 	r.lastEventTime = e.Time
 	r.pubs.publish(r.state, &e)
-	w := r.wait
-	r.wait = nil
 	seq := r.state.Seq
 	r.mu.Unlock()
 	if r.on != nil {
 		r.on(e)
 	}
 	r.subs.notify(e)
+	// Waiters are released once OnEvent and the subscribers have seen
+	// the event, also those that came while they ran.
+	r.mu.Lock()
+	r.notified = seq
+	w := r.wait
+	r.wait = nil
+	r.mu.Unlock()
 	if w != nil {
 		close(w)
 	}
@@ -327,7 +335,7 @@ func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 	}()
 	for {
 		r.mu.Lock()
-		if r.readToLocked() >= seq {
+		if r.readToLocked() >= seq && r.notified >= r.state.Seq {
 			r.mu.Unlock()
 			return nil
 		}

@@ -30,9 +30,6 @@ type Runner struct {
 	state *State
 	// lastEventTime is the time of the event at state.Seq (zero: unknown).
 	lastEventTime time.Time
-	// notified is the seq of the last event OnEvent and the subscribers
-	// have seen; WaitFor releases a waiter only past it.
-	notified uint64
 	wait          chan struct{} // closed when the state advances; nil when nobody waits
 
 	// lastSnap is the seq of the newest snapshot saved (0: none);
@@ -59,7 +56,11 @@ type Runner struct {
 	// the missing events itself (directRead).
 	directAfter time.Duration
 	directRead  atomic.Uint64
-	directBusy  atomic.Bool
+	// directWant is the highest seq a waiter asked the direct reader for;
+	// directWake wakes it (Run's goroutine, never a waiter's: the fold
+	// calls OnEvent and the subscribers, which a waiter may be holding up).
+	directWant atomic.Uint64
+	directWake chan struct{}
 }
 
 // RunnerOptions configure a Runner.
@@ -115,6 +116,7 @@ func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
 	r.clock = opts.Clock
 	r.nextSnap.Store(opts.SnapshotEvery)
 	r.writer = opts.Writer
+	r.directWake = make(chan struct{}, 1)
 	r.directAfter = opts.DirectReadAfter
 	if r.directAfter <= 0 {
 		r.directAfter = DefaultDirectReadAfter
@@ -196,7 +198,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	r.checkStreamDamage(ctx, st.Seq)
 	r.mu.Lock()
-	r.state, r.lastEventTime, r.notified = st, lastTime, st.Seq
+	r.state, r.lastEventTime = st, lastTime
 	r.pubs.publish(st, nil)
 	r.mu.Unlock()
 	r.log.Info("views built", "seq", st.Seq, "events", st.Seq-from+1, "took", time.Since(begin).Round(time.Millisecond))
@@ -210,19 +212,23 @@ func (r *Runner) Run(ctx context.Context) error {
 	<-r.started
 	r.runCtx.Store(&ctx)
 	defer r.runCtx.Store(nil)
+	var direct sync.WaitGroup
+	defer direct.Wait()
+	direct.Go(func() { r.directReader(ctx) })
 	r.runCheckpointTicker(ctx)
 	// A failed reader is re-created (runner_recovery.go): Run ends only
 	// with ctx.
 	return r.tailRecovering(ctx, r.clock, func(e events.Event) error {
-		r.apply(e)
+		r.apply(e, false)
 		return nil
 	})
 }
 
 // apply folds one event after the views' last, notifies, and wakes the
-// waiters. An event the views hold already (the tail delivering what a
-// direct read folded) is passed over.
-func (r *Runner) apply(e events.Event) {
+// waiters; direct: the event came from a direct read (counted). An event
+// the views hold already (the tail delivering what a direct read folded)
+// is passed over.
+func (r *Runner) apply(e events.Event, direct bool) {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
 	r.mu.Lock()
@@ -234,21 +240,19 @@ func (r *Runner) apply(e events.Event) {
 		r.noteGaps(events.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
 	}
 	r.fold(r.state, e)
+	if direct {
+		r.directRead.Add(1)
+	}
 	r.lastEventTime = e.Time
 	r.pubs.publish(r.state, &e)
+	w := r.wait
+	r.wait = nil
 	seq := r.state.Seq
 	r.mu.Unlock()
 	if r.on != nil {
 		r.on(e)
 	}
 	r.subs.notify(e)
-	// Waiters are released once OnEvent and the subscribers have seen
-	// the event, also those that came while they ran.
-	r.mu.Lock()
-	r.notified = seq
-	w := r.wait
-	r.wait = nil
-	r.mu.Unlock()
 	if w != nil {
 		close(w)
 	}
@@ -268,24 +272,43 @@ func (r *Runner) apply(e events.Event) {
 // again only through JetStream's meta leader). It folds no event past a
 // hole: the tail reports gaps.
 func (r *Runner) readDirect(ctx context.Context, seq uint64) {
-	// One at a time: the other waiters are woken by what it folds.
-	if !r.directBusy.CompareAndSwap(false, true) {
-		return
-	}
-	defer r.directBusy.Store(false)
 	from := r.ReadTo() + 1
 	if from > seq {
 		return
 	}
-	n := 0
 	_, err := r.store.ReadDirect(ctx, from, seq, func(e events.Event) error {
-		r.apply(e)
-		n++
+		r.apply(e, true)
 		return nil
 	})
-	r.directRead.Add(uint64(n))
 	if err != nil && ctx.Err() == nil {
 		r.log.Debug("views: direct read of the log failed; waiting for the reader", "from", from, "to", seq, "err", err)
+	}
+}
+
+// directReader reads directly what waiters ask for (askDirect), one read
+// at a time, until ctx ends.
+func (r *Runner) directReader(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.directWake:
+			r.readDirect(ctx, r.directWant.Load())
+		}
+	}
+}
+
+// askDirect asks the direct reader for the events up to seq.
+func (r *Runner) askDirect(seq uint64) {
+	for {
+		cur := r.directWant.Load()
+		if seq <= cur || r.directWant.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	select {
+	case r.directWake <- struct{}{}:
+	default:
 	}
 }
 
@@ -335,7 +358,7 @@ func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 	}()
 	for {
 		r.mu.Lock()
-		if r.readToLocked() >= seq && r.notified >= r.state.Seq {
+		if r.readToLocked() >= seq {
 			r.mu.Unlock()
 			return nil
 		}
@@ -353,7 +376,7 @@ func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 			// Only beside a running reader: views that were built and
 			// not run, or stopped, stay where they are.
 			if r.runCtx.Load() != nil {
-				r.readDirect(ctx, seq)
+				r.askDirect(seq)
 			}
 			direct.Reset(r.directAfter)
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/telemetry"
@@ -232,6 +234,14 @@ func TestMetricsOnTheScrapeEndpoint(t *testing.T) {
 	tel.Metrics.DeadLettered("alerts")
 	tel.Metrics.TLSReloadFailed("api")
 
+	// The views' OnEvent hook counts an event right after its fold: a
+	// waiter released by the fold may scrape a moment before it.
+	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(scrape(t, tel), `claimstream_shutdown_attempts_total{force="true",group="g"} 1`+"\n") {
+			return errors.New("the shutdown is not counted yet")
+		}
+		return nil
+	})
 	body := scrape(t, tel)
 	for _, line := range []string{
 		`claimstream_claims{group="g",phase="pending"} 1`,

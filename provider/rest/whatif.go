@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -48,9 +49,14 @@ const whatIfRetryAfter = 30 * time.Second
 // so that no token holder, the read-only one included, keeps the cores
 // busy with runs side by side.
 func (s *server) whatIf(w http.ResponseWriter, r *http.Request) {
+	// The slot is given back once the runs end, before the report is
+	// written: a client that asks again on reading it is not refused.
+	var release func()
 	select {
 	case s.whatIfs <- struct{}{}:
-		defer func() { <-s.whatIfs }()
+		var once sync.Once
+		release = func() { once.Do(func() { <-s.whatIfs }) }
+		defer release()
 	default:
 		s.log.Info("what-if refused: the server's limit of what-ifs at once is reached", "limit", cap(s.whatIfs))
 		secs := seconds(whatIfRetryAfter)
@@ -101,6 +107,7 @@ func (s *server) whatIf(w http.ResponseWriter, r *http.Request) {
 	}
 	began := time.Now()
 	rep, err := whatif.Run(r.Context(), s.store, opts)
+	release()
 	if err != nil {
 		if r.Context().Err() != nil {
 			return

@@ -25,17 +25,25 @@ import (
 	"github.com/claimstream/claimstream/internal/freeport"
 )
 
+// subscriberCluster starts three replicas whose client ports take the
+// read-only identity, its consumers limited to consumers (0: the default).
+func subscriberCluster(t *testing.T, consumers int) *eventstest.Cluster {
+	t.Helper()
+	return eventstest.StartClusterWith(t, 3, eventstest.ClusterOptions{
+		Listen: true,
+		Access: events.Access{
+			Subscribers:         []events.Subscriber{{User: readerUser, Password: readerPassword}},
+			Streams:             []string{"CLAIMSTREAM", deadLetters},
+			SubscriberConsumers: consumers,
+		},
+	})
+}
+
 // The read-only identity holds on every replica: a subscriber connected to
 // a server that does not lead the stream reads and consumes the log, and is
 // refused writes and stream administration.
 func TestSubscriberOnFollowerReadsButCannotWrite(t *testing.T) {
-	c := eventstest.StartClusterWith(t, 3, eventstest.ClusterOptions{
-		Listen: true,
-		Access: events.Access{
-			Subscribers: []events.Subscriber{{User: readerUser, Password: readerPassword}},
-			Streams:     []string{"CLAIMSTREAM", deadLetters},
-		},
-	})
+	c := subscriberCluster(t, 0)
 	st := c.Store(0, events.StoreConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -256,14 +264,7 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 // own account's limit, wherever they connect, and the process's readers
 // start on every replica while the subscribers hold all they may.
 func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T) {
-	c := eventstest.StartClusterWith(t, 3, eventstest.ClusterOptions{
-		Listen: true,
-		Access: events.Access{
-			Subscribers:         []events.Subscriber{{User: readerUser, Password: readerPassword}},
-			Streams:             []string{"CLAIMSTREAM", deadLetters},
-			SubscriberConsumers: 4,
-		},
-	})
+	c := subscriberCluster(t, 4)
 	st := c.Store(0, events.StoreConfig{ReaderName: "claimstream-0"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -318,13 +319,7 @@ func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T)
 // once the replicas watch, every push consumer outside the subscriber's
 // inboxes is removed within a bound, by one replica each.
 func TestSubscriberPushConsumersOnThreeReplicas(t *testing.T) {
-	c := eventstest.StartClusterWith(t, 3, eventstest.ClusterOptions{
-		Listen: true,
-		Access: events.Access{
-			Subscribers: []events.Subscriber{{User: readerUser, Password: readerPassword}},
-			Streams:     []string{"CLAIMSTREAM", deadLetters},
-		},
-	})
+	c := subscriberCluster(t, 0)
 	st := c.Store(0, events.StoreConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -394,19 +394,25 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 	})
 }
 
-// scrapeValue is the value of a metric without labels on the scrape
-// endpoint at addr.
-func scrapeValue(addr, name string) (string, error) {
+// scrapeMetrics is the scrape endpoint's page at addr.
+func scrapeMetrics(addr string) (string, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// scrapeValue is the value of a metric without labels on the scrape
+// endpoint at addr.
+func scrapeValue(addr, name string) (string, error) {
+	b, err := scrapeMetrics(addr)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(b, "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v, nil
 		}

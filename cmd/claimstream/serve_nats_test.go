@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -311,16 +310,11 @@ func TestServeProtectsTheSinksConsumerFromSubscribers(t *testing.T) {
 		t.Fatal("a subscriber deleted a consumer named like the sink's")
 	}
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		b, err := scrapeMetrics(metricsAddr)
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(b), `claimstream_log_entries_skipped_total{reason="bad_entry"} 0`) {
+		if !strings.Contains(b, `claimstream_log_entries_skipped_total{reason="bad_entry"} 0`) {
 			return errors.New("no skipped-entries counter on the scrape endpoint")
 		}
 		return nil
@@ -336,16 +330,11 @@ func TestServeProtectsTheSinksConsumerFromSubscribers(t *testing.T) {
 		if _, err := js.Consumer(ctx, "CLAIMSTREAM", "aimed"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("the push consumer is still there: %v", err)
 		}
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		b, err := scrapeMetrics(metricsAddr)
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(b), "claimstream_nats_subscriber_consumers_removed_total 1\n") {
+		if !strings.Contains(b, "claimstream_nats_subscriber_consumers_removed_total 1\n") {
 			return errors.New("no removal counted on the scrape endpoint")
 		}
 		return nil

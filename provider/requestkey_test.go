@@ -85,17 +85,24 @@ func TestARetriedIncreaseSizeCreatesNoSecondClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// loseAnswer makes the next call's append land and its answer come
-	// after the caller's deadline, as when the log's answer is lost.
-	var lose atomic.Bool
+	// lostCall makes the next append land and holds its answer until both
+	// the caller and the server have seen the call's deadline pass, as
+	// when the log's answer is lost.
+	var lose atomic.Pointer[chan struct{}]
 	e.h.Service.OnAppend = func(ctx context.Context, _ time.Duration, _ int, err error) {
-		if err == nil && lose.CompareAndSwap(true, false) {
+		if err != nil {
+			return
+		}
+		if callerGaveUp := lose.Swap(nil); callerGaveUp != nil {
 			<-ctx.Done()
+			<-*callerGaveUp
 		}
 	}
 	lostCall := func(traceparent string) {
 		t.Helper()
-		lose.Store(true)
+		callerGaveUp := make(chan struct{})
+		lose.Store(&callerGaveUp)
+		defer close(callerGaveUp)
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		if err := call(ctx, traceparent); status.Code(err) != codes.DeadlineExceeded {

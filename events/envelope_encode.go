@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Writing an envelope through the SDK (CloudEvent, then ToMsg) parsed the
-// source and the dataschema URLs, built and validated an sdk-go event and
-// copied its extensions for every event: a fifth of an append's CPU. The
+// Writing an envelope through the SDK (CloudEvent, then ToMsg) parses the
+// source and the dataschema URLs, builds and validates an sdk-go event and
+// copies its extensions for every event, a large share of an append. The
 // envelope is a function of a few attributes that repeat (the writer's
 // source, the catalog type), so toMsgDirect writes the same headers and
 // body itself from what the SDK said of those once (envelopeParts), and

@@ -257,8 +257,8 @@ type slotView struct {
 	// claim in the views (live or terminal).
 	Live, Newest *projections.Claim
 	// Terminal are the slot's terminal claims still in the views: what
-	// the collector reads of them (a copy of each whole claim was a fifth
-	// of what a replay allocated).
+	// the collector reads of them, not a copy of each whole claim, which a
+	// replay would allocate on every pass.
 	Terminal []terminalClaim
 	// LiveStopJobs counts the shutdown Jobs fired for Live.
 	LiveStopJobs int

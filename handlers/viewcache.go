@@ -11,7 +11,7 @@ import (
 // function of the state and the slot alone. A pass runs a dozen reactors
 // on each slot, every one of which reads the slot's view; with nothing
 // folded for the slot in between they share one copy instead of a dozen
-// (a third of a what-if replay's CPU went to those copies). The reactors
+// (copies and their garbage would dominate a what-if replay). The reactors
 // only read their view, never change it.
 //
 // Told of every fold (newViewCache), it forgets only the view of the slot

@@ -193,8 +193,8 @@ func (c *Checkpoints) Delete(ctx context.Context, seq uint64) error {
 // CheckpointPolicy is the checkpoint schedule, in one place.
 type CheckpointPolicy struct {
 	// Every: a checkpoint is due after this many events (default 10,000:
-	// a replay then folds at most that many after its checkpoint, under a
-	// second on a 10,000-slot pool; see docs/benchmarks.md).
+	// a replay then folds at most that many after its checkpoint, which
+	// keeps it within a second on a 10,000-slot pool).
 	Every uint64
 	// Interval: a checkpoint is due this long after the last one when
 	// events came since (default 1h).

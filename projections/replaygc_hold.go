@@ -35,7 +35,7 @@ func HoldReplayGC(percent int) (restore func()) {
 
 // replayGC lets the heap grow 4x between collections while a replay runs:
 // a replay allocates a short-lived decode per event and keeps little, so
-// collecting at the default pace spends a fifth of the replay in the GC.
+// collecting at the default pace spends much of the replay in the GC.
 // Overlapping replays share the setting (HoldReplayGC); the last one out
 // restores it. A GOGC the operator set is left alone.
 func replayGC() (restore func()) { return HoldReplayGC(400) }

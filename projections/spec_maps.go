@@ -7,13 +7,12 @@ import (
 	"github.com/claimstream/claimstream/events"
 )
 
-// The slots of a pool mostly declare the same labels and capacity (a
-// group's machines alike), so the views hold one map per distinct set,
-// shared by every slot that declares it, instead of one each: at 10,000
-// slots two small maps a slot are some 7 MiB, decoded again from every
-// snapshot. A shared map is never written: a slot's spec is replaced whole
-// when it changes, and a reader that changes one clones it first
-// (provider/template.go).
+// The slots of a pool mostly declare the same labels and capacity (a group's
+// machines alike), so the views hold one map per distinct set, shared by
+// every slot that declares it, instead of one each, which would hold two
+// small maps per slot and decode them again from every snapshot. A shared map
+// is never written: a slot's spec is replaced whole when it changes, and a
+// reader that changes one clones it first (provider/template.go).
 type specMaps map[string]map[string]string
 
 // shareSpecMaps makes spec's labels and capacity the views' shared maps of

@@ -31,8 +31,8 @@ import (
 // Answers that change with time alone (a resting slot's pause ends, a failed
 // instance leaves the list after RecentFailureWindow) carry the instant they
 // stop being true; a read at or past it, or before the build (a clock set
-// back), is answered from the views under their lock, as before, and
-// publishes the rebuilt answers for the next reads.
+// back), is answered from the views under their lock and publishes the
+// rebuilt answers for the next reads.
 type readSnapshots struct {
 	serves func(*projections.Group) bool
 	clock  clock.PassiveClock

@@ -12,9 +12,8 @@ import (
 
 // RunGCPercent is the GC percent while a what-if's runs go: they allocate
 // a short-lived copy or decode of nearly everything they touch and keep
-// little, so the GC runs at a ninth of its default pace then (a busy day:
-// 14% of the CPU in the GC at the default, about 5% at 400, and 400 to
-// 800 took another sixth of the CPU off, docs/benchmarks.md).
+// little, so the GC runs at a ninth of its default pace then: at the
+// default pace collection is a large share of a replay's CPU.
 const RunGCPercent = 800
 
 // RunMemoryHeadroom is how far a what-if lets the process's memory grow
@@ -22,9 +21,8 @@ const RunGCPercent = 800
 // memory limit is what the Go runtime held when they began plus this. It
 // bounds what RunGCPercent lets the heap grow to; near it the GC collects
 // as often as it must to stay under it. Relative, because the process may
-// hold much already (serve's views; the benchmark's recorded week, about
-// 1.5 GB): a fixed 3 GiB limit left a busy week's runs collecting at the
-// limit, 121 CPU-seconds against 100 with room (docs/benchmarks.md).
+// hold much already (serve's views; the benchmark's recorded week): a fixed
+// limit would leave the runs collecting at it, spending CPU for nothing.
 const RunMemoryHeadroom int64 = 3 << 30
 
 // goMemoryInUse is the memory the Go runtime holds, as the memory limit

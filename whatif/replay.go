@@ -117,7 +117,7 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 // timeout, registration wait, readiness gate, provisioning deadline and
 // drain timeout one after the other), and at least an hour. A Job is read
 // while its claim boots or shuts down, not after; kept for the whole
-// period, a busy week's Jobs were most of a run's memory and of the
+// period, a busy week's Jobs would be most of a run's memory and of the
 // collector's work.
 func finishedJobTTL(cfg *pool.Config) time.Duration {
 	ttl := time.Hour

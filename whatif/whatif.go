@@ -135,8 +135,8 @@ func run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 	}
 	// The runs share nothing (each its own log, world and seeded draws),
 	// so they run side by side, as many at once as there are CPUs for Go
-	// to run on: more than that contend for them (a busy day on 2 cores:
-	// 4 at once took more wall time and more CPU than 2, docs/benchmarks.md).
+	// to run on: more than that contend for them and take more wall time
+	// and more CPU.
 	runs := append([]Candidate{{Name: "baseline", Config: rec.Baseline}}, opts.Candidates...)
 	outs := make([]Outcome, len(runs))
 	errs := make([]error, len(runs))

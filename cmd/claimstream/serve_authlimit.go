@@ -40,8 +40,8 @@ func (o authLimitFlags) trusted() ([]netip.Prefix, error) {
 }
 
 // authLimiter throttles failed authentications per client address, one
-// budget for the API and the dashboard's login (docs/operations.md,
-// "Failed authentications"), counted on the metrics. Its budgets are wall
+// budget for the API and the dashboard's login
+// (docs/operations/security.md, "Failed authentications"), counted on the metrics. Its budgets are wall
 // time, whatever clock the plane runs on.
 func (p *plane) authLimiter(o authLimitFlags) (*rest.AuthLimiter, error) {
 	trusted, err := o.trusted()

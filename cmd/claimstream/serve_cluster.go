@@ -19,7 +19,7 @@ import (
 )
 
 // natsClusterOptions are the flags that join this replica's embedded NATS
-// server to the other replicas (docs/operations.md, Three replicas).
+// server to the other replicas (docs/operations/replicas.md).
 type natsClusterOptions struct {
 	// replicaName is the stable name of this replica: the NATS server name
 	// (a JetStream peer is known by it) and the leader lease identity.

@@ -14,15 +14,15 @@ import (
 const releaseCodePagesHelp = "once serving has settled, unmap the pages of serve's own executable (code, read-only data) that the start touched; those serving runs come back from the page cache on their next use (Linux; false: keep them mapped)"
 
 // A start runs far more of the binary than serving does: every package's
-// initialisation (the Kubernetes client registers every API type), the
-// log's replay, the snapshot's decode. The kernel maps each page touched,
-// and its neighbours with it, and keeps them mapped for the process's
-// life: about 60 MiB of a 10,000-slot plane's RSS are the executable's
-// pages, of which serving uses about half. Executable pages that stay
-// mapped are also the last the kernel reclaims, and a container's working
-// set (what the kubelet evicts on) counts them. Unmapping them once costs
-// serving a page fault per page it still uses, served from the page cache,
-// not the disk; the page cache itself is unchanged.
+// initialisation (the Kubernetes client registers every API type), the log's
+// replay, the snapshot's decode. The kernel maps each page touched, and its
+// neighbours with it, and keeps them mapped for the process's life: a large
+// part of a plane's RSS is the executable's pages, of which serving uses only
+// some. Executable pages that stay mapped are also the last the kernel
+// reclaims, and a container's working set (what the kubelet evicts on) counts
+// them. Unmapping them once costs serving a page fault per page it still
+// uses, served from the page cache, not the disk; the page cache itself is
+// unchanged.
 
 // codeMapping is one mapping of the executable that holds no private
 // (written) page: its pages can be dropped and read again from the file.

@@ -20,7 +20,7 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// The leadership of serve (docs/operations.md, Three replicas): one
+// The leadership of serve (docs/operations/replicas.md): one
 // replica leads; it alone applies the pool file, runs the reactors or the
 // simulated world, the built-in scaler, the sinks, and writes snapshots
 // and checkpoints. Every replica serves the provider and the REST API:

@@ -83,9 +83,9 @@ func containerMemoryLimit(root fs.FS) (limit int64, ok bool, err error) {
 // memoryLimitShare of the container's memory limit, so that near the
 // limit the collector works harder instead of the kernel killing serve.
 // GOMEMLIMIT, when set, is the operator's choice and is left alone. The
-// limit is far above what a start needs in the container serve is meant
-// for (docs/benchmarks.md: a limit below the start's peak made JetStream's
-// recovery crawl); without a container limit, nothing is set. It returns
+// limit must stay above what a start needs (a limit below the start's
+// peak keeps the collector running through JetStream's recovery); without
+// a container limit, nothing is set. It returns
 // the limit set (0: none).
 func applyContainerMemoryLimit(log *slog.Logger, root fs.FS, getenv func(string) string) int64 {
 	if v := getenv("GOMEMLIMIT"); v != "" {

@@ -20,9 +20,8 @@ const settleDelay = 30 * time.Second
 // settleDelay after it is called, unless ctx ends first. The collection at
 // serving runs while the start's reads are still in memory: the heap's
 // next goal, twice what is live, is then set from them, and the heap grows
-// into it (at 10,000 slots and 1M events, 300 MiB live at serving against
-// about 110 MiB half a minute later). One more collection once that has
-// settled sets the goal from what serving holds.
+// into it, though serving holds much less half a minute later. One more
+// collection once that has settled sets the goal from what serving holds.
 func releaseSettledMemory(ctx context.Context, log *slog.Logger, clk clock.Clock) {
 	t := clk.NewTimer(settleDelay)
 	defer t.Stop()

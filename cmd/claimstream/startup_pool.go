@@ -9,12 +9,11 @@ import (
 	"github.com/claimstream/claimstream/handlers/pool"
 )
 
-// poolLoad is the pool file being parsed and checked while the plane
-// starts: at 10,000 slots the parse takes about as long as the embedded
-// server and the views together (docs/benchmarks.md), and neither needs
-// the other. serve waits for it before it starts the listeners or applies
-// anything, so an invalid file still stops the start before any event is
-// written or any request answered.
+// poolLoad is the pool file being parsed and checked while the plane starts:
+// at 10,000 slots the parse is as long a path as the embedded server and the
+// views together, and neither needs the other. serve waits for it before it
+// starts the listeners or applies anything, so an invalid file still stops
+// the start before any event is written or any request answered.
 type poolLoad struct {
 	done chan struct{}
 	cfg  *pool.Config
@@ -47,9 +46,9 @@ func (l *poolLoad) wait(ctx context.Context) (*pool.Config, error) {
 }
 
 // pendingPool hands the pool file parsed at start to the first term that
-// applies it, and then holds nothing: at 10,000 slots the parsed file is
-// some 16 MiB that serving never reads again (a later term or a change
-// reads the file anew).
+// applies it, and then holds nothing: the parsed file grows with the pool
+// and serving never reads it again (a later term or a change reads the
+// file anew).
 type pendingPool struct{ cfg atomic.Pointer[pool.Config] }
 
 func newPendingPool(cfg *pool.Config) *pendingPool {

@@ -59,8 +59,8 @@ func (f rateLimiterLatency) Observe(_ context.Context, verb string, _ url.URL, w
 // builds only these six typed clients (NewClient) and its simulated
 // cluster only their fakes (NewFake), because the whole clientset, its
 // informer factory and its fake link the clients, informers, listers and
-// apply configurations of every API group: a third of the binary's code,
-// which the runtime's tables then spread over.
+// apply configurations of every API group, a large share of the binary's
+// code, which the runtime's tables then spread over.
 type Client interface {
 	CoreV1() corev1client.CoreV1Interface
 	BatchV1() batchv1client.BatchV1Interface

@@ -94,8 +94,8 @@ func NewFakeWith(opts FakeOptions) *Fake {
 		}
 	})
 	// The simple tracker, as NewSimpleClientset's: NewClientset's
-	// field-managed one takes about 10ms a write at a few thousand objects
-	// (a 10,000-slot pool did not run), and nothing here applies
+	// field-managed one slows every write as the objects grow (a
+	// 10,000-slot pool cannot run on it), and nothing here applies
 	// server-side patches.
 	f := &Fake{nodes: map[string]string{}, jobs: map[string]string{}, work: map[string]map[string]string{}, versionsAt: map[string]versionsCopy{}}
 	f.lag = newLag(opts)
@@ -238,8 +238,8 @@ type stampTracker struct {
 // stamp sets the next resourceVersion on obj and writes it. obj is the
 // caller's own (owned): the object reactions hand the tracker their
 // action's private copy, so only Add, whose object is its caller's, copies
-// it first (a copy of every Job written was a tenth of a replay's CPU
-// spent in the fake clientset).
+// it first (a copy of every Job written would cost a replay's runs a share
+// of their CPU for nothing).
 func (t *stampTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object, ns string, owned, update bool, write func(runtime.Object) error) error {
 	if gvr != nodesGVR && gvr != jobsGVR && !workResource(gvr) {
 		return write(obj)

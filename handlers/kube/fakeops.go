@@ -24,9 +24,9 @@ import (
 // machine. The Job controller's and the kubelet's status writes go to the
 // object tracker itself, as theirs reach the apiserver's store and not
 // the client under test: the clientset's reaction chain copies a Job or
-// Node twice more for its record of calls (a replay's Job finishes and
-// Node readiness were 8% of its CPU through the clientset). Informers see
-// them as any write.
+// Node twice more for its record of calls, which a what-if's replays
+// would pay on every Job finish and Node readiness. Informers see them as
+// any write.
 
 // StampCreation sets creationTimestamp from now() on every Node and Job
 // created without one (the fake tracker sets none), and calls onJob with

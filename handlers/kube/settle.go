@@ -63,8 +63,8 @@ type handledVersions struct {
 	mu sync.Mutex
 	by map[string]map[string]string
 	// noted is closed at the next note, so a Settle waits for the
-	// handlers instead of spinning (spinning took CPU from the runs of a
-	// what-if that go side by side).
+	// handlers instead of spinning (spinning would take CPU from the runs
+	// of a what-if that go side by side).
 	noted chan struct{}
 }
 

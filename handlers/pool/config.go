@@ -183,8 +183,8 @@ func Parse(source string, data []byte) (*Config, error) {
 		return nil, fail(problems)
 	}
 	// The Config keeps the file's lines for problems found when it is
-	// reconciled (fileLines); the tree and its document (tens of MiB at
-	// 10,000 slots) were for the checks and the decode only.
+	// reconciled (fileLines); the tree and its document, large at 10,000
+	// slots, are for the checks and the decode only.
 	return cfg, nil
 }
 

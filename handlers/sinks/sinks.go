@@ -47,7 +47,7 @@ type Metrics interface {
 
 // DeadLetter is the record of an event a sink gave up on, one JSON message
 // on the dead-letter stream. Subject is the event's CloudEvents subject
-// (records written before it was were the log's NATS subject).
+// (older records on a stream hold the log's NATS subject instead).
 type DeadLetter struct {
 	Sink      string    `json:"sink"`
 	EventID   string    `json:"eventId"`

@@ -1,8 +1,8 @@
 // Package claimname is the rule a claim's name follows, <slot>-<6 hex>
 // (the slot's name cut to 40 characters), and a list of a slot's claim
 // names that holds each such name in 4 bytes. The indexes behind the cost
-// report and the dashboard keep every claim of a month by slot: at 10,000
-// slots, a string each is several MiB for each index.
+// report and the dashboard keep every claim of a month by slot, so at
+// 10,000 slots a string each would be a large part of each index.
 package claimname
 
 import "strings"

@@ -17,12 +17,11 @@ import (
 
 // CostIndex keeps the cost accounting of the whole log in memory
 // (cost.Index), so GET /api/v1/cost walks its spans instead of folding the
-// log from seq 1 per request (a million events: some 6 s of reading and
-// folding, against tens of milliseconds), and the cost counters read its
-// running totals (SlotTotals): serve reads the log's history once for
-// both. It folds the log once, then each new event the views' runner
-// folds (cost_index_follow.go); a request first folds whatever Run has not
-// yet, so a report reflects every event appended before it.
+// log from seq 1 per request (a read and fold that grows with the log), and
+// the cost counters read its running totals (SlotTotals): serve reads the
+// log's history once for both. It folds the log once, then each new event the
+// views' runner folds (cost_index_follow.go); a request first folds whatever
+// Run has not yet, so a report reflects every event appended before it.
 //
 // While the first fold is under way a request is refused with
 // CostIndexBuildingError (503, Retry-After) saying how far it is. A log

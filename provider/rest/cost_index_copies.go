@@ -11,9 +11,9 @@ import (
 
 // Saved copies of the cost index, kept in the checkpoint bucket beside the
 // views' checkpoints (savedCopies): a start loads the newest copy the log
-// still reaches and folds only the events after it, instead of the whole
-// log (about 6 s and most of a start's garbage at a million events), and a
-// log whose start expired is still covered by the copy.
+// still reaches and folds only the events after it, instead of reading the
+// whole log and making its garbage, and a log whose start expired is still
+// covered by the copy.
 const (
 	costCopyPrefix      = "cost-"
 	costCopyEventHeader = "Claimstream-Cost-Event-Id"

@@ -14,16 +14,14 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// TimelineIndex keeps each slot's phase intervals of the log in memory, so
-// a timeline request cuts a window out of them instead of folding the
-// window's events (a week of a thousand slots is 100,000 events: seconds
-// of folding, against milliseconds of cutting). It folds the log into its
-// own views up to the views' runner, then follows the runner's folds and
-// lets its own views go (timeline_index_follow.go); a request first
-// applies whatever Run has not yet. Intervals that ended more than
-// MaxTimelineWindow before the newest event are dropped; a window that
-// reaches before what the index holds is folded from the log
-// (BuildTimeline).
+// TimelineIndex keeps each slot's phase intervals of the log in memory, so a
+// timeline request cuts a window out of them instead of folding the window's
+// events (a fold grows with the window's events, a cut with the slots shown).
+// It folds the log into its own views up to the views' runner, then follows
+// the runner's folds and lets its own views go (timeline_index_follow.go); a
+// request first applies whatever Run has not yet. Intervals that ended more
+// than MaxTimelineWindow before the newest event are dropped; a window that
+// reaches before what the index holds is folded from the log (BuildTimeline).
 type TimelineIndex struct {
 	store *events.Store
 	cps   *projections.Checkpoints

@@ -120,7 +120,7 @@ func CheckFor(t testing.TB, total, interval time.Duration, fn func() error) {
 	if err == nil {
 		return
 	}
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(max(interval, time.Millisecond))
 	defer tick.Stop()
 	deadline := time.NewTimer(total)
 	defer deadline.Stop()

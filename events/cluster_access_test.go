@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,22 +175,47 @@ func TestClusterRoutesOverTLS(t *testing.T) {
 	if err := b.WaitForMetaLeader(ctx, nil); err != nil {
 		t.Fatalf("two TLS replicas: %v", err)
 	}
-	// A stranger: its own CA, so neither side trusts the other.
+	// A stranger: its own CA, so neither side trusts the other. Until it
+	// starts, a and b fail no handshake (they trust each other, and
+	// nothing listens at the stranger's address).
+	refusedA, refusedB := &handshakeErrors{}, &handshakeErrors{}
+	a.Server.SetLogger(refusedA, false, false)
+	b.Server.SetLogger(refusedB, false, false)
 	sCA, sKey, sCAFile := writeTestCA(t)
 	sCert, sKeyFile := writeTestLeaf(t, sCA, sKey)
 	stranger := start(2, sCert, sKeyFile, sCAFile)
-	// It must stay out for a while: watch a 2s window.
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if st := stranger.ClusterStatus(); st.Reachable > 1 {
-			t.Fatalf("a server with a foreign certificate joined: %+v", st)
+	// It stays out: once a route handshake between it and each replica
+	// has failed, none of the three counts it.
+	eventstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if refusedA.n.Load() == 0 || refusedB.n.Load() == 0 {
+			return fmt.Errorf("no failed route handshake with the stranger yet: %d on a, %d on b", refusedA.n.Load(), refusedB.n.Load())
 		}
-		if st := a.ClusterStatus(); st.Reachable > 2 {
+		return nil
+	})
+	if st := stranger.ClusterStatus(); st.Reachable > 1 {
+		t.Fatalf("a server with a foreign certificate joined: %+v", st)
+	}
+	for _, r := range []*events.Embedded{a, b} {
+		if st := r.ClusterStatus(); st.Reachable > 2 {
 			t.Fatalf("a server with a foreign certificate was let in: %+v", st)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// handshakeErrors is a nats-server logger that counts failed TLS route
+// handshakes.
+type handshakeErrors struct{ n atomic.Int32 }
+
+func (h *handshakeErrors) Errorf(format string, v ...any) {
+	if strings.Contains(fmt.Sprintf(format, v...), "TLS route handshake error") {
+		h.n.Add(1)
+	}
+}
+func (h *handshakeErrors) Noticef(string, ...any) {}
+func (h *handshakeErrors) Warnf(string, ...any)   {}
+func (h *handshakeErrors) Fatalf(string, ...any)  {}
+func (h *handshakeErrors) Debugf(string, ...any)  {}
+func (h *handshakeErrors) Tracef(string, ...any)  {}
 
 // freeAddr is a free port below the ephemeral range (internal/freeport).
 func freeAddr(t *testing.T) string {

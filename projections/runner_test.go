@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
@@ -141,7 +143,10 @@ func TestCaughtUpWithinWaitsForTheFoldOfTheLastEvent(t *testing.T) {
 	defer cancel()
 	hold := make(chan struct{})
 	held := make(chan uint64, 8)
-	r := projections.NewRunner(st, projections.RunnerOptions{OnEvent: func(e events.Event) {
+	// WaitFor's direct-read timer is the clock's only waiter: it says
+	// when a caller waits for the fold.
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := projections.NewRunner(st, projections.RunnerOptions{Clock: clk, OnEvent: func(e events.Event) {
 		if e.Seq == 2 {
 			held <- e.Seq
 			<-hold
@@ -165,12 +170,26 @@ func TestCaughtUpWithinWaitsForTheFoldOfTheLastEvent(t *testing.T) {
 	if waited := time.Since(start); waited < 200*time.Millisecond {
 		t.Fatalf("CaughtUpWithin gave up after %v, before its wait", waited)
 	}
+	type caughtUp struct {
+		ok   bool
+		last uint64
+		err  error
+	}
+	within := make(chan caughtUp, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond)
-		close(hold)
+		ok, last, err := r.CaughtUpWithin(ctx, 10*time.Second)
+		within <- caughtUp{ok, last, err}
 	}()
-	if ok, last, err := r.CaughtUpWithin(ctx, 10*time.Second); err != nil || !ok || last != 3 {
-		t.Fatalf("CaughtUpWithin as the fold goes on = %v at %d, %v; want true at 3", ok, last, err)
+	// The fold goes on once CaughtUpWithin waits for it.
+	eventstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if !clk.HasWaiters() {
+			return errors.New("CaughtUpWithin does not wait for the fold")
+		}
+		return nil
+	})
+	close(hold)
+	if got := <-within; got.err != nil || !got.ok || got.last != 3 {
+		t.Fatalf("CaughtUpWithin as the fold goes on = %v at %d, %v; want true at 3", got.ok, got.last, got.err)
 	}
 	if r.Seq() != 3 {
 		t.Fatalf("views at %d after CaughtUpWithin, want 3", r.Seq())

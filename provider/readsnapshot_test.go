@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
@@ -101,17 +103,15 @@ func TestReadsNotDelayedByAHeldViewsLock(t *testing.T) {
 func waitForPendingViewsWriter(t *testing.T) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	eventstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
 		n := runtime.Stack(buf, true)
 		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
 			if strings.Contains(g, "sync.(*RWMutex).Lock") && strings.Contains(g, "projections.(*Runner)") {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(end) {
-			t.Fatal("no writer queued for the views' lock within 10s")
-		}
-	}
+		return errors.New("no writer queued for the views' lock")
+	})
 }
 
 // After every change of the views (claims through their lifecycle, a

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
@@ -106,13 +108,12 @@ func TestRefusedHandshakeLogged(t *testing.T) {
 	if err := call(t, addr, clientTLS(t, p.caPEM, nil, nil)); err == nil {
 		t.Fatal("a client without a certificate was served")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(logs.Lines("level=DEBUG", "TLS handshake refused", "server=provider", "remote=127.0.0.1:")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("want two refused handshakes logged at debug:\n%s", logs)
+	eventstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if len(logs.Lines("level=DEBUG", "TLS handshake refused", "server=provider", "remote=127.0.0.1:")) < 2 {
+			return fmt.Errorf("want two refused handshakes logged at debug:\n%s", logs)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if len(logs.Lines("reason=")) < 2 {
 		t.Fatalf("no reasons:\n%s", logs)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
@@ -22,17 +24,16 @@ func TestReleaseSettledMemoryRunsOnceAfterTheDelay(t *testing.T) {
 		defer close(done)
 		releaseSettledMemory(context.Background(), slog.New(slog.NewTextHandler(&out, nil)), clk)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); !clk.HasWaiters(); {
-		if time.Now().After(deadline) {
-			t.Fatal("no timer set in 10s")
+	eventstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if !clk.HasWaiters() {
+			return errors.New("no timer set")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
+	// Short of the delay the timer has not fired: it still waits.
 	clk.Step(settleDelay - time.Second)
-	select {
-	case <-done:
-		t.Fatalf("collected before the delay: %s", out.String())
-	case <-time.After(100 * time.Millisecond):
+	if !clk.HasWaiters() {
+		t.Fatalf("the timer fired before the delay: %s", out.String())
 	}
 	clk.Step(time.Second)
 	select {

@@ -405,25 +405,24 @@ func startServeProcess(b *testing.B, bin, poolFile, data string, m serveBenchMod
 	defer cc.Close()
 	client := pb.NewCloudProviderClient(cc)
 	var run serveRun
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	eventstest.CheckFor(b, 5*time.Minute, 5*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		r, err := client.NodeGroups(ctx, &pb.NodeGroupsRequest{})
 		cancel()
 		if err == nil && len(r.GetNodeGroups()) == 100 {
 			run.answered = time.Since(began)
-			break
+			return nil
 		}
 		select {
 		case <-exited:
 			b.Fatalf("serve exited before answering: %v\n%s", waitErr, lines())
 		default:
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("serve did not answer NodeGroups with 100 groups in 5m (last: %v)\n%s", err, lines())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		// The log is read only if the wait fails: not on every try.
+		return lazyError(func() string {
+			return fmt.Sprintf("serve does not answer NodeGroups with 100 groups (last: %d groups, %v)\n%s", len(r.GetNodeGroups()), err, lines())
+		})
+	})
 	select {
 	case <-serving:
 		run.serving = time.Since(began)
@@ -564,3 +563,8 @@ func procMemory(b *testing.B, pid int) (rss, hwm float64) {
 	kib := procStatusKiB(b, pid)
 	return kib["VmRSS"] / 1024, kib["VmHWM"] / 1024
 }
+
+// lazyError is an error whose text is made only when it is read.
+type lazyError func() string
+
+func (e lazyError) Error() string { return e() }

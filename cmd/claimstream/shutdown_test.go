@@ -24,8 +24,9 @@ import (
 // webhook is answering: serve returns only after the delivery finished and
 // was acked, then closes NATS, within a bound.
 func TestServeWaitsForAnInFlightWebhook(t *testing.T) {
-	var finished atomic.Bool
+	var finished, aborted atomic.Bool
 	started := make(chan struct{}, 1)
+	release := make(chan struct{})
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if finished.Load() {
 			return
@@ -34,11 +35,22 @@ func TestServeWaitsForAnInFlightWebhook(t *testing.T) {
 		case started <- struct{}{}:
 		default:
 		}
-		// A slow receiver: the answer comes well after the shutdown began.
-		time.Sleep(1500 * time.Millisecond)
-		finished.Store(true)
+		// A slow receiver: it answers once the shutdown waits for it.
+		select {
+		case <-release:
+			finished.Store(true)
+		case <-r.Context().Done():
+			aborted.Store(true)
+		}
 	}))
 	t.Cleanup(hook.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
 	sinksFile := filepath.Join(t.TempDir(), "sinks.yaml")
 	writeFile(t, sinksFile, "sinks:\n  - name: slow\n    url: "+hook.URL+"\n    start: all\n")
 	dir := t.TempDir()
@@ -56,6 +68,24 @@ func TestServeWaitsForAnInFlightWebhook(t *testing.T) {
 		t.Fatal("the webhook was not called within 60s")
 	}
 	cancel()
+	// The sinks run beside the leader's reactors (withSinks): once those
+	// have stopped and withSinks waits for the dispatcher, the stop waits
+	// for the delivery in flight, and the receiver answers.
+	eventstest.CheckFor(t, 30*time.Second, time.Millisecond, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("serve returned (%v) while a webhook delivery was in flight", err)
+		default:
+		}
+		if aborted.Load() {
+			t.Fatal("the stop cut the webhook delivery in flight")
+		}
+		if !blockedIn("(*plane).withSinks", "chan receive") {
+			return errors.New("the stop does not wait for the sinks")
+		}
+		return nil
+	})
+	close(release)
 	select {
 	case err := <-done:
 		if err != nil {

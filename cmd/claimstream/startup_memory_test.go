@@ -2,14 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"runtime"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
@@ -39,28 +39,6 @@ func TestReleaseStartupMemoryReturnsGarbage(t *testing.T) {
 	}
 }
 
-// TestReleaseStartupMemoryFreesPooledBuffers: buffers parked in a
-// sync.Pool at start (the embedded server keeps its block buffers so) are
-// freed by the release, not kept for one more collection, so the heap's
-// next goal is set from what serving holds.
-func TestReleaseStartupMemoryFreesPooledBuffers(t *testing.T) {
-	pool := sync.Pool{}
-	// No collection while they are parked: it would start their aging.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	for range 64 {
-		pool.Put(bytes.Repeat([]byte{1}, 1<<20))
-	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	releaseStartupMemory(slog.New(slog.DiscardHandler), nil)
-	runtime.ReadMemStats(&after)
-	t.Logf("heap in use: %d MiB before, %d MiB after", before.HeapAlloc>>20, after.HeapAlloc>>20)
-	if before.HeapAlloc-min(before.HeapAlloc, after.HeapAlloc) < 48<<20 {
-		t.Fatalf("heap in use went from %d to %d MiB: the pooled buffers were kept", before.HeapAlloc>>20, after.HeapAlloc>>20)
-	}
-	runtime.KeepAlive(&pool)
-}
-
 // TestReleaseStartupMemoryWaitsForTheTimelineIndex: the release waits for
 // the timeline index's first build (its garbage is the start's too).
 func TestReleaseStartupMemoryWaitsForTheTimelineIndex(t *testing.T) {
@@ -68,10 +46,19 @@ func TestReleaseStartupMemoryWaitsForTheTimelineIndex(t *testing.T) {
 	var out logcapture.Buffer
 	done := make(chan struct{})
 	go func() { defer close(done); releaseStartupMemory(slog.New(slog.NewTextHandler(&out, nil)), built) }()
-	select {
-	case <-done:
+	eventstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		select {
+		case <-done:
+			t.Fatalf("released before the timeline index was built: %s", out.String())
+		default:
+		}
+		if !blockedIn("releaseStartupMemory", "chan receive") {
+			return errors.New("the release does not wait for the timeline index")
+		}
+		return nil
+	})
+	if out.String() != "" {
 		t.Fatalf("released before the timeline index was built: %s", out.String())
-	case <-time.After(200 * time.Millisecond):
 	}
 	close(built)
 	select {

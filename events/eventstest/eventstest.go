@@ -109,19 +109,34 @@ func NewStore(t testing.TB) (*events.Store, *Server) {
 	return st, s
 }
 
-// CheckFor polls fn every sleep until it returns nil or total passes, then
-// fails the test with fn's last error. Use it instead of sleeping.
-func CheckFor(t testing.TB, total, sleep time.Duration, fn func() error) {
+// CheckFor polls fn every interval until it returns nil or total passes,
+// then fails the test with fn's last error, which should name what was
+// awaited. It is the suite's one bounded wait for a condition: use it
+// instead of sleeping. fn runs on the caller's goroutine, at once and then
+// on each tick; one more try is made at the deadline.
+func CheckFor(t testing.TB, total, interval time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
+	err := fn()
+	if err == nil {
+		return
+	}
+	tick := time.NewTicker(max(interval, time.Millisecond))
+	defer tick.Stop()
+	deadline := time.NewTimer(total)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			if err = fn(); err == nil {
+				return
+			}
+			t.Fatalf("condition not met after %v: %v", total, err)
+		}
 		if err = fn(); err == nil {
 			return
 		}
-		time.Sleep(sleep)
 	}
-	t.Fatalf("condition not met after %v: %v", total, err)
 }
 
 // ValidateLog checks every event of the store's log against the JSON Schema

@@ -3,6 +3,8 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +26,16 @@ type statusEnv struct {
 	h      *handlerstest.Harness
 	f      *kube.Fake
 	writes atomic.Int32
+
+	mu sync.Mutex
+	at []time.Time // each write's time on the fake clock
+}
+
+// writtenAt is the fake clock's time at each write so far.
+func (e *statusEnv) writtenAt() []time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.at)
 }
 
 func newStatusEnv(t *testing.T, interval time.Duration) *statusEnv {
@@ -32,6 +44,9 @@ func newStatusEnv(t *testing.T, interval time.Duration) *statusEnv {
 	e.f.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetVerb() == "create" || a.GetVerb() == "update" {
 			e.writes.Add(1)
+			e.mu.Lock()
+			e.at = append(e.at, e.h.Clock.Now())
+			e.mu.Unlock()
 		}
 		return false, nil, nil
 	})
@@ -122,23 +137,24 @@ func TestStatusConfigMapRateBounded(t *testing.T) {
 	for range 3 {
 		last = e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	}
-	// Nine seconds on: still inside the interval, nothing is written
-	// (watched for a while: a write now would be a bug whenever it came).
+	// Nine seconds on: still inside the interval, nothing is written; one
+	// more second and the three changes are written at once. Each write's
+	// time on the fake clock says whether one came inside the interval.
+	first := e.writtenAt()[0]
 	waitForWaiter(t, e.h)
 	e.h.Clock.Step(9 * time.Second)
-	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if n := e.writes.Load(); n != 1 {
-			t.Fatalf("%d writes within the interval, want 1", n)
-		}
-	}
 	waitForWaiter(t, e.h)
 	e.h.Clock.Step(time.Second)
 	st := e.waitStatus(t, "with the three claims", func(st kube.Status) bool { return st.Seq == last.Last })
 	if st.Groups[1].Live != 3 {
 		t.Errorf("live %d, want 3", st.Groups[1].Live)
 	}
-	if n := e.writes.Load(); n != 2 {
-		t.Fatalf("%d writes, want 2: the three changes in one", n)
+	at := e.writtenAt()
+	if len(at) != 2 {
+		t.Fatalf("%d writes, want 2: the three changes in one", len(at))
+	}
+	if got := at[1].Sub(first); got != 10*time.Second {
+		t.Fatalf("the second write came %v after the first, want the interval (10s)", got)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -189,11 +190,12 @@ func runChurn(b *testing.B, slots int) churnResult {
 		}
 	}()
 	// Wait for the reactors' start-up look at every slot.
-	for end := time.Now().Add(2 * time.Minute); w.Reactors.QueueDepth() > 0 || !w.Cluster.HasSynced(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			b.Fatalf("the start's pass over %d slots did not finish within 2m", slots)
+	eventstest.CheckFor(b, 2*time.Minute, 10*time.Millisecond, func() error {
+		if w.Reactors.QueueDepth() > 0 || !w.Cluster.HasSynced() {
+			return fmt.Errorf("the start's pass over %d slots has not finished", slots)
 		}
-	}
+		return nil
+	})
 	// Ready claims are released (cluster-autoscaler's DeleteNodes).
 	for range 4 {
 		bg.Add(1)
@@ -268,12 +270,19 @@ func runChurn(b *testing.B, slots int) churnResult {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				pace := time.NewTimer(time.Hour)
+				defer pace.Stop()
 				for k := c; ; k += callers {
 					at := began.Add(time.Duration(k) * time.Second / churnRate)
 					if at.Sub(began) >= d {
 						return
 					}
-					time.Sleep(time.Until(at))
+					pace.Reset(time.Until(at))
+					select {
+					case <-ctx.Done():
+						return
+					case <-pace.C:
+					}
 					if _, err := h.Service.Execute(ctx, handlers.IncreaseSize{Group: churnGroup, Delta: 1, RequestedBy: "bench"}); err != nil {
 						refused.Add(1)
 					}
@@ -296,22 +305,20 @@ func runChurn(b *testing.B, slots int) churnResult {
 	}
 
 	// Every claim asked during the window gets its Job (bounded wait).
-	for end := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+	eventstest.CheckFor(b, time.Minute, 10*time.Millisecond, func() error {
 		mu.Lock()
+		defer mu.Unlock()
 		missing := 0
 		for c := range asked {
 			if _, ok := created[c]; !ok {
 				missing++
 			}
 		}
-		mu.Unlock()
-		if missing == 0 {
-			break
+		if missing > 0 {
+			return fmt.Errorf("%d claims asked in the window without a startup Job", missing)
 		}
-		if time.Now().After(end) {
-			b.Fatalf("%d claims without a startup Job after 1m", missing)
-		}
-	}
+		return nil
+	})
 	cancel()
 	var lat []time.Duration
 	mu.Lock()

@@ -2,10 +2,12 @@ package sim_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -56,18 +58,16 @@ func TestScalerStuckGroupDoesNotDelayOthers(t *testing.T) {
 	}
 	// The periodic resync asks every group's scaler again; step it until b
 	// decides (its observation may miss the pod at first).
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	eventstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
 		if got := actions(decisions(t, h, "b")); len(got) > 0 {
 			if got[0] != "Provision" {
 				t.Fatalf("group b decided %v, want Provision", got)
 			}
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("group b made no decision while group a's decision was stuck")
+			return nil
 		}
 		h.Clock.Step(projections.ReconcilePeriod)
-	}
+		return errors.New("group b made no decision while group a's decision was stuck")
+	})
 	if got := decisions(t, h, "a"); len(got) != 0 {
 		t.Fatalf("group a decided %v while its lock was held", actions(got))
 	}

@@ -3,6 +3,9 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,9 +46,15 @@ func (c *stuckCluster) CreateJob(ctx context.Context, req handlers.JobRequest) (
 
 // runQueued runs reactors over the cluster on the work queue (Run) until
 // the test ends.
-func runQueued(t *testing.T, h *handlerstest.Harness, w *sim.World, cl handlers.Cluster) {
+func runQueued(t *testing.T, h *handlerstest.Harness, w *sim.World, cl handlers.Cluster) *handlers.Reactors {
 	t.Helper()
-	r := handlers.NewReactors(handlers.ReactorsConfig{Views: h.Views, Service: h.Service, Cluster: cl, Clock: h.Clock, Namespace: "claimstream", Log: quiet})
+	return runReactors(t, handlers.ReactorsConfig{Views: h.Views, Service: h.Service, Cluster: cl, Clock: h.Clock, Namespace: "claimstream", Log: quiet})
+}
+
+// runReactors runs reactors of cfg on the work queue until the test ends.
+func runReactors(t *testing.T, cfg handlers.ReactorsConfig) *handlers.Reactors {
+	t.Helper()
+	r := handlers.NewReactors(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -55,26 +64,59 @@ func runQueued(t *testing.T, h *handlerstest.Harness, w *sim.World, cl handlers.
 			t.Errorf("reactors: %v", err)
 		}
 	})
+	return r
 }
 
-// startupJobOf polls (bounded, wall time) for the startup Job of a slot in
-// the fake clientset.
-func startupJobOf(t *testing.T, w *sim.World, slot string, within time.Duration) bool {
+// waitIdle waits until the reactors' work queue is idle: nothing queued,
+// no worker inside an item, and the queue's delayed adds (timers,
+// backoffs) waiting for the clock. Only the fake clock or a new event
+// makes work then, so what the test counts next is what it caused.
+func waitIdle(t *testing.T, r *handlers.Reactors, what string) {
 	t.Helper()
-	end := time.Now().Add(within)
-	for time.Now().Before(end) {
-		jobs, err := w.Fake.BatchV1().Jobs("claimstream").List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
+	buf := make([]byte, 1<<20)
+	eventstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if n := r.QueueDepth(); n > 0 {
+			return fmt.Errorf("%s: %d work items queued", what, n)
 		}
-		for _, j := range jobs.Items {
-			if handlers.SlotOfJob(j.Labels, j.Annotations) == slot && j.Labels[handlers.LabelOperation] == handlers.OperationStartup {
-				return true
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, "handlers.(*Reactors).workOne(") {
+				return fmt.Errorf("%s: a worker is inside an item", what)
+			}
+			if strings.Contains(g, ").waitingLoop(") && !strings.HasPrefix(g[strings.Index(g, "[")+1:], "select") {
+				return fmt.Errorf("%s: the queue is moving its due delayed adds", what)
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+}
+
+// startupJobOf says whether the fake clientset has the startup Job of a
+// slot.
+func startupJobOf(t *testing.T, w *sim.World, slot string) bool {
+	t.Helper()
+	jobs, err := w.Fake.BatchV1().Jobs("claimstream").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if handlers.SlotOfJob(j.Labels, j.Annotations) == slot && j.Labels[handlers.LabelOperation] == handlers.OperationStartup {
+			return true
+		}
 	}
 	return false
+}
+
+// waitStartupJob waits (bounded, wall time) for the startup Job of a slot;
+// why says what holds it when it does not come.
+func waitStartupJob(t *testing.T, w *sim.World, slot, why string) {
+	t.Helper()
+	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !startupJobOf(t, w, slot) {
+			return fmt.Errorf("slot %s has no startup Job: %s", slot, why)
+		}
+		return nil
+	})
 }
 
 // TestQueueSlowSlotDoesNotDelayOthers: slot a's Job create hangs (or
@@ -91,9 +133,7 @@ func TestQueueSlowSlotDoesNotDelayOthers(t *testing.T) {
 			stuck := &stuckCluster{Cluster: w.Cluster, slot: "a", block: tc.block}
 			runQueued(t, h, w, stuck)
 			h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"})
-			if !startupJobOf(t, w, "b", 10*time.Second) {
-				t.Fatalf("slot b got no startup Job while slot a's create %s", tc.name)
-			}
+			waitStartupJob(t, w, "b", "slot a's create "+tc.name)
 			// Slot a's item runs on its own worker and may reach its
 			// create after b's Job exists.
 			eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -102,7 +142,7 @@ func TestQueueSlowSlotDoesNotDelayOthers(t *testing.T) {
 				}
 				return nil
 			})
-			if startupJobOf(t, w, "a", 0) {
+			if startupJobOf(t, w, "a") {
 				t.Fatal("slot a got a Job through a cluster that refuses it")
 			}
 		})
@@ -116,19 +156,11 @@ func TestQueueFailingSlotBacksOffAlone(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{ClaimTTL: events.Duration(10 * time.Minute)}, "a")
 	stuck := &stuckCluster{Cluster: w.Cluster, slot: "a"}
-	runQueued(t, h, w, stuck)
+	r := runQueued(t, h, w, stuck)
 	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
-	// The failures settle into a backoff the fake clock holds.
-	end := time.Now().Add(10 * time.Second)
-	last := int32(-1)
-	for time.Now().Before(end) {
-		n := stuck.calls.Load()
-		if n > 0 && n == last {
-			break
-		}
-		last = n
-		time.Sleep(200 * time.Millisecond)
-	}
+	// The failures end in a backoff the fake clock holds: the item waits
+	// among the queue's delayed adds.
+	waitIdle(t, r, "slot a's failed creates backing off")
 	held := stuck.calls.Load()
 	t.Logf("%d failed creates before the backoff held", held)
 	if held == 0 {
@@ -138,35 +170,32 @@ func TestQueueFailingSlotBacksOffAlone(t *testing.T) {
 	// Past its backoff, well within the periodic resync (15s) and the
 	// old global retry (5s).
 	h.Clock.Step(2 * time.Second)
-	if !startupJobOf(t, w, "a", 10*time.Second) {
-		t.Fatalf("slot a not retried after its backoff (%d tries)", held)
-	}
+	waitStartupJob(t, w, "a", fmt.Sprintf("not retried after its backoff (%d tries)", held))
 }
 
-// workCounter counts the slot work items the queue ran.
-type workCounter struct{ slots atomic.Int32 }
+// workCounter counts the slot and scaler work items the queue ran.
+type workCounter struct{ slots, scalers atomic.Int32 }
 
 func (c *workCounter) WorkDone(work string, _ time.Duration, _ bool) {
-	if work == "slot" {
+	switch work {
+	case "slot":
 		c.slots.Add(1)
+	case "scaler":
+		c.scalers.Add(1)
 	}
 }
 func (c *workCounter) Reacted(time.Duration)   {}
 func (c *workCounter) ObserveDepth(func() int) {}
 
-// settled waits (bounded) until the count stops moving and returns it.
-func settled(t *testing.T, c *workCounter) int32 {
+// atLeast waits (bounded) until the counter reaches n.
+func atLeast(t *testing.T, c *atomic.Int32, n int32, what string) {
 	t.Helper()
-	last := int32(-1)
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		n := c.slots.Load()
-		if n == last {
-			return n
+	eventstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if got := c.Load(); got < n {
+			return fmt.Errorf("%s: %d, want at least %d", what, got, n)
 		}
-		last = n
-	}
-	t.Fatal("the work queue did not settle")
-	return 0
+		return nil
+	})
 }
 
 // TestQueueResyncIsSpread: the periodic full resync enqueues every slot
@@ -176,22 +205,24 @@ func TestQueueResyncIsSpread(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, handlerstest.Slots("n", 100)...)
 	count := &workCounter{}
-	r := handlers.NewReactors(handlers.ReactorsConfig{Views: h.Views, Service: h.Service, Cluster: w.Cluster, Clock: h.Clock, Namespace: "claimstream", Log: quiet, Metrics: count})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r := runReactors(t, handlers.ReactorsConfig{Views: h.Views, Service: h.Service, Cluster: w.Cluster, Clock: h.Clock, Namespace: "claimstream", Log: quiet, Metrics: count})
 
-	start := settled(t, count)
-	if start < 100 {
-		t.Fatalf("the start enqueued %d slots, want every one (100)", start)
-	}
+	atLeast(t, &count.slots, 100, "slots the start ran")
+	waitIdle(t, r, "after the start")
+	start := count.slots.Load()
+	// The resync runs every group's scaler at once: once it has, and the
+	// queue is idle again, the slots it ran at once are counted.
+	scalers := count.scalers.Load()
 	h.Clock.Step(projections.ReconcilePeriod)
-	if n := settled(t, count) - start; n > 5 {
+	atLeast(t, &count.scalers, scalers+1, "scaler items after the resync")
+	waitIdle(t, r, "after the resync")
+	if n := count.slots.Load() - start; n > 5 {
 		t.Fatalf("the resync ran %d of 100 slots at once", n)
 	}
 	h.Clock.Step(projections.ReconcilePeriod / 2)
-	if n := settled(t, count) - start; n < 40 || n > 60 {
+	atLeast(t, &count.slots, start+40, "slots run half a period into the resync")
+	waitIdle(t, r, "half a period into the resync")
+	if n := count.slots.Load() - start; n > 60 {
 		t.Fatalf("half a period into the resync %d of 100 slots ran, want about half", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
@@ -79,7 +80,9 @@ func measureReaction(b *testing.B, slots int, loop string, api time.Duration) (p
 	if api > 0 {
 		cl = &slowCluster{Cluster: w.Cluster, delay: api}
 	}
-	r := handlers.NewReactors(handlers.ReactorsConfig{Views: h.Views, Service: h.Service, Cluster: cl, Clock: h.Clock, Namespace: "claimstream", Log: quiet})
+	count := &workCounter{}
+	r := handlers.NewReactors(handlers.ReactorsConfig{Views: h.Views, Service: h.Service, Cluster: cl, Clock: h.Clock, Namespace: "claimstream", Log: quiet, Metrics: count})
+	swept := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -87,17 +90,25 @@ func measureReaction(b *testing.B, slots int, loop string, api time.Duration) (p
 			_ = r.Run(ctx)
 			return
 		}
-		sweep(ctx, r, h.Views, cl)
+		sweep(ctx, r, h.Views, cl, swept)
 	}()
 	defer func() { cancel(); <-done }()
 
 	// Both loops first look at every slot once: the claims start after.
-	for end := time.Now().Add(time.Minute); loop == "queue" && r.QueueDepth() > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			b.Fatalf("the start's pass over %d slots did not finish within 1m", slots)
+	eventstest.CheckFor(b, time.Minute, 10*time.Millisecond, func() error {
+		if loop == "queue" {
+			if n := count.slots.Load(); n < int32(slots) || r.QueueDepth() > 0 {
+				return fmt.Errorf("the start's pass over %d slots has not finished: %d ran, %d queued", slots, n, r.QueueDepth())
+			}
+			return nil
 		}
-	}
-	time.Sleep(50 * time.Millisecond)
+		select {
+		case <-swept:
+			return nil
+		default:
+			return fmt.Errorf("the first sweep over %d slots has not finished", slots)
+		}
+	})
 
 	// Claims arrive one at a time, every 5ms, while the earlier ones are
 	// still being reacted to. A claim's clock starts when the views fold
@@ -112,24 +123,22 @@ func measureReaction(b *testing.B, slots int, loop string, api time.Duration) (p
 	})
 	defer unsubscribe()
 	claims := min(slots, 200)
+	pace := time.NewTimer(time.Hour)
+	defer pace.Stop()
 	b.StartTimer()
 	for range claims {
 		h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "bench"})
-		time.Sleep(5 * time.Millisecond)
+		pace.Reset(5 * time.Millisecond)
+		<-pace.C
 	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	eventstest.CheckFor(b, 5*time.Minute, 10*time.Millisecond, func() error {
 		mu.Lock()
-		got, want := len(created), len(asked)
-		mu.Unlock()
-		if got >= claims && want >= claims {
-			break
+		defer mu.Unlock()
+		if got, want := len(created), len(asked); got < claims || want < claims {
+			return fmt.Errorf("%d of %d startup Jobs created (%d claims folded)", got, claims, want)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d startup Jobs created within 5m", got, claims)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	b.StopTimer()
 	var lat []time.Duration
 	mu.Lock()
@@ -166,14 +175,25 @@ func (c *slowCluster) CreateJob(ctx context.Context, req handlers.JobRequest) (b
 }
 
 // sweep is the reactors' loop before the work queue: one ReconcileAll over
-// every slot, again after every change of the views or the caches.
-func sweep(ctx context.Context, r *handlers.Reactors, views *projections.Runner, cl handlers.Cluster) {
-	for {
+// every slot, again after every change of the views or the caches. swept
+// is closed after the first.
+func sweep(ctx context.Context, r *handlers.Reactors, views *projections.Runner, cl handlers.Cluster, swept chan<- struct{}) {
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for first := true; ; first = false {
 		viewsChanged, clusterChanged := views.Changed(), cl.Changed()
 		if _, err := r.ReconcileAll(ctx); ctx.Err() != nil {
 			return
 		} else if err != nil {
-			time.Sleep(10 * time.Millisecond)
+			retry.Reset(10 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return
+			case <-retry.C:
+			}
+		}
+		if first {
+			close(swept)
 		}
 		select {
 		case <-ctx.Done():

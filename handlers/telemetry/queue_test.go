@@ -2,12 +2,14 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -39,21 +41,17 @@ func TestReactorQueueMetrics(t *testing.T) {
 
 	count := regexp.MustCompile(`(?m)^claimstream_reaction_seconds_count (\d+)$`)
 	var body string
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		body = scrape(t, tel)
-		if m := count.FindStringSubmatch(body); m != nil {
-			if n, _ := strconv.Atoi(m[1]); n >= 3 {
-				break
-			}
+		m := count.FindStringSubmatch(body)
+		if m == nil {
+			return fmt.Errorf("no reaction recorded:\n%s", body)
 		}
-	}
-	m := count.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no reaction recorded:\n%s", body)
-	}
-	if n, _ := strconv.Atoi(m[1]); n < 3 {
-		t.Errorf("reactions: %d, want at least one per claimed slot (3)", n)
-	}
+		if n, _ := strconv.Atoi(m[1]); n < 3 {
+			return fmt.Errorf("reactions: %d, want at least one per claimed slot (3)", n)
+		}
+		return nil
+	})
 	for _, re := range []string{
 		`(?m)^claimstream_reactor_work_duration_seconds_count\{outcome="ok",work="slot"\} [1-9]\d*$`,
 		`(?m)^claimstream_reactor_work_duration_seconds_count\{outcome="ok",work="strays"\} [1-9]\d*$`,

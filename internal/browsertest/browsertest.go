@@ -123,7 +123,10 @@ func Screenshot(t testing.TB, ctx context.Context, dir, name string) string {
 // gave and why.
 func WaitJS(t testing.TB, ctx context.Context, d time.Duration, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
 	var last error
 	for {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
@@ -131,10 +134,11 @@ func WaitJS(t testing.TB, ctx context.Context, d time.Duration, what, expr strin
 			return
 		}
 		last = err
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
 			html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.location.href + "\n" + document.body.innerText.slice(0, 2000)`))
 			t.Fatalf("%s: not after %s (last error %v); the page:\n%s", what, d, last, html)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
@@ -220,21 +221,14 @@ func TestKeepAliveFloodLocksNoOneOut(t *testing.T) {
 	}
 	// The attack is on once the cap's worth of attackers have been
 	// answered.
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		mu.Lock()
-		n := len(served)
-		mu.Unlock()
-		if n >= rest.DefaultMaxUnauthenticated {
-			break
+		defer mu.Unlock()
+		if n := len(served); n < rest.DefaultMaxUnauthenticated {
+			return fmt.Errorf("%d of the cap's %d attackers answered", n, rest.DefaultMaxUnauthenticated)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d attackers answered", n)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 
 	const bound = 5 * time.Second
 	legit, cancelLegit := context.WithTimeout(ctx, bound)

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/provider"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -93,13 +95,12 @@ func TestServeTLS(t *testing.T) {
 	if _, err := untrusting.Groups(context.Background()); err == nil {
 		t.Fatal("a client that does not trust the certificate was served")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(logs.Lines("level=DEBUG", "TLS handshake refused", "server=api", "remote=127.0.0.1:", "reason=")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("want two refused handshakes logged at debug:\n%s", logs.String())
+	eventstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if len(logs.Lines("level=DEBUG", "TLS handshake refused", "server=api", "remote=127.0.0.1:", "reason=")) < 2 {
+			return fmt.Errorf("want two refused handshakes logged at debug:\n%s", logs)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestServeTLSClosesUnauthenticatedConnections: over TLS, HTTP/2 as

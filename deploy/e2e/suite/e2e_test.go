@@ -257,6 +257,7 @@ func TestUnclaimedNodeShutDown(t *testing.T) {
 func TestKillNineMidBoot(t *testing.T) {
 	dumpOnFailure(t)
 	model.SetKnobs("crash-1", machines.Knobs{BootDelay: 6 * time.Second, ReadyDelay: 2 * time.Second})
+	from := len(model.EventsOf("crash-1"))
 	increaseSize(t, "crash", 1)
 	var job string
 	waitT(t, 30*time.Second, "startup Job of crash-1 created", func() (bool, string) {
@@ -272,7 +273,10 @@ func TestKillNineMidBoot(t *testing.T) {
 	if n, ok := node(t, "crash-1"); ok && nodeReady(n) && !hasTaint(n, readyTaint) {
 		t.Fatalf("crash-1 already ready before the kill: not mid-boot")
 	}
-	time.Sleep(2 * time.Second)
+	// The restart comes once the machine has begun its boot from that Job
+	// (before the kill or while the server is down): the restarted server
+	// finds a boot under way, not a Job alone.
+	waitMachine(t, "crash-1", "boot", from, 30*time.Second)
 	if err := server.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

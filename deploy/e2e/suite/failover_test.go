@@ -109,6 +109,7 @@ func TestLeaseFailoverTimes(t *testing.T) {
 		current.proc.Kill()
 		killedAt := time.Now()
 		// Polled every 20 ms (waitT's 200 ms would blur the figure).
+		poll := time.NewTicker(20 * time.Millisecond)
 		var by *haReplica
 		for by == nil {
 			var errs []string
@@ -127,9 +128,10 @@ func TestLeaseFailoverTimes(t *testing.T) {
 				t.Fatalf("kill %d of %s: no survivor acknowledged a write within %s (last: %s)", i+1, current.name, foBound, strings.Join(errs, "; "))
 			}
 			if by == nil {
-				<-time.After(20 * time.Millisecond)
+				<-poll.C
 			}
 		}
+		poll.Stop()
 		d := time.Since(killedAt)
 		took = append(took, d)
 		t.Logf("kill %d of %s: %s acknowledged a write after %s", i+1, current.name, by.name, d.Round(time.Millisecond))

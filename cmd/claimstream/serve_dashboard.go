@@ -21,7 +21,7 @@ func (p *plane) withDashboard(ro rest.Options, token string, copiesEvery uint64)
 	p.timelines.KeepCopies(p.views.Checkpoints(), rest.CopyOptions{Every: copiesEvery, Writer: p.leads, OnSave: p.countCopySaves("timeline")}) // saved copies beside the checkpoints
 	ro.Timeline = p.timelines
 	ro.Cost = p.costs
-	do := dashboard.Options{Token: token, ReadToken: ro.ReadToken, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit}
+	do := dashboard.Options{Token: token, ReadToken: ro.ReadToken, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit, Known: rest.Known(p.views)}
 	if p.tel != nil {
 		do.OnLogin, do.OnCSRFRefused = p.tel.Metrics.DashboardLogin, p.tel.Metrics.DashboardCSRFRefused
 	}

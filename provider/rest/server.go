@@ -504,21 +504,7 @@ func (s *server) auditClaim(w http.ResponseWriter, r *http.Request) {
 	if slot := r.URL.Query().Get("slot"); slot != "" {
 		candidates = []string{slot}
 	} else {
-		s.views.Read(func(st *projections.State) {
-			if c := st.Claims[claim]; c != nil {
-				candidates = []string{c.Slot}
-				return
-			}
-			for name := range st.Slots {
-				base := name
-				if len(base) > 40 {
-					base = strings.TrimRight(base[:40], ".-")
-				}
-				if len(claim) == len(base)+7 && strings.HasPrefix(claim, base+"-") {
-					candidates = append(candidates, name)
-				}
-			}
-		})
+		s.views.Read(func(st *projections.State) { candidates = claimSlots(st, claim) })
 	}
 	for _, slot := range candidates {
 		evs, err := s.slotHistory(r.Context(), slot)

@@ -93,6 +93,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.clusterAutoscaler.enabled (eq .Values.tls.mode "existing") (not .Values.tls.clientSecret) -}}
 {{- fail "clusterAutoscaler.enabled with tls.mode=existing needs tls.clientSecret" -}}
 {{- end -}}
+{{- include "claimstream.validateProvisionTime" . -}}
 {{- end -}}
 
 {{/* The headless Service: the StatefulSet's pod DNS and the NATS routes. */}}
@@ -167,4 +168,57 @@ app.kubernetes.io/component: cluster-autoscaler
 {{/* The Secret holding the REST API's token (key `token`). */}}
 {{- define "claimstream.apiTokenSecret" -}}
 {{- default (printf "%s-api-token" (include "claimstream.fullname" .)) .Values.rest.existingTokenSecret -}}
+{{- end -}}
+
+{{/*
+A Go duration string ("12m10s", "1.5h", "90s") as seconds; "0" or ""
+is 0. Units: h, m, s, ms.
+*/}}
+{{- define "claimstream.durationSeconds" -}}
+{{- $total := 0.0 -}}
+{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 -}}
+{{- range regexFindAll "[0-9]*\\.?[0-9]+(ms|h|m|s)" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9]*\\.?[0-9]+" . | float64 -}}
+{{- $total = addf $total (mulf $n (get $units (regexReplaceAll "^[0-9]*\\.?[0-9]+" . ""))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+clusterAutoscaler.maxNodeProvisionTime must cover the boot budget of
+every group that sets no maxNodeProvisionTime of its own (such a group
+takes the flag's value from cluster-autoscaler): below it,
+cluster-autoscaler gives up on a machine claimstream is still booting.
+The budget is projections.Timeouts.Budget(): startupJobTimeout + the Job
+monitor's 30s poll + registrationWait + readinessGate + the 10s uncordon
+retry + a 1m margin, with the defaults 5m, 90s and 4m (12m10s). With
+pool.existingConfigMap the groups are not known here and the default
+budget is checked.
+*/}}
+{{- define "claimstream.validateProvisionTime" -}}
+{{- $ca := .Values.clusterAutoscaler -}}
+{{- if $ca.enabled -}}
+{{- $flag := include "claimstream.durationSeconds" $ca.maxNodeProvisionTime | float64 -}}
+{{- $groups := list (dict "name" "" "lifecycle" dict) -}}
+{{- if and (not .Values.pool.existingConfigMap) .Values.pool.config .Values.pool.config.groups -}}
+{{- $groups = .Values.pool.config.groups -}}
+{{- end -}}
+{{- range $groups -}}
+{{- if not (gt (include "claimstream.durationSeconds" (.maxNodeProvisionTime | default "0") | float64) 0.0) -}}
+{{- $l := .lifecycle | default dict -}}
+{{- $job := include "claimstream.durationSeconds" ($l.startupJobTimeout | default "0") | float64 -}}
+{{- if not (gt $job 0.0) -}}{{- $job = 300.0 -}}{{- end -}}
+{{- $reg := include "claimstream.durationSeconds" ($l.registrationWait | default "0") | float64 -}}
+{{- if not (gt $reg 0.0) -}}{{- $reg = 90.0 -}}{{- end -}}
+{{- $gate := include "claimstream.durationSeconds" ($l.readinessGate | default "0") | float64 -}}
+{{- if not (gt $gate 0.0) -}}{{- $gate = 240.0 -}}{{- end -}}
+{{- $budget := addf $job 30.0 $reg $gate 10.0 60.0 -}}
+{{- if lt $flag $budget -}}
+{{- $who := "the default boot budget" -}}
+{{- if .name -}}{{- $who = printf "the boot budget of group %q" .name -}}{{- end -}}
+{{- fail (printf "clusterAutoscaler.maxNodeProvisionTime (%s) is below %s (%s: startupJobTimeout %s + Job poll 30s + registrationWait %s + readinessGate %s + uncordon retry 10s + margin 1m, the longest a claim may take from created to ready): cluster-autoscaler would give up on a machine claimstream is still booting. Set clusterAutoscaler.maxNodeProvisionTime to at least %s, or give the group a maxNodeProvisionTime of its own" (toString $ca.maxNodeProvisionTime) $who (duration (ceil $budget | int64)) (duration (int64 $job)) (duration (int64 $reg)) (duration (int64 $gate)) (duration (ceil $budget | int64))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

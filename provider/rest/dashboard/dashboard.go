@@ -53,6 +53,10 @@ type Options struct {
 	// Throttle, when set, limits failed logins per client address
 	// (login_throttle.go; serve passes the API's rest.AuthLimiter).
 	Throttle LoginThrottle
+	// Known, when set, says whether the views know a slot or a claim
+	// (kind "slot" or "claim"; serve passes rest.Known): a page for one
+	// they do not know answers 404 and offers no commands.
+	Known func(kind, name string) bool
 }
 
 // ContentSecurityPolicy is sent with every page: only this origin's own
@@ -91,7 +95,7 @@ func New(api http.Handler, o Options) (http.Handler, error) {
 		o.OnCSRFRefused = func() {}
 	}
 	d := &dashboard{opts: o, log: o.Logger, pages: map[string]*template.Template{}, token: sha256.Sum256([]byte(o.Token)), read: sha256.Sum256([]byte(o.ReadToken))}
-	for _, name := range append([]string{"login"}, pageNames...) {
+	for _, name := range append([]string{"login", "missing"}, pageNames...) {
 		t, err := template.ParseFS(content, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: template %s: %w", name, err)
@@ -184,6 +188,8 @@ type pageData struct {
 	Types                                []events.Type
 	// ReadOnly: the session's token is the read-only one.
 	ReadOnly bool
+	// Kind is the kind of object a "missing" page did not find.
+	Kind string
 }
 
 func (d *dashboard) render(w http.ResponseWriter, status int, name string, data pageData) {
@@ -193,6 +199,9 @@ func (d *dashboard) render(w http.ResponseWriter, status int, name string, data 
 		d.log.Error("dashboard page failed", "page", name, "err", err)
 	}
 }
+
+// kinds are the pages that show one named object, by the object's kind.
+var kinds = map[string]string{"slot": "slot", "claim": "claim"}
 
 // page serves a page to a session; without one it sends the browser to
 // the login page, which brings it back.
@@ -210,6 +219,11 @@ func (d *dashboard) page(name string) http.Handler {
 		}
 		if data.Name != "" {
 			data.Title += " " + data.Name
+			if kind := kinds[name]; kind != "" && d.opts.Known != nil && !d.opts.Known(kind, data.Name) {
+				data.Page, data.Kind = "missing", kind
+				d.render(w, http.StatusNotFound, "missing", data)
+				return
+			}
 		}
 		d.render(w, http.StatusOK, name, data)
 	}))

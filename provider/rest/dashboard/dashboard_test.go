@@ -71,7 +71,7 @@ func start(t testing.TB, tlsServer bool) *fixture {
 		f.counts[what]++
 		f.mu.Unlock()
 	}
-	d, err := dashboard.New(api, dashboard.Options{Token: token, ReadToken: readToken, Sessions: sessions, Clock: clk, OnLogin: note, OnCSRFRefused: func() { note("csrf") }})
+	d, err := dashboard.New(api, dashboard.Options{Token: token, ReadToken: readToken, Sessions: sessions, Clock: clk, OnLogin: note, OnCSRFRefused: func() { note("csrf") }, Known: rest.Known(h.Views)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,5 +390,38 @@ func TestReadOnlySessionShowsNoCommandsAndCannotWrite(t *testing.T) {
 	f.login(t, admin, token)
 	if _, body := do(t, admin, "GET", f.srv.URL+"/ui/slots/node-1.lan", nil, nil); !strings.Contains(body, "do-claim") {
 		t.Errorf("the admin session's slot page lacks the commands")
+	}
+}
+
+// writeControls are what a page that writes carries: the slot commands
+// and any form but the header's logout.
+var writeControls = regexp.MustCompile(`id="actions"|id="do-[a-z]+"|<form(?:[^>]*)action="(?:[^"/]|/[^u]|/u[^i]|/ui/[^l])`)
+
+func TestUnknownSlotOrClaimPageIsNotFound(t *testing.T) {
+	f := start(t, false)
+	c := f.client(t)
+	f.login(t, c, token)
+	for _, p := range []string{"/ui/slots/node-9.lan", "/ui/claims/nope", "/ui/claims/node-9.lan-abcdef"} {
+		resp, body := do(t, c, "GET", f.srv.URL+p, nil, nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", p, resp.StatusCode)
+		}
+		if !strings.Contains(body, "No such") || !strings.Contains(body, `id="missing"`) {
+			t.Errorf("%s: the page does not say the object is unknown:\n%s", p, body)
+		}
+		if m := writeControls.FindString(body); m != "" || strings.Contains(body, "<button type=\"button\"") {
+			t.Errorf("%s: the page offers a write (%q):\n%s", p, m, body)
+		}
+		if strings.Contains(body, "slot.js") || strings.Contains(body, "claim.js") {
+			t.Errorf("%s: the page runs the object's script", p)
+		}
+	}
+	// Known ones still answer, with the commands for an admin session.
+	resp, body := do(t, c, "GET", f.srv.URL+"/ui/slots/node-1.lan", nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="do-claim"`) {
+		t.Errorf("a known slot: %d, commands %v", resp.StatusCode, strings.Contains(body, "do-claim"))
+	}
+	if resp, _ := do(t, c, "GET", f.srv.URL+"/ui/claims/node-1.lan-abcdef", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a claim name of a known slot: %d, want 200 (its story may be in the log)", resp.StatusCode)
 	}
 }

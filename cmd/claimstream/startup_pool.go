@@ -14,7 +14,8 @@ import (
 // server and the views together (docs/benchmarks.md), and neither needs
 // the other. serve waits for it before it starts the listeners or applies
 // anything, so an invalid file still stops the start before any event is
-// written or any request answered.
+// written or any request answered while the log holds no pool; with a pool
+// in the log, serve serves that and reports the file (serve_poolfile.go).
 type poolLoad struct {
 	done chan struct{}
 	cfg  *pool.Config

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"github.com/claimstream/claimstream/projections"
+)
+
+// A pool file that does not load, or that the log refuses, stops serve
+// only while the log holds no pool: there is nothing else to serve, and
+// the error says what to fix. Once the log holds a pool, a bad file at
+// start (a rolled pod after a bad `helm upgrade`) must not take the
+// provider down: serve keeps serving the log's pool, reports the file
+// (the log line, claimstream_pool_file_applied 0, /readyz, the status
+// ConfigMap and a Kubernetes Event, all read from plane.poolFile), and
+// applies the next valid file watchPool reads. /readyz stays ready: a
+// single replica turned NotReady would drop out of its Services, the
+// very outage this avoids.
+
+// logHoldsPool reports whether the views hold a group the log declared.
+func (p *plane) logHoldsPool() bool {
+	held := false
+	p.views.Read(func(st *projections.State) {
+		for _, g := range st.Groups {
+			if !g.Retired {
+				held = true
+				return
+			}
+		}
+	})
+	return held
+}
+
+// poolFileNotApplied reports a file that did not load (reason
+// pool.ReasonInvalid); applyPool reports the outcome of an apply.
+func (p *plane) poolFileNotApplied(file, reason string, err error) {
+	p.poolApplied(err)
+	p.poolFile.Set(file, reason, err, p.clock.Now())
+	p.log.Error("pool file not applied; serving the pool the log holds until a valid file is written", "file", file, "reason", reason, "err", err)
+}

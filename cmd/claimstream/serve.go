@@ -303,7 +303,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		if ctx.Err() != nil || !p.logHoldsPool() {
 			return err
 		}
-		p.poolFileNotApplied(o.config, pool.ReasonInvalid, err)
+		p.poolFileNotApplied(o.config, err)
 	}
 	o.timing.done("pool file loaded (in parallel with the above)", "file", o.config, "parse_took", poolFile.took.Round(time.Millisecond))
 
@@ -597,14 +597,17 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
 	a := &pool.Applier{Service: p.service, Views: p.views, Clock: p.clock, Log: p.log}
 	res, err := a.Apply(ctx, cfg)
-	p.poolApplied(err)
 	if err != nil {
 		err = fmt.Errorf("apply %s: %w", cfg.Source, err)
-		if !errors.Is(err, context.Canceled) && !termEndingFault(err) {
+		if termEndingFault(err) {
+			p.poolApplied(telemetry.PoolFileStopped, err)
+		} else if !errors.Is(err, context.Canceled) {
+			p.poolApplied(telemetry.PoolFileRefused, err)
 			p.poolFile.Set(cfg.Source, pool.ReasonRefused, err, p.clock.Now())
 		}
 		return err
 	}
+	p.poolApplied("", nil)
 	p.poolFile.Set(cfg.Source, "", nil, p.clock.Now())
 	if res.Events > 0 {
 		p.log.Info("pool file applied", "file", cfg.Source, "groups", res.Groups, "events", res.Events, "seq", res.Last)
@@ -612,10 +615,11 @@ func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
 	return nil
 }
 
-// poolApplied counts the outcome of one apply in the metrics.
-func (p *plane) poolApplied(err error) {
+// poolApplied counts the outcome of one read or apply of the pool file in
+// the metrics (reason: telemetry.PoolFileReasons).
+func (p *plane) poolApplied(reason string, err error) {
 	if p.tel != nil && !errors.Is(err, context.Canceled) {
-		p.tel.Metrics.PoolApplied(err)
+		p.tel.Metrics.PoolApplied(reason, err)
 	}
 }
 
@@ -648,7 +652,7 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 		}
 		cfg, err := loadPool(path)
 		if err != nil {
-			p.poolFileNotApplied(path, pool.ReasonInvalid, err)
+			p.poolFileNotApplied(path, err)
 			continue
 		}
 		if err := p.applyPool(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {

@@ -143,7 +143,7 @@ func (p *plane) runLeadership(ctx context.Context, o serveOptions, parsed *pendi
 			// A later term reads the file again: it may have changed.
 			var err error
 			if c, err = loadPool(o.config); err != nil {
-				p.poolFileNotApplied(o.config, pool.ReasonInvalid, err)
+				p.poolFileNotApplied(o.config, err)
 				c = nil
 			}
 		}

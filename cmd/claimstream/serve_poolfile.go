@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -29,10 +31,10 @@ func (p *plane) logHoldsPool() bool {
 	return held
 }
 
-// poolFileNotApplied reports a file that did not load (reason
-// pool.ReasonInvalid); applyPool reports the outcome of an apply.
-func (p *plane) poolFileNotApplied(file, reason string, err error) {
-	p.poolApplied(err)
-	p.poolFile.Set(file, reason, err, p.clock.Now())
-	p.log.Error("pool file not applied; serving the pool the log holds until a valid file is written", "file", file, "reason", reason, "err", err)
+// poolFileNotApplied reports a file that did not load; applyPool reports
+// the outcome of an apply.
+func (p *plane) poolFileNotApplied(file string, err error) {
+	p.poolApplied(telemetry.PoolFileInvalid, err)
+	p.poolFile.Set(file, pool.ReasonInvalid, err, p.clock.Now())
+	p.log.Error("pool file not applied; serving the pool the log holds until a valid file is written", "file", file, "reason", pool.ReasonInvalid, "err", err)
 }

@@ -115,6 +115,10 @@ func TestServeKeepsTheLogsPoolWhenThePoolFileIsBadAtStart(t *testing.T) {
 			if v, err := scrapeValue(o.metricsAddress, "claimstream_pool_file_applied"); err != nil || v != "0" {
 				return fmt.Errorf("claimstream_pool_file_applied %q (%v), want 0", v, err)
 			}
+			failures := `claimstream_pool_file_apply_failures_total{reason="` + reason + `"}`
+			if v, err := scrapeValue(o.metricsAddress, failures); err != nil || v == "0" {
+				return fmt.Errorf("%s %q (%v), want counted", failures, v, err)
+			}
 			st, err := status()
 			if err != nil {
 				return err

@@ -329,6 +329,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	views.Go("views", p.views.Run)
 	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
+	intake.Go("pool file, while following", func(ctx context.Context) error { p.followPoolFile(ctx, o.config, o.configPoll); return nil })
 	if p.copies != nil {
 		views.Go("subscribers' copies", func(ctx context.Context) error { p.copies.Run(ctx, clock.RealClock{}); return nil })
 	}

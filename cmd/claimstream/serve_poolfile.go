@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"time"
+
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
@@ -37,4 +40,41 @@ func (p *plane) poolFileNotApplied(file string, err error) {
 	p.poolApplied(telemetry.PoolFileInvalid, err)
 	p.poolFile.Set(file, pool.ReasonInvalid, err, p.clock.Now())
 	p.log.Error("pool file not applied; serving the pool the log holds until a valid file is written", "file", file, "reason", pool.ReasonInvalid, "err", err)
+}
+
+// followPoolFile keeps a follower's report of the pool file current. Only
+// the leader applies the file (watchPool), but a replica that found it
+// invalid at start reports that, and would go on reporting it after the
+// file is fixed: so while it does not lead and its report says refused, it
+// reads the file again when it changes. A file that loads clears the
+// report (the leader applies it, and reports what the log makes of it).
+func (p *plane) followPoolFile(ctx context.Context, path string, every time.Duration) {
+	if every <= 0 {
+		return
+	}
+	last := modTime(path)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if p.leads() || !p.poolFile.Refused() {
+			continue
+		}
+		m := modTime(path)
+		if m.Equal(last) {
+			continue
+		}
+		last = m
+		if _, err := loadPool(path); err != nil {
+			p.poolFileNotApplied(path, err)
+			continue
+		}
+		p.poolApplied("", nil)
+		p.poolFile.Clear()
+		p.log.Info("pool file loads again; the leader applies it", "file", path)
+	}
 }

@@ -184,3 +184,47 @@ func TestServeKeepsTheLogsPoolWhenThePoolFileIsBadAtStart(t *testing.T) {
 		return nil
 	})
 }
+
+// A replica that does not lead and found the pool file invalid at start
+// reads it again when it changes: another invalid file is reported with
+// its own error, and a file that loads clears the report (the leader
+// applies it), so neither /readyz nor the metric go on naming a file
+// that was fixed.
+func TestAFollowerClearsItsReportOnceThePoolFileLoads(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pool.yaml")
+	writeFile(t, file, "groups:\n  - name: rack\n    maxSize: -1\n")
+	o := serveOptions{config: file, dataDir: filepath.Join(dir, "data"), stream: "CLAIMSTREAM", noFsync: true, logLevel: "error"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := startTestPlane(t, ctx, o)
+	if p.leads() {
+		t.Fatal("the plane leads without an election")
+	}
+	_, err := loadPool(file)
+	if err == nil {
+		t.Fatal("the invalid file loads")
+	}
+	p.poolFileNotApplied(file, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.followPoolFile(ctx, file, 10*time.Millisecond)
+	}()
+	defer func() { cancel(); <-done }()
+
+	writeFile(t, file, "groups:\n  - name: Rack\n")
+	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if st := p.poolFile.State(); st == nil || st.Applied || !strings.Contains(st.Error, "name") || strings.Contains(st.Error, "maxSize") {
+			return fmt.Errorf("report %+v, want the new file's error", st)
+		}
+		return nil
+	})
+	writeFile(t, file, "groups:\n  - name: rack\n")
+	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if st := p.poolFile.State(); st != nil {
+			return fmt.Errorf("report %+v, want none once the file loads", st)
+		}
+		return nil
+	})
+}

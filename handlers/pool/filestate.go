@@ -35,6 +35,7 @@ type FileState struct {
 type FileReport struct {
 	mu      sync.Mutex
 	state   *FileState
+	seq     uint64
 	changed chan struct{}
 }
 
@@ -49,14 +50,30 @@ func (r *FileReport) Set(file, reason string, err error, at time.Time) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state != nil {
-		st.Seq = r.state.Seq
-		if r.state.Applied && st.Applied && r.state.File == st.File {
-			return // the same file again: nothing new to report
-		}
+	if r.state != nil && r.state.Applied && st.Applied && r.state.File == st.File {
+		return // the same file again: nothing new to report
 	}
-	st.Seq++
+	r.seq++
+	st.Seq = r.seq
 	r.state = st
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+}
+
+// Clear forgets the last outcome: nothing is known to be wrong with the
+// file here (a follower's file that loads again; the leader applies it).
+func (r *FileReport) Clear() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == nil {
+		return
+	}
+	r.state = nil
 	if r.changed != nil {
 		close(r.changed)
 		r.changed = nil

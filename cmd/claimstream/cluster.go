@@ -41,6 +41,9 @@ type clusterOptions struct {
 	// onWorld, when set, is given the simulator's world before it starts
 	// (tests count the API calls its fake cluster receives).
 	onWorld func(*sim.World)
+	// client, when set, is the Kubernetes API instead of a kubeconfig's
+	// (tests pass kube.NewFake()).
+	client kube.Client
 }
 
 // leaseNamespace is the release's namespace: --release-namespace, else the
@@ -58,7 +61,9 @@ func inCluster() bool {
 
 // simulated: with no kubeconfig and not in a pod, serve runs the simulator,
 // so it works on a fresh laptop.
-func (o clusterOptions) simulated() bool { return o.kubeconfig == "" && !inCluster() }
+func (o clusterOptions) simulated() bool {
+	return o.kubeconfig == "" && o.client == nil && !inCluster()
+}
 
 // clusterClock is the clock of the whole plane: the simulator's scenario may
 // run time faster than the wall clock.

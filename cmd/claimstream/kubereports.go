@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/claimstream/claimstream/handlers/kube"
 )
 
@@ -22,7 +24,8 @@ func (p *plane) withKubeReports(cl *kube.Cluster, o clusterOptions, run func(con
 		}
 		// Subscribed before the reactors start: every move they log from
 		// now on is reported; the history before is not.
-		rec := kube.NewEventRecorder(kube.EventRecorderConfig{Client: cl.Client(), Cluster: cl, Views: p.views, Log: p.log, Metrics: metrics})
+		rec := kube.NewEventRecorder(kube.EventRecorderConfig{Client: cl.Client(), Cluster: cl, Views: p.views, Log: p.log, Metrics: metrics,
+			PoolFile: &p.poolFile, Pod: types.NamespacedName{Namespace: p.lead.podNamespace, Name: p.lead.podName}})
 		stop, err := rec.Start(ctx)
 		if err != nil {
 			return fmt.Errorf("kubernetes events: %w", err)
@@ -33,6 +36,7 @@ func (p *plane) withKubeReports(cl *kube.Cluster, o clusterOptions, run func(con
 			// --replica-name, once serve has it, names the leader here.
 			Leader: kube.ReplicaName(),
 			Log:    p.log, Metrics: metrics,
+			PoolFile: &p.poolFile,
 		})
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -42,7 +46,7 @@ func (p *plane) withKubeReports(cl *kube.Cluster, o clusterOptions, run func(con
 				p.log.Error("status ConfigMap writer stopped", "err", err)
 			}
 		}()
-		p.log.Info("reporting to Kubernetes", "events", "events.k8s.io/v1 on Nodes and Jobs", "status", p.lead.namespace+"/"+kube.StatusConfigMap, "every", status.Interval())
+		p.log.Info("reporting to Kubernetes", "events", "events.k8s.io/v1 on Nodes, Jobs and the pool file (serve's Pod)", "status", p.lead.namespace+"/"+kube.StatusConfigMap, "every", status.Interval())
 		err = run(ctx)
 		cancel()
 		wg.Wait()

@@ -185,6 +185,9 @@ type plane struct {
 	// costs is the cost index (provider/rest/cost_index.go): the cost
 	// report's and the cost counters' one read of the log.
 	costs *rest.CostIndex
+	// poolFile is what became of the pool file last read
+	// (serve_poolfile.go).
+	poolFile pool.FileReport
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -211,7 +214,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	applyMemoryLimit(log) // serve_memlimit.go
 	// The pool file is parsed while the plane starts; an invalid one stops
-	// the start before the API, the provider or any write (startup_pool.go).
+	// the start before the API, the provider or any write when the log
+	// holds no pool yet (startup_pool.go), and is reported while serve
+	// serves the log's pool otherwise (serve_poolfile.go).
 	poolFile := loadPoolAsync(o.config)
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {
@@ -295,7 +300,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	p.sinks = sinkCfg
 	cfg, err := poolFile.wait(ctx)
 	if err != nil {
-		return err
+		if ctx.Err() != nil || !p.logHoldsPool() {
+			return err
+		}
+		p.poolFileNotApplied(o.config, err)
 	}
 	o.timing.done("pool file loaded (in parallel with the above)", "file", o.config, "parse_took", poolFile.took.Round(time.Millisecond))
 
@@ -321,6 +329,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	views.Go("views", p.views.Run)
 	views.Go("log health monitor", func(ctx context.Context) error { p.logs.monitor.Run(ctx); return nil })
+	intake.Go("pool file, while following", func(ctx context.Context) error { p.followPoolFile(ctx, o.config, o.configPoll); return nil })
 	if p.copies != nil {
 		views.Go("subscribers' copies", func(ctx context.Context) error { p.copies.Run(ctx, clock.RealClock{}); return nil })
 	}
@@ -574,7 +583,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 		return nil, err
 	}
 	ro := rest.Options{Token: token, ReadToken: readToken, Logger: p.log, LogHealth: p.logs.health, DeadLetters: p.deadLetters(), Sinks: sinkNames(p.sinks), FreshReads: p.lead.leadership.FreshReads,
-		MaxWhatIfs: o.maxWhatIfs}
+		MaxWhatIfs: o.maxWhatIfs, PoolFile: &p.poolFile}
 	if ro.AuthLimit, err = p.authLimiter(o.authLimit); err != nil {
 		return nil, err
 	}
@@ -589,30 +598,45 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 func (p *plane) applyPool(ctx context.Context, cfg *pool.Config) error {
 	a := &pool.Applier{Service: p.service, Views: p.views, Clock: p.clock, Log: p.log}
 	res, err := a.Apply(ctx, cfg)
-	p.poolApplied(err)
 	if err != nil {
-		return fmt.Errorf("apply %s: %w", cfg.Source, err)
+		err = fmt.Errorf("apply %s: %w", cfg.Source, err)
+		if termEndingFault(err) {
+			p.poolApplied(telemetry.PoolFileStopped, err)
+		} else if !errors.Is(err, context.Canceled) {
+			p.poolApplied(telemetry.PoolFileRefused, err)
+			p.poolFile.Set(cfg.Source, pool.ReasonRefused, err, p.clock.Now())
+		}
+		return err
 	}
+	p.poolApplied("", nil)
+	p.poolFile.Set(cfg.Source, "", nil, p.clock.Now())
 	if res.Events > 0 {
 		p.log.Info("pool file applied", "file", cfg.Source, "groups", res.Groups, "events", res.Events, "seq", res.Last)
 	}
 	return nil
 }
 
-// poolApplied counts the outcome of one apply in the metrics.
-func (p *plane) poolApplied(err error) {
+// poolApplied counts the outcome of one read or apply of the pool file in
+// the metrics (reason: telemetry.PoolFileReasons).
+func (p *plane) poolApplied(reason string, err error) {
 	if p.tel != nil && !errors.Is(err, context.Canceled) {
-		p.tel.Metrics.PoolApplied(err)
+		p.tel.Metrics.PoolApplied(reason, err)
 	}
 }
 
 // watchPool re-applies the pool file when it changes or on SIGHUP. A file
-// that does not load is reported and changes nothing.
+// that does not load, or that the log refuses, is reported and changes
+// nothing.
 func (p *plane) watchPool(ctx context.Context, path string, every time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	last := modTime(path)
+	if p.poolFile.Refused() {
+		// Read again at the first tick: the file may have been fixed
+		// between the read that refused it and now.
+		last = time.Time{}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -629,8 +653,7 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 		}
 		cfg, err := loadPool(path)
 		if err != nil {
-			p.poolApplied(err)
-			p.log.Error("pool file not applied", "err", err)
+			p.poolFileNotApplied(path, err)
 			continue
 		}
 		if err := p.applyPool(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {

@@ -77,7 +77,10 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 	if err := kube.CheckRateLimit(o.cluster.kubeQPS, o.cluster.kubeBurst); err != nil {
 		return fmt.Errorf("--kube-api-qps, --kube-api-burst: %w", err)
 	}
-	if !o.cluster.simulated() {
+	switch {
+	case o.cluster.client != nil:
+		l.kube, l.kubeHost = o.cluster.client, "(given client)"
+	case !o.cluster.simulated():
 		cfg, err := restConfig(o.cluster.kubeconfig)
 		if err != nil {
 			return err
@@ -140,7 +143,7 @@ func (p *plane) runLeadership(ctx context.Context, o serveOptions, parsed *pendi
 			// A later term reads the file again: it may have changed.
 			var err error
 			if c, err = loadPool(o.config); err != nil {
-				p.log.Error("pool file not applied", "err", err)
+				p.poolFileNotApplied(o.config, err)
 				c = nil
 			}
 		}
@@ -193,6 +196,7 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 		}
 	}
 	if cfg != nil {
+		held := p.logHoldsPool()
 		if err := p.applyPool(ctx, cfg); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -203,7 +207,10 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 				p.log.Warn("pool file not applied in this term; the term ends and the replica campaigns again", "err", err)
 				return nil
 			}
-			return err
+			if !held {
+				return err // nothing to serve instead (serve_poolfile.go)
+			}
+			p.log.Error("pool file not applied; serving the pool the log holds until a valid file is written", "file", cfg.Source, "reason", pool.ReasonRefused, "err", err)
 		}
 	}
 	p.lead.poolOnce.Do(func() { close(p.lead.poolApplied) })

@@ -109,7 +109,7 @@ func TestServeReportsARefusedPoolFile(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	for _, want := range []string{"claimstream_pool_file_applied 0\n", "claimstream_pool_file_apply_failures_total 1\n"} {
+	for _, want := range []string{"claimstream_pool_file_applied 0\n", `claimstream_pool_file_apply_failures_total{reason="refused"} 1` + "\n"} {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("the scrape has no %q", want)
 		}

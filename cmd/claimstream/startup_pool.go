@@ -9,11 +9,13 @@ import (
 	"github.com/claimstream/claimstream/handlers/pool"
 )
 
-// poolLoad is the pool file being parsed and checked while the plane starts:
-// at 10,000 slots the parse is as long a path as the embedded server and the
-// views together, and neither needs the other. serve waits for it before it
-// starts the listeners or applies anything, so an invalid file still stops
-// the start before any event is written or any request answered.
+// poolLoad is the pool file being parsed and checked while the plane
+// starts: at a large pool the parse is as long a path as the embedded
+// server and the views together, and neither needs the other. serve waits
+// for it before it starts the listeners or applies anything, so while the
+// log holds no pool an invalid file stops the start before any event is
+// written or any request answered; with a pool in the log, serve serves
+// that and reports the file (serve_poolfile.go).
 type poolLoad struct {
 	done chan struct{}
 	cfg  *pool.Config

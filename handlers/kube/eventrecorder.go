@@ -13,10 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	kevents "k8s.io/client-go/tools/events"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -154,6 +156,12 @@ type EventRecorderConfig struct {
 	Views   *projections.Runner
 	Log     *slog.Logger
 	Metrics EventRecorderMetrics
+	// PoolFile, when set with Pod, is the pool file's state: each file
+	// not applied becomes a Warning Event on serve's Pod (PoolFileRefused),
+	// and the next one applied a Normal one (PoolFileApplied).
+	PoolFile *pool.FileReport
+	// Pod is serve's own Pod (namespace and name).
+	Pod types.NamespacedName
 }
 
 // EventRecorder records Kubernetes Events (events.k8s.io/v1, through
@@ -193,7 +201,13 @@ func (r *EventRecorder) Start(ctx context.Context) (stop func(), err error) {
 	}
 	rec := b.NewRecorder(kscheme.Scheme, ReportingController)
 	unsubscribe := r.cfg.Views.Subscribe(func(e events.Event) { r.record(rec, e) })
-	return func() { unsubscribe(); b.Shutdown() }, nil
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.recordPoolFile(ctx, rec)
+	}()
+	return func() { unsubscribe(); cancel(); <-done; b.Shutdown() }, nil
 }
 
 // record turns one folded event into a Kubernetes Event. It does not

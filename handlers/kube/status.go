@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
+	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -42,6 +43,9 @@ type Status struct {
 	// Seq is the log sequence the views reflect.
 	Seq    uint64        `json:"seq"`
 	Groups []GroupStatus `json:"groups"`
+	// PoolFile is what became of the last pool file read: applied, or
+	// not applied and why, while the views keep the log's pool.
+	PoolFile *pool.FileState `json:"poolFile,omitempty"`
 }
 
 // GroupStatus is one group's line.
@@ -116,6 +120,8 @@ type StatusWriterConfig struct {
 	Leader   string
 	Log      *slog.Logger
 	Metrics  EventRecorderMetrics
+	// PoolFile, when set, is the pool file's state, written with the rest.
+	PoolFile *pool.FileReport
 }
 
 // StatusWriter keeps the status ConfigMap current: written when the views
@@ -145,6 +151,7 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 	var lastWrite time.Time
 	for {
 		changed := w.cfg.Views.Changed() // before reading: a change during the write is not lost
+		poolChanged := w.cfg.PoolFile.Changed()
 		data, err := w.render()
 		if err != nil {
 			return err
@@ -153,7 +160,7 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 			if wait := lastWrite.Add(w.cfg.Interval).Sub(w.cfg.Clock.Now()); !lastWrite.IsZero() && wait > 0 {
 				// Too soon: wait out the interval, then write what the
 				// views say by then (the changes in between coalesce).
-				if !w.sleep(ctx, wait, nil) {
+				if !w.sleep(ctx, wait, nil, nil) {
 					return nil
 				}
 				continue
@@ -172,22 +179,23 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 			last = data
 			w.cfg.Log.Debug("status ConfigMap written", "configmap", w.cfg.Namespace+"/"+StatusConfigMap)
 		}
-		if !w.sleep(ctx, statusResync, changed) {
+		if !w.sleep(ctx, statusResync, changed, poolChanged) {
 			return nil
 		}
 	}
 }
 
-// sleep waits for d on the clock, or until wake is closed; false when ctx
-// ended. The timer is stopped on the way out, so a test's fake clock
+// sleep waits for d on the clock, or until wake or poolWake is closed;
+// false when ctx ended. The timer is stopped on the way out, so a test's fake clock
 // has a waiter exactly while the writer waits.
-func (w *StatusWriter) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+func (w *StatusWriter) sleep(ctx context.Context, d time.Duration, wake, poolWake <-chan struct{}) bool {
 	t := w.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-wake:
+	case <-poolWake:
 	case <-t.C():
 	}
 	return true
@@ -197,6 +205,7 @@ func (w *StatusWriter) render() (string, error) {
 	var st Status
 	now := w.cfg.Clock.Now()
 	w.cfg.Views.Read(func(s *projections.State) { st = StatusOf(s, w.cfg.Leader, now) })
+	st.PoolFile = w.cfg.PoolFile.State()
 	b, err := yaml.Marshal(st)
 	if err != nil {
 		return "", fmt.Errorf("status: %w", err)

@@ -140,7 +140,7 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeReaction, descReaction, histogram, latencyBounds, []map[string]string{{}}},
 		{scrapeBackups, descBackups, counter, nil, labelled("result", "ok", "error")},
 		{scrapeTLSReloads, descTLSReloads, counter, nil, labelled("server", "provider", "api")},
-		{scrapePoolFailures, descPoolFailures, counter, nil, []map[string]string{{}}},
+		{scrapePoolFailures, descPoolFailures, counter, nil, labelled("reason", PoolFileReasons...)},
 		{scrapeKubeFailures, descKubeWriteFailures, counter, nil, labelled("what", "event", "status")},
 		{scrapeLogFailures, descLogFailures, counter, nil, labelled("reason", events.WriteFailureUnwritable, events.WriteFailureNoSpace, events.WriteFailureNoResponse, events.WriteFailureJetStream, events.WriteFailureOther)},
 		{scrapeSinkFailures, descSinkFailures, counter, nil, labelled("sink", sinks...)},

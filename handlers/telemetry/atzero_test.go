@@ -95,7 +95,7 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 	m.Reacted(time.Millisecond)
 	m.BackupDone(time.Now(), 0, nil)
 	m.TLSReloadFailed("x")
-	m.PoolApplied(io.EOF)
+	m.PoolApplied(PoolFileRefused, io.EOF)
 	m.KubeWriteFailed("event")
 	m.DeliveryFailed("alerts")
 	m.Delivered("alerts")

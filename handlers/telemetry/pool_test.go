@@ -13,15 +13,17 @@ import (
 func TestPoolFileApplyOnTheScrapeEndpoint(t *testing.T) {
 	tel := setup(t, telemetry.Options{Prometheus: true})
 	for _, step := range []struct {
-		err  error
-		want []string
+		reason string
+		err    error
+		want   []string
 	}{
-		{nil, []string{"claimstream_pool_file_applied 1\n"}},
-		{errors.New("refused"), []string{"claimstream_pool_file_applied 0\n", "claimstream_pool_file_apply_failures_total 1\n"}},
-		{errors.New("stopped"), []string{"claimstream_pool_file_applied 0\n", "claimstream_pool_file_apply_failures_total 2\n"}},
-		{nil, []string{"claimstream_pool_file_applied 1\n", "claimstream_pool_file_apply_failures_total 2\n"}},
+		{"", nil, []string{"claimstream_pool_file_applied 1\n", `claimstream_pool_file_apply_failures_total{reason="refused"} 0` + "\n"}},
+		{telemetry.PoolFileRefused, errors.New("refused"), []string{"claimstream_pool_file_applied 0\n", `claimstream_pool_file_apply_failures_total{reason="refused"} 1` + "\n"}},
+		{telemetry.PoolFileInvalid, errors.New("invalid"), []string{"claimstream_pool_file_applied 0\n", `claimstream_pool_file_apply_failures_total{reason="invalid"} 1` + "\n"}},
+		{telemetry.PoolFileStopped, errors.New("stopped"), []string{"claimstream_pool_file_applied 0\n", `claimstream_pool_file_apply_failures_total{reason="stopped"} 1` + "\n", `claimstream_pool_file_apply_failures_total{reason="refused"} 1` + "\n"}},
+		{"", nil, []string{"claimstream_pool_file_applied 1\n", `claimstream_pool_file_apply_failures_total{reason="refused"} 1` + "\n"}},
 	} {
-		tel.Metrics.PoolApplied(step.err)
+		tel.Metrics.PoolApplied(step.reason, step.err)
 		got := scrape(t, tel)
 		for _, want := range step.want {
 			if !strings.Contains(got, want) {

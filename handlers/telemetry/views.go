@@ -42,7 +42,7 @@ const (
 	descReaction       = "Time from an event to the end of the reconcile it caused."
 	descBackups        = "Backups of the log served, by result."
 	descTLSReloads     = "TLS certificate rotations that did not load; the previous certificate stays in service."
-	descPoolFailures   = "Pool file applies refused or stopped part-way, and pool files that did not load."
+	descPoolFailures   = "Pool files that did not load (reason=invalid), that the log refused (refused), or whose apply stopped part-way (stopped)."
 	descClaimsCreated  = "Claims created (ClaimCreated), by group and by the kind of caller that asked (cluster-autoscaler, builtin-scaler, scenario, dashboard, api, other)."
 	descLogFailures    = "Failed appends to the event log, by reason."
 	descSinkFailures   = "Failed webhook delivery attempts."

@@ -29,6 +29,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/audit"
 )
@@ -78,6 +79,9 @@ type Options struct {
 	// AuthLimit, when set, throttles failed authentications per client
 	// address (authlimit.go); serve shares one with the dashboard.
 	AuthLimit *AuthLimiter
+	// PoolFile, when set, is the state of serve's pool file: /readyz names
+	// a file that was not applied, and stays ready.
+	PoolFile *pool.FileReport
 	// MaxWhatIfs caps the what-ifs running at once, whoever asks
 	// (DefaultMaxWhatIfs when 0 or less); one more is answered 429.
 	MaxWhatIfs int
@@ -327,10 +331,19 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last), Problem: problem})
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last), Problem: problem, PoolFile: s.poolFileRefused()})
 		return
 	}
-	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last, Problem: problem})
+	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last, Problem: problem, PoolFile: s.poolFileRefused()})
+}
+
+// poolFileRefused is the pool file's state when it was not applied, else
+// nil.
+func (s *server) poolFileRefused() *pool.FileState {
+	if st := s.opts.PoolFile.State(); st != nil && !st.Applied {
+		return st
+	}
+	return nil
 }
 
 // --- views --------------------------------------------------------------------

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/audit"
 )
@@ -167,6 +168,9 @@ type Health struct {
 	Problem string `json:"problem,omitempty"`
 	// Reason says why the server is not ready (the log cannot be written).
 	Reason string `json:"reason,omitempty"`
+	// PoolFile is the last pool file read when it was not applied: the
+	// server stays ready and serves the pool the log holds.
+	PoolFile *pool.FileState `json:"poolFile,omitempty"`
 }
 
 // --- building the objects from the views ------------------------------------

@@ -94,6 +94,49 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail "clusterAutoscaler.enabled with tls.mode=existing needs tls.clientSecret" -}}
 {{- end -}}
 {{- include "claimstream.validateProvisionTime" . -}}
+{{- if not .Values.pool.existingConfigMap -}}
+{{- include "claimstream.validatePool" .Values.pool.config -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The pool file's rules that values.schema.json cannot say (its pool part is
+generated from schemas/pool.schema.json), as handlers/pool checks them: a
+pool.config serve would refuse at start fails here, before a rollout.
+*/}}
+{{- define "claimstream.validatePool" -}}
+{{- $slotsOf := dict -}}
+{{- range $i, $g := .groups -}}
+{{- if hasKey $slotsOf $g.name -}}
+{{- fail (printf "pool.config.groups[%d].name: duplicate group name %q" $i $g.name) -}}
+{{- end -}}
+{{- $_ := set $slotsOf $g.name 0 -}}
+{{- end -}}
+{{- $slots := dict -}}
+{{- range $i, $s := (.slots | default list) -}}
+{{- if hasKey $slots $s.name -}}
+{{- fail (printf "pool.config.slots[%d].name: duplicate slot name %q" $i $s.name) -}}
+{{- end -}}
+{{- $_ := set $slots $s.name true -}}
+{{- if not (hasKey $slotsOf $s.group) -}}
+{{- fail (printf "pool.config.slots[%d].group: group %q is not declared in pool.config.groups" $i $s.group) -}}
+{{- end -}}
+{{- $_ := set $slotsOf $s.group (add1 (get $slotsOf $s.group)) -}}
+{{- end -}}
+{{- range $i, $g := .groups -}}
+{{- $n := int (get $slotsOf $g.name) -}}
+{{- $max := int ($g.maxSize | default 0) -}}
+{{- $min := int ($g.minSize | default 0) -}}
+{{- if gt $max $n -}}
+{{- fail (printf "pool.config.groups[%d].maxSize: must be <= %d, the number of slots of group %q (got %d)" $i $n $g.name $max) -}}
+{{- end -}}
+{{- if and (gt $max 0) (gt $min $max) -}}
+{{- fail (printf "pool.config.groups[%d].minSize: must be <= maxSize %d (got %d)" $i $max $min) -}}
+{{- end -}}
+{{- if gt $min $n -}}
+{{- fail (printf "pool.config.groups[%d].minSize: must be <= %d, the number of slots of group %q (got %d)" $i $n $g.name $min) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The headless Service: the StatefulSet's pod DNS and the NATS routes. */}}

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // A misspelled key is refused, at every level the chart owns, naming the
@@ -117,5 +119,59 @@ func TestDocsValuesExamplesPass(t *testing.T) {
 		if _, err := Render("claimstream", "ns", values(t, b)); err != nil {
 			t.Errorf("docs/install.md values example %d:\n%s\n%v", i+1, b, err)
 		}
+	}
+}
+
+// A pool.config serve would refuse at start is refused at render time,
+// before `helm upgrade` rolls the pods: by the schema generated from
+// schemas/pool.schema.json, and by the chart's checks of the cross-field
+// rules. The error names the field.
+func TestChartRefusesAPoolServeWouldRefuse(t *testing.T) {
+	for _, c := range []struct{ name, pool, want string }{
+		{"negative maxSize", `{groups: [{name: lab, maxSize: -1}], slots: [{name: n1, group: lab}]}`, "maxSize"},
+		{"unknown group field", `{groups: [{name: lab, maxSise: 1}], slots: [{name: n1, group: lab}]}`, "maxSise"},
+		{"unknown slot field", `{groups: [{name: lab}], slots: [{name: n1, group: lab, startUp: {}}]}`, "startUp"},
+		{"unknown top-level field", `{groups: [{name: lab}], slot: [{name: n1, group: lab}]}`, "slot"},
+		{"bad name", `{groups: [{name: Lab_1}]}`, "name"},
+		{"bad duration", `{groups: [{name: lab, claimTTL: soon}], slots: [{name: n1, group: lab}]}`, "claimTTL"},
+		{"undeclared group", `{groups: [{name: lab}], slots: [{name: n1, group: nope}]}`, `pool.config.slots[0].group: group "nope" is not declared`},
+		{"duplicate group", `{groups: [{name: lab}, {name: lab}]}`, `pool.config.groups[1].name: duplicate group name "lab"`},
+		{"duplicate slot", `{groups: [{name: lab}], slots: [{name: n1, group: lab}, {name: n1, group: lab}]}`, `pool.config.slots[1].name: duplicate slot name "n1"`},
+		{"minSize above maxSize", `{groups: [{name: lab, minSize: 2, maxSize: 1}], slots: [{name: n1, group: lab}, {name: n2, group: lab}]}`, "pool.config.groups[0].minSize: must be <= maxSize 1 (got 2)"},
+		{"maxSize above the slots", `{groups: [{name: lab, maxSize: 2}], slots: [{name: n1, group: lab}]}`, `pool.config.groups[0].maxSize: must be <= 1, the number of slots of group "lab" (got 2)`},
+		{"minSize above the slots", `{groups: [{name: lab, minSize: 2}], slots: [{name: n1, group: lab}]}`, `pool.config.groups[0].minSize: must be <= 1, the number of slots of group "lab" (got 2)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mustErr(t, "pool: {config: "+c.pool+"}", c.want)
+		})
+	}
+}
+
+// Pools serve accepts render: a group without slots yet, maxSize 0 (no
+// limit), the examples' fields, and an existing ConfigMap (not checked
+// here: the chart does not have it). A pool.config without slots keeps
+// the default's (Helm merges maps, not lists), so "slots: []" says none.
+func TestChartAcceptsAPoolServeAccepts(t *testing.T) {
+	for _, doc := range []string{
+		`pool: {config: {groups: [{name: lab}], slots: []}}`,
+		`pool: {config: {groups: [{name: lab, minSize: 1, maxSize: 0}, {name: b.lab, maxSize: 2}], slots: [{name: n1, group: lab}, {name: n2.b.lab, group: b.lab}, {name: n3, group: b.lab}]}}`,
+		`pool: {config: {groups: [{name: lab, claimTTL: 1h30m, lifecycle: {startupJobTimeout: 5m}, template: {capacity: {cpu: 4, memory: 16Gi}}}], slots: [{name: n1, group: lab, capacity: {cpu: "8"}}]}}`,
+		`pool: {existingConfigMap: my-pool}`,
+	} {
+		if _, err := Render("claimstream", "ns", values(t, doc)); err != nil {
+			t.Errorf("values %s: %v", doc, err)
+		}
+	}
+}
+
+// The pool of deploy/examples/pool.yaml, the file the docs start from,
+// renders as pool.config.
+func TestChartAcceptsTheExamplePool(t *testing.T) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(repoFile(t, "deploy/examples/pool.yaml")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Render("claimstream", "ns", map[string]any{"pool": map[string]any{"config": cfg}}); err != nil {
+		t.Fatal(err)
 	}
 }

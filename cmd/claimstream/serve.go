@@ -631,11 +631,11 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	last := modTime(path)
+	last := stampOf(path)
 	if p.poolFile.Refused() {
 		// Read again at the first tick: the file may have been fixed
 		// between the read that refused it and now.
-		last = time.Time{}
+		last = fileStamp{}
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -645,8 +645,8 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 			return
 		case <-hup:
 		case <-t.C:
-			m := modTime(path)
-			if m.Equal(last) {
+			m := stampOf(path)
+			if m.equal(last) {
 				continue
 			}
 			last = m
@@ -664,10 +664,20 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 
 func loadPool(path string) (*pool.Config, error) { return pool.Load(path) }
 
-func modTime(path string) time.Time {
+// fileStamp tells one version of a file from the next: its modification
+// time and size, so a rewrite within the file system's timestamp tick is
+// still seen when its size changes. The zero stamp is a file not there.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(path string) fileStamp {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return time.Time{}
+		return fileStamp{}
 	}
-	return fi.ModTime()
+	return fileStamp{mod: fi.ModTime(), size: fi.Size()}
 }
+
+func (s fileStamp) equal(o fileStamp) bool { return s.mod.Equal(o.mod) && s.size == o.size }

@@ -52,7 +52,9 @@ func (p *plane) followPoolFile(ctx context.Context, path string, every time.Dura
 	if every <= 0 {
 		return
 	}
-	last := modTime(path)
+	// Read again at the first tick: the file may have changed between the
+	// read that refused it and now.
+	var last fileStamp
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -64,8 +66,8 @@ func (p *plane) followPoolFile(ctx context.Context, path string, every time.Dura
 		if p.leads() || !p.poolFile.Refused() {
 			continue
 		}
-		m := modTime(path)
-		if m.Equal(last) {
+		m := stampOf(path)
+		if m.equal(last) {
 			continue
 		}
 		last = m

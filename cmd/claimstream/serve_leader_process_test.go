@@ -392,6 +392,20 @@ func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
 		}
 		return nil
 	})
+	// The pool's view metrics are on the leader's scrape only, so an alert
+	// on them sees one series, not three.
+	eventstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		for _, r := range replicas {
+			b, err := scrapeMetrics(metrics[r])
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			if has := strings.Contains(b, "\nclaimstream_slots{"); has != (r == third) {
+				return fmt.Errorf("%s (leader %s) exports claimstream_slots: %v", r.name, third.name, has)
+			}
+		}
+		return nil
+	})
 }
 
 // scrapeMetrics is the scrape endpoint's page at addr.

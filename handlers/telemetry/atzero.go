@@ -215,7 +215,7 @@ func (z zeroFilled) Gather() ([]*dto.MetricFamily, error) {
 		}
 	}
 	sort.Slice(mfs, func(i, j int) bool { return mfs[i].GetName() < mfs[j].GetName() })
-	return mfs, nil
+	return z.m.leaderOnly(mfs), nil
 }
 
 func labelPairs(labels map[string]string) []*dto.LabelPair {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,4 +258,89 @@ func TestNoMetricLabelTakesCallerText(t *testing.T) {
 	if t.Failed() {
 		t.Log(body)
 	}
+}
+
+// The view metrics are on the leader's scrape only: a follower, which
+// folds the same log, shows its epoch 0 and none of them; when it becomes
+// leader it exports them with what it has counted.
+func TestViewMetricsOnTheLeaderOnly(t *testing.T) {
+	h := handlerstest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type replica struct {
+		tel   *Telemetry
+		views *projections.Runner
+		epoch atomic.Uint64
+	}
+	var reps [2]*replica
+	for i := range reps {
+		r := &replica{tel: newTel(t, h)}
+		r.views = projections.NewRunner(h.Store, projections.RunnerOptions{OnEvent: r.tel.Metrics.OnEvent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err := r.views.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.views.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		r.tel.Metrics.ObserveViews(r.views)
+		if err := r.tel.Metrics.ObserveLeadership(r.epoch.Load); err != nil {
+			t.Fatal(err)
+		}
+		reps[i] = r
+	}
+	leader, follower := reps[0], reps[1]
+	leader.epoch.Store(3)
+
+	h.Declare("g", events.GroupSpec{}, "a", "b")
+	claims := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
+	res := h.MustExec(handlers.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
+	for _, r := range reps {
+		if err := r.views.WaitFor(ctx, res.Last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	views := []string{
+		`claimstream_claims{group="g",phase="pending"} 1`,
+		`claimstream_slots{group="g",state="off"} 1`,
+		`claimstream_claims_created_total{group="g",requester="cluster-autoscaler"} 2`,
+		`claimstream_claim_failures_total{group="g",reason="StartupJobFailed"} 1`,
+		`claimstream_deadline_misses_total{group="g"} 0`,
+		`claimstream_host_joins_refused_total{group="g"} 0`,
+		`claimstream_shutdown_attempt_limits_total{group="g"} 0`,
+		`claimstream_claim_attempts_count{group="g"} 0`,
+		`claimstream_machine_up_seconds_total{group="g",slot="a"} 0`,
+		`claimstream_energy_joules_total{group="g"} 0`,
+	}
+	leads := func(name string, r *replica) {
+		t.Helper()
+		body := scrapeText(t, r.tel)
+		for _, line := range views {
+			if !strings.Contains(body, line+"\n") {
+				t.Errorf("%s: the leader's scrape lacks %q", name, line)
+			}
+		}
+	}
+	follows := func(name string, r *replica) {
+		t.Helper()
+		body := scrapeText(t, r.tel)
+		if !strings.Contains(body, "claimstream_leader_epoch 0\n") {
+			t.Errorf("%s: the follower's scrape does not say it follows", name)
+		}
+		for _, fam := range ViewFamilies {
+			if strings.Contains(body, "\n"+fam) {
+				t.Errorf("%s: the follower's scrape has %s", name, fam)
+			}
+		}
+		if !strings.Contains(body, "claimstream_projection_lag_events ") {
+			t.Errorf("%s: the follower's scrape lacks its own lag", name)
+		}
+	}
+	leads("first leader", leader)
+	follows("follower", follower)
+
+	// Failover: the follower takes over with the totals of the log.
+	leader.epoch.Store(0)
+	follower.epoch.Store(4)
+	leads("new leader", follower)
+	follows("old leader", leader)
 }

@@ -90,6 +90,8 @@ type Metrics struct {
 	authFailures metric.Int64Counter
 	// indexCopySaves: saves of the indexes' copies (indexcopies.go).
 	indexCopySaves metric.Int64Counter
+	// leading: whether this replica leads, once known (leadership.go).
+	leading atomic.Pointer[func() bool]
 }
 
 // NewMetrics creates the instruments on meter.

@@ -72,8 +72,9 @@ type Telemetry struct {
 	// Metrics are claimstream's instruments.
 	Metrics *Metrics
 
-	handler  http.Handler
-	shutdown []func(context.Context) error
+	handler          http.Handler
+	providerRequests *providerRequests
+	shutdown         []func(context.Context) error
 }
 
 // Setup builds the providers and the instruments. It sets no globals.
@@ -145,6 +146,14 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	if err := registerBuildInfo(t.MeterProvider.Meter(ScopeName), o.Build); err != nil {
 		return fail(err)
 	}
+	t.providerRequests, err = newProviderRequests(t.MeterProvider.Meter(ScopeName), otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(t.TracerProvider),
+		otelgrpc.WithMeterProvider(t.MeterProvider),
+		otelgrpc.WithPropagators(t.Propagator),
+	))
+	if err != nil {
+		return fail(err)
+	}
 	if gather != nil {
 		t.handler = scrapeHandler(gather, t.Metrics, o.Logger)
 	}
@@ -178,14 +187,11 @@ func (t *Telemetry) Handler() http.Handler {
 	return t.handler
 }
 
-// GRPCServerOption traces and measures the gRPC provider (otelgrpc): pass
-// it to provider.NewGRPCServer's extra options.
+// GRPCServerOption traces and measures the gRPC provider (otelgrpc) and
+// counts its calls (claimstream_provider_requests_total): pass it to
+// provider.NewGRPCServer's extra options.
 func (t *Telemetry) GRPCServerOption() grpc.ServerOption {
-	return grpc.StatsHandler(otelgrpc.NewServerHandler(
-		otelgrpc.WithTracerProvider(t.TracerProvider),
-		otelgrpc.WithMeterProvider(t.MeterProvider),
-		otelgrpc.WithPropagators(t.Propagator),
-	))
+	return grpc.StatsHandler(t.providerRequests)
 }
 
 // InstrumentService traces svc's commands and appends, stamps the W3C

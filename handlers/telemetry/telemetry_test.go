@@ -17,7 +17,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
@@ -318,4 +321,60 @@ func TestOTLPEndpointConfigured(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = tel.Shutdown(ctx)
+}
+
+// cluster-autoscaler's calls are counted by method and code, every
+// method at 0 before its first call; other services' calls are not.
+func TestProviderRequestsCounted(t *testing.T) {
+	h := handlerstest.New(t)
+	tel := setup(t, telemetry.Options{Prometheus: true})
+	h.Declare("g", events.GroupSpec{}, "a")
+	srv := provider.New(h.Views, h.Service, h.Clock, provider.Options{Logger: quiet})
+	gs, err := provider.NewGRPCServer(srv, nil, true, tel.GRPCServerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	defer gs.Stop()
+	body := scrape(t, tel)
+	for _, m := range telemetry.ProviderMethods() {
+		if line := `claimstream_provider_requests_total{code="OK",method="` + m + `"} 0`; !strings.Contains(body, line+"\n") {
+			t.Errorf("before any call the scrape lacks %s", line)
+		}
+	}
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	client := pb.NewCloudProviderClient(conn)
+	for range 2 {
+		if _, err := client.Refresh(ctx, &pb.RefreshRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: "nope"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("TargetSize of an unknown group: %v", err)
+	}
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	body = scrape(t, tel)
+	for _, line := range []string{
+		`claimstream_provider_requests_total{code="OK",method="Refresh"} 2`,
+		`claimstream_provider_requests_total{code="NotFound",method="NodeGroupTargetSize"} 1`,
+		`claimstream_provider_requests_total{code="OK",method="NodeGroupTargetSize"} 0`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("scrape lacks %s", line)
+		}
+	}
+	if strings.Contains(body, `claimstream_provider_requests_total{code="OK",method="Check"}`) {
+		t.Error("a health check is counted as cluster-autoscaler's call")
+	}
 }

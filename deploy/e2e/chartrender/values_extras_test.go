@@ -300,3 +300,28 @@ func TestServeFlagsAreReal(t *testing.T) {
 		}
 	}
 }
+
+// NOTES.txt tells where the read-only token, the NATS subscriber's
+// password and the sinks file are, by the names the chart renders; and
+// says nothing of them when they are off.
+func TestNotesNameTheNewSecrets(t *testing.T) {
+	objs := mustRender(t, everything)
+	notes := renderNotes(t, everything)
+	for _, want := range []string{
+		"get secret claimstream-api-read-token -o jsonpath='{.data.token}'",
+		"tls://claimstream-nats.ns.svc:4333, user audit",
+		"get secret claimstream-nats-subscriber -o jsonpath='{.data.password}'",
+		"the ConfigMap claimstream-sinks",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
+	for _, s := range []string{"claimstream-api-read-token", "claimstream-nats-subscriber"} {
+		mustFind(t, objs, "Secret", s)
+	}
+	mustFind(t, objs, "Service", "claimstream-nats")
+	if def := renderNotes(t, ""); strings.Contains(def, "Read-only token") || strings.Contains(def, "NATS subscribers") || strings.Contains(def, "Webhook sinks") {
+		t.Errorf("NOTES.txt speaks of what is off:\n%s", def)
+	}
+}

@@ -85,7 +85,7 @@ func clusterEventSource(ctx context.Context, o serveOptions, c corev1client.Name
 		err = errors.New("the namespace has no UID")
 	}
 	if err != nil {
-		why := "read it failed"
+		why := "the kube-system namespace could not be read"
 		if apierrors.IsForbidden(err) {
 			why = "serve may not get namespaces/kube-system (the chart's ClusterRole grants it when eventSource is empty)"
 		}

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	cetypes "github.com/cloudevents/sdk-go/v2/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // eventSourceHelp is the --event-source flag's help.
-const eventSourceHelp = "CloudEvents source of the events this installation writes (default /claimstream/<namespace> in a cluster, /claimstream/<hostname> with the simulator)"
+const eventSourceHelp = "CloudEvents source of the events this installation writes (default /claimstream/<kube-system namespace UID>/<namespace> in a cluster, /claimstream/<namespace> if that namespace cannot be read, /claimstream/<hostname> with the simulator)"
 
 // eventSource is the CloudEvents source stamped on every event serve
 // writes: --event-source, else one naming the installation, so that two
@@ -38,4 +45,62 @@ func eventSource(o serveOptions) (string, error) {
 		return "", fmt.Errorf("--event-source %q: events would carry it as %q; give it in that form", src, w)
 	}
 	return src, nil
+}
+
+// sourceLookupTimeout bounds the one read of the kube-system Namespace at
+// start: a cluster that does not answer gets the namespace-only source.
+const sourceLookupTimeout = 10 * time.Second
+
+// withClusterEventSource returns o with the default source naming the
+// cluster when serve acts on one and --event-source is not given (see
+// clusterEventSource). The simulator and a given source are left as they
+// are.
+func withClusterEventSource(ctx context.Context, o serveOptions, log *slog.Logger) serveOptions {
+	if o.eventSource != "" || o.cluster.simulated() {
+		return o
+	}
+	cfg, err := restConfig(o.cluster.kubeconfig)
+	if err == nil {
+		var c *corev1client.CoreV1Client
+		if c, err = corev1client.NewForConfig(cfg); err == nil {
+			o.eventSource = clusterEventSource(ctx, o, c, log)
+			return o
+		}
+	}
+	log.Warn("the default CloudEvents source does not name the cluster: no Kubernetes client", "err", err, "source", mustEventSource(o))
+	return o
+}
+
+// clusterEventSource is /claimstream/<kube-system Namespace UID>/<namespace>:
+// the UID is fixed for a cluster's life and differs between clusters, so
+// two clusters with the same namespace write different sources. If the
+// Namespace cannot be read (RBAC without the chart's rule, an API server
+// that does not answer), it is "" and serve keeps the namespace-only
+// default, said once in the log.
+func clusterEventSource(ctx context.Context, o serveOptions, c corev1client.NamespacesGetter, log *slog.Logger) string {
+	ctx, cancel := context.WithTimeout(ctx, sourceLookupTimeout)
+	defer cancel()
+	ns, err := c.Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err == nil && ns.UID == "" {
+		err = errors.New("the namespace has no UID")
+	}
+	if err != nil {
+		why := "the kube-system namespace could not be read"
+		if apierrors.IsForbidden(err) {
+			why = "serve may not get namespaces/kube-system (the chart's ClusterRole grants it when eventSource is empty)"
+		}
+		log.Warn("the default CloudEvents source does not name the cluster: "+why, "err", err, "source", mustEventSource(o))
+		return ""
+	}
+	src := "/claimstream/" + string(ns.UID)
+	if o.cluster.namespace != "" {
+		src += "/" + o.cluster.namespace
+	}
+	return src
+}
+
+// mustEventSource is eventSource's default for a log line ("" if refused).
+func mustEventSource(o serveOptions) string {
+	s, _ := eventSource(o)
+	return s
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
@@ -80,5 +89,59 @@ func TestEventSourceNamesTheInstallation(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("the pool file wrote no events")
+	}
+}
+
+// In a cluster, the default source names the cluster by the kube-system
+// Namespace's UID, so two clusters with the same namespace differ; if that
+// Namespace cannot be read, serve keeps /claimstream/<namespace> and says
+// why, once.
+func TestDefaultEventSourceNamesTheCluster(t *testing.T) {
+	o := serveOptions{cluster: clusterOptions{kubeconfig: "kubeconfig", namespace: "team-a"}}
+	kubeSystem := func(uid string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: types.UID(uid)}}
+	}
+	source := func(t *testing.T, cs *fake.Clientset) (string, string) {
+		t.Helper()
+		var logged strings.Builder
+		log := slog.New(slog.NewTextHandler(&logged, nil))
+		o := o
+		o.eventSource = clusterEventSource(context.Background(), o, cs.CoreV1(), log)
+		src, err := eventSource(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src, logged.String()
+	}
+
+	a, logged := source(t, fake.NewClientset(kubeSystem("6f0c1d2e-0b7a-4c1e-9a57-3f0e8c2b4d11")))
+	if a != "/claimstream/6f0c1d2e-0b7a-4c1e-9a57-3f0e8c2b4d11/team-a" || logged != "" {
+		t.Errorf("source %q (log %q), want /claimstream/<kube-system UID>/team-a and no warning", a, logged)
+	}
+	if b, _ := source(t, fake.NewClientset(kubeSystem("0d4e8a35-7c61-4f0b-8e2a-91b5c7d3e604"))); b == a {
+		t.Errorf("two clusters, one source %q", b)
+	}
+
+	forbidden := fake.NewClientset(kubeSystem("6f0c1d2e-0b7a-4c1e-9a57-3f0e8c2b4d11"))
+	forbidden.PrependReactor("get", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "kube-system", errors.New("no RBAC"))
+	})
+	for name, cs := range map[string]*fake.Clientset{"forbidden": forbidden, "missing": fake.NewClientset()} {
+		src, logged := source(t, cs)
+		if src != "/claimstream/team-a" {
+			t.Errorf("%s: source %q, want the namespace-only /claimstream/team-a", name, src)
+		}
+		if n := strings.Count(logged, "level=WARN"); n != 1 || !strings.Contains(logged, "does not name the cluster") {
+			t.Errorf("%s: want one warning saying why, got %q", name, logged)
+		}
+		if name == "forbidden" && !strings.Contains(logged, "namespaces/kube-system") {
+			t.Errorf("forbidden: the warning does not name the rule: %q", logged)
+		}
+	}
+
+	// A given source and the simulator are not looked up.
+	given := serveOptions{eventSource: "/claimstream/prod-eu", cluster: o.cluster}
+	if got := withClusterEventSource(context.Background(), given, slog.New(slog.NewTextHandler(io.Discard, nil))); got.eventSource != "/claimstream/prod-eu" {
+		t.Errorf("--event-source replaced by %q", got.eventSource)
 	}
 }

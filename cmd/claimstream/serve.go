@@ -289,6 +289,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		})
 	}
 
+	o = withClusterEventSource(ctx, o, log)
 	p, err = startPlane(ctx, o, log, clk, tel)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -265,3 +265,22 @@ budget is checked.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The ConfigMap holding the sinks file (key sinks.yaml), or "" for no sinks. */}}
+{{- define "claimstream.sinksConfigMap" -}}
+{{- if .Values.sinks.existingConfigMap -}}
+{{- .Values.sinks.existingConfigMap -}}
+{{- else if .Values.sinks.config -}}
+{{- printf "%s-sinks" (include "claimstream.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the NATS subscriber's password (key `password`). */}}
+{{- define "claimstream.natsSubscriberSecret" -}}
+{{- default (printf "%s-nats-subscriber" (include "claimstream.fullname" .)) .Values.nats.subscriber.existingPasswordSecret -}}
+{{- end -}}
+
+{{/* The Secret holding the REST API's read-only token (key `token`). */}}
+{{- define "claimstream.apiReadTokenSecret" -}}
+{{- default (printf "%s-api-read-token" (include "claimstream.fullname" .)) .Values.rest.readToken.existingSecret -}}
+{{- end -}}

@@ -356,6 +356,10 @@ func TestServerRanWithChartRBACOnly(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "list"}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: namespace}, false},
 		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "list", Namespace: namespace}, false},
+		// The default event source's cluster id: that one Namespace, read only.
+		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "get", Name: "kube-system"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "get", Name: "default"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "list"}, false},
 	} {
 		ra := c.ra
 		rv, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})

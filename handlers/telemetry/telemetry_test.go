@@ -67,23 +67,7 @@ func TestOneTraceFromIncreaseSizeToClaimReady(t *testing.T) {
 	tel.InstrumentService(h.Service)
 	h.Declare("g", events.GroupSpec{}, "a", "b")
 
-	// The provider behind otelgrpc, as serve wires it.
-	srv := provider.New(h.Views, h.Service, h.Clock, provider.Options{Logger: quiet})
-	gs, err := provider.NewGRPCServer(srv, nil, true, tel.GRPCServerOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serveProvider(t, h, tel)
 	if _, err := pb.NewCloudProviderClient(conn).NodeGroupIncreaseSize(context.Background(), &pb.NodeGroupIncreaseSizeRequest{Id: "g", Delta: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +125,7 @@ func TestOneTraceFromIncreaseSizeToClaimReady(t *testing.T) {
 
 	// The log: every event of the claim carries a traceparent of the trace.
 	seen := map[events.Type]bool{}
-	err = h.Store.Read(context.Background(), 1, 0, func(e events.Event) error {
+	err := h.Store.Read(context.Background(), 1, 0, func(e events.Event) error {
 		if e.Data == nil || e.Data.Reference().Claim != claim {
 			return nil
 		}
@@ -329,28 +313,13 @@ func TestProviderRequestsCounted(t *testing.T) {
 	h := handlerstest.New(t)
 	tel := setup(t, telemetry.Options{Prometheus: true})
 	h.Declare("g", events.GroupSpec{}, "a")
-	srv := provider.New(h.Views, h.Service, h.Clock, provider.Options{Logger: quiet})
-	gs, err := provider.NewGRPCServer(srv, nil, true, tel.GRPCServerOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
+	conn := serveProvider(t, h, tel)
 	body := scrape(t, tel)
 	for _, m := range telemetry.ProviderMethods() {
 		if line := `claimstream_provider_requests_total{code="OK",method="` + m + `"} 0`; !strings.Contains(body, line+"\n") {
 			t.Errorf("before any call the scrape lacks %s", line)
 		}
 	}
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx := context.Background()
 	client := pb.NewCloudProviderClient(conn)
 	for range 2 {
@@ -377,4 +346,27 @@ func TestProviderRequestsCounted(t *testing.T) {
 	if strings.Contains(body, `claimstream_provider_requests_total{code="OK",method="Check"}`) {
 		t.Error("a health check is counted as cluster-autoscaler's call")
 	}
+}
+
+// serveProvider serves the provider behind telemetry's gRPC option, as
+// serve wires it, until the test ends, and returns a client connection.
+func serveProvider(t *testing.T, h *handlerstest.Harness, tel *telemetry.Telemetry) *grpc.ClientConn {
+	t.Helper()
+	srv := provider.New(h.Views, h.Service, h.Clock, provider.Options{Logger: quiet})
+	gs, err := provider.NewGRPCServer(srv, nil, true, tel.GRPCServerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

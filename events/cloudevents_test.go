@@ -25,10 +25,10 @@ var (
 // of it) reads it, follows the NATS protocol binding in binary mode: every
 // CloudEvents attribute and extension is a ce- header with a lower-case
 // attribute name, datacontenttype is content-type, and the event those
-// headers make passes sdk-go's Validate. The only other headers are NATS's
-// own: Nats-* (Nats-Msg-Id, the deduplication id, is the ce-id) and
-// traceparent, the W3C trace context
-// as NATS tracing carries it (not the CloudEvents extension).
+// headers make passes sdk-go's Validate, with the trace as the
+// distributed-tracing extension (ce-traceparent). The only other headers
+// are NATS's own: Nats-* (Nats-Msg-Id, the deduplication id, is the ce-id)
+// and traceparent, the same W3C trace context as NATS tracing carries it.
 func TestLogMessagesFollowTheNATSBinding(t *testing.T) {
 	st, _ := eventstest.NewStore(t)
 	ctx := context.Background()
@@ -88,6 +88,31 @@ func TestLogMessagesFollowTheNATSBinding(t *testing.T) {
 	}
 	if ce.Type() != events.CEType(events.TypeClaimCreated) || ce.Subject() != "c1" || ce.Extensions()["slot"] != "node-1" {
 		t.Fatalf("the binding read %v", ce)
+	}
+	if got := ce.Extensions()["traceparent"]; got != e.TraceParent {
+		t.Fatalf("the binding read the traceparent extension %v, want %s", got, e.TraceParent)
+	}
+	if got := m.Header.Get("traceparent"); got != e.TraceParent {
+		t.Fatalf("NATS's traceparent %q, want %s", got, e.TraceParent)
+	}
+}
+
+// An entry written before ce-traceparent, with NATS's traceparent alone,
+// reads with its trace; so does one with the extension alone.
+func TestTraceParentReadsFromEitherHeader(t *testing.T) {
+	m := goodMsg(t)
+	tp := m.Header.Get(events.HeaderTraceParent)
+	for _, drop := range []string{events.HeaderCETraceParent, events.HeaderTraceParent} {
+		h := map[string][]string{}
+		for k, v := range m.Header {
+			if k != drop {
+				h[k] = v
+			}
+		}
+		got := events.FromMsg(subjects, m.Subject, 1, h, m.Data)
+		if got.Err != nil || tp == "" || got.TraceParent != tp {
+			t.Fatalf("without %s: traceparent %q, %v", drop, got.TraceParent, got.Err)
+		}
 	}
 }
 

@@ -93,6 +93,11 @@ const (
 	HeaderClaim       = "ce-claim"
 	HeaderContentType = "content-type"
 	HeaderTraceParent = "traceparent"
+	// HeaderCETraceParent is the CloudEvents distributed-tracing
+	// extension as the NATS binding names it: a reader that builds the
+	// event from ce- headers gets the trace, one that reads NATS's
+	// traceparent gets the same value.
+	HeaderCETraceParent = "ce-traceparent"
 )
 
 // CloudEvent returns the event as an sdk-go CloudEvent, validated.
@@ -180,6 +185,7 @@ func (e Event) toMsgSDK(subject string) (*nats.Msg, error) {
 	}
 	if e.TraceParent != "" {
 		m.Header.Set(HeaderTraceParent, e.TraceParent)
+		m.Header.Set(HeaderCETraceParent, e.TraceParent)
 	}
 	if e.Epoch != 0 {
 		m.Header.Set(HeaderEpoch, strconv.FormatUint(e.Epoch, 10))
@@ -220,7 +226,11 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 	}
 	e.ID = h.Get(HeaderID)
 	e.Source = h.Get(HeaderSource)
+	// Entries written before ce-traceparent have only traceparent.
 	e.TraceParent = h.Get(HeaderTraceParent)
+	if e.TraceParent == "" {
+		e.TraceParent = h.Get(HeaderCETraceParent)
+	}
 	epoch, err := parseEpoch(h.Get(HeaderEpoch))
 	if err != nil {
 		e.Err = fmt.Errorf("seq %d: %w", seq, err)

@@ -144,7 +144,7 @@ func (e Event) toMsgDirect(subject string) (*nats.Msg, bool) {
 	}
 	// One backing array for the header values: a Set allocates a slice
 	// for each.
-	h := envelopeHeader{h: make(nats.Header, 13), vals: make([]string, 0, 13)}
+	h := envelopeHeader{h: make(nats.Header, 14), vals: make([]string, 0, 14)}
 	h.set(HeaderSpecVersion, SpecVersion)
 	h.set(HeaderID, e.ID)
 	h.set(HeaderSource, source)
@@ -165,6 +165,7 @@ func (e Event) toMsgDirect(subject string) (*nats.Msg, bool) {
 	}
 	if e.TraceParent != "" {
 		h.set(HeaderTraceParent, e.TraceParent)
+		h.set(HeaderCETraceParent, e.TraceParent)
 	}
 	if e.Epoch != 0 {
 		h.set(HeaderEpoch, strconv.FormatUint(e.Epoch, 10))

@@ -113,7 +113,7 @@ func Generate() ([]byte, error) {
 	b.WriteString("  schemas:\n")
 	b.WriteString("    Envelope:\n")
 	b.WriteString("      type: object\n")
-	b.WriteString("      description: " + q("The NATS headers of every message of the log. The ce- headers are the CloudEvents attributes and extensions (the NATS protocol binding); traceparent is the W3C trace context as NATS carries it, not the CloudEvents extension; Nats-Msg-Id is the append's deduplication id.") + "\n")
+	b.WriteString("      description: " + q("The NATS headers of every message of the log. The ce- headers are the CloudEvents attributes and extensions (the NATS protocol binding); traceparent is the same W3C trace context as ce-traceparent, under the name NATS tracing reads; Nats-Msg-Id is the append's deduplication id.") + "\n")
 	required := []string{events.HeaderSpecVersion, events.HeaderID, events.HeaderSource, events.HeaderType, events.HeaderTime, events.HeaderSubject, events.HeaderDataSchema, events.HeaderContentType, "Nats-Msg-Id"}
 	b.WriteString("      required: [" + strings.Join(quoteAll(required), ", ") + "]\n")
 	b.WriteString("      properties:\n")
@@ -130,7 +130,8 @@ func Generate() ([]byte, error) {
 		{events.HeaderClaim, `{type: string}`, "extension: the claim the data names"},
 		{events.HeaderEpoch, `{type: string, pattern: "^[0-9]+$"}`, "extension: the leadership epoch of the replica that wrote it (absent before epochs)"},
 		{events.HeaderContentType, `{const: "application/json"}`, "the datacontenttype"},
-		{events.HeaderTraceParent, `{type: string, pattern: "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"}`, "the W3C trace context of the call that caused the event, when there was one"},
+		{events.HeaderCETraceParent, `{type: string, pattern: "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"}`, "extension (distributed tracing): the W3C trace context of the call that caused the event, when there was one (absent on entries written before it)"},
+		{events.HeaderTraceParent, `{type: string, pattern: "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"}`, "the same trace context, as NATS tracing and OpenTelemetry propagators read it"},
 		{"Nats-Msg-Id", `{type: string}`, "the ce-id: a retried append is deduplicated"},
 	} {
 		b.WriteString("        " + h.name + ":\n")

@@ -147,13 +147,14 @@ func printObject(w io.Writer, format string, v any) error {
 
 func newGetCmd() *cobra.Command {
 	o := &cliOptions{}
-	var group, slot, phase string
+	var group, slot, phase, selector, sortBy string
 	var noHeaders, watch bool
 	cmd := &cobra.Command{
 		Use:   "get groups|slots|claims [NAME...] | get KIND/NAME...",
 		Short: "List groups, slots or claims from the live views",
 		Example: "  claimstream get claims\n  claimstream get slots --group homelab -o wide\n  claimstream get claim node-1-3f2a9c -o yaml\n" +
-			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get slot/node-1.lan slot/node-2.lan\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers",
+			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get slot/node-1.lan slot/node-2.lan\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers\n" +
+			"  claimstream get slots -l rack=a,gpu!=true\n  claimstream get claims -l rack=a --sort-by '{.requestedAt}'",
 		Args: cobra.MinimumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
@@ -174,14 +175,25 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := fetch(cmd.Context(), c, kind, names, group, slot, phase)
+			f := listFilter{group: group, slot: slot, phase: phase}
+			if f.selector, err = parseSelector(kind, selector, len(names) > 0); err != nil {
+				return err
+			}
+			key, err := parseSortBy(sortBy)
 			if err != nil {
+				return err
+			}
+			v, err := fetch(cmd.Context(), c, kind, names, f)
+			if err != nil {
+				return err
+			}
+			if err := sortViews(key, kind, &v); err != nil {
 				return err
 			}
 			if err := printViews(cmd.OutOrStdout(), out, kind, v, len(names) > 0, serverNow(c)); err != nil || !watch {
 				return err
 			}
-			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, names, group, slot, phase)
+			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, names, f)
 		},
 	}
 	o.bind(cmd, true)
@@ -190,6 +202,8 @@ func newGetCmd() *cobra.Command {
 	cmd.Flags().StringVar(&group, "group", "", "only this group's slots or claims")
 	cmd.Flags().StringVar(&slot, "slot", "", "only this slot's claims")
 	cmd.Flags().StringVar(&phase, "phase", "", "only claims in this phase (pending, booting, ready, failed, completed)")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only slots whose labels (the slot's spec.labels) match, and claims on those slots (e.g. -l rack=a,tier in (hot,warm),!gpu)")
+	cmd.Flags().StringVar(&sortBy, "sort-by", "", "sort the list by this JSONPath over each item, as -o json prints it (e.g. '{.requestedAt}', .spec.providerID)")
 	return cmd
 }
 
@@ -248,7 +262,15 @@ type views struct {
 	Claims []rest.Claim
 }
 
-func fetch(ctx context.Context, c *rest.Client, kind string, names []string, group, slot, phase string) (views, error) {
+func fetch(ctx context.Context, c *rest.Client, kind string, names []string, f listFilter) (views, error) {
+	v, err := fetchAll(ctx, c, kind, names, f.group, f.slot, f.phase)
+	if err != nil {
+		return v, err
+	}
+	return v, selectViews(ctx, c, kind, f, &v)
+}
+
+func fetchAll(ctx context.Context, c *rest.Client, kind string, names []string, group, slot, phase string) (views, error) {
 	var v views
 	switch kind {
 	case "groups":
@@ -351,7 +373,7 @@ func completeNames(ctx context.Context, o *cliOptions, res string) ([]cobra.Comp
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	v, err := fetch(ctx, c, kind, nil, "", "", "")
+	v, err := fetch(ctx, c, kind, nil, listFilter{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

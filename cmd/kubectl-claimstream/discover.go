@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path"
@@ -271,16 +273,31 @@ func (t *target) serviceAddr() string {
 	return net.JoinHostPort(host, strconv.Itoa(int(t.port)))
 }
 
-// reachable tells whether addr takes a connection within the timeout: a
-// kubectl outside the cluster cannot reach a ClusterIP.
-func reachable(ctx context.Context, addr string, timeout time.Duration) bool {
-	d := net.Dialer{Timeout: timeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
+// answers tells whether claimstream's API answers at addr within the
+// timeout: its /healthz, not merely a connection (a proxy on the way may
+// take any connection), since a kubectl outside the cluster cannot reach a
+// ClusterIP.
+func (t *target) answers(ctx context.Context, addr string, timeout time.Duration) bool {
+	hc, err := t.httpClient()
 	if err != nil {
 		return false
 	}
-	_ = c.Close()
-	return true
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.scheme()+"://"+addr+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var h rest.Health
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h) == nil && h.Status == "ok"
 }
 
 // client is the REST client of the API at addr (host:port).

@@ -42,7 +42,7 @@ type plugin struct {
 	// clients gives the Kubernetes clients, the forwarder and the
 	// namespace the kubeconfig and flags name; tests give fakes.
 	clients func() (kubernetes.Interface, forwarder, string, error)
-	// dialTimeout bounds the check that the Service is reachable.
+	// dialTimeout bounds the check that the Service answers.
 	dialTimeout time.Duration
 
 	ctx  context.Context
@@ -136,7 +136,7 @@ func (p *plugin) connect() (*rest.Client, error) {
 		return nil, err
 	}
 	addr := t.serviceAddr()
-	forward := p.portForward == "always" || (p.portForward == "auto" && !reachable(ctx, addr, p.dialTimeout))
+	forward := p.portForward == "always" || (p.portForward == "auto" && !t.answers(ctx, addr, p.dialTimeout))
 	if forward {
 		if t.pod == nil {
 			return nil, fmt.Errorf("Service %s in namespace %s is not reachable from here (%s) and no ready serve Pod behind it to port-forward to (kubectl get pods -n %s -l %s)",

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -196,6 +198,18 @@ func TestPluginConnects(t *testing.T) {
 	got, err = runPlugin(t, fake.NewClientset(away.objects(resttest.Token)...), fw, "get", "groups", "-n", ns)
 	if err != nil || got != want || forwardedTo != "prod-claimstream-0:8087" {
 		t.Fatalf("through a port-forward (to %q): %v\n%s\nwant\n%s", forwardedTo, err, got, want)
+	}
+
+	// Something else takes the connection (a proxy on the way): not the
+	// API, so forward too.
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	oport, _ := strconv.Atoi(other.URL[strings.LastIndex(other.URL, ":")+1:])
+	proxied := release{name: "prod", clusterIP: "127.0.0.1", port: int32(oport), ready: true}
+	forwardedTo = ""
+	got, err = runPlugin(t, fake.NewClientset(proxied.objects(resttest.Token)...), fw, "get", "groups")
+	if err != nil || got != want || forwardedTo != "prod-claimstream-0:8087" {
+		t.Fatalf("past a proxy, through a port-forward (to %q): %v\n%s", forwardedTo, err, got)
 	}
 
 	_, err = runPlugin(t, fake.NewClientset(away.objects(resttest.Token)...), fw, "get", "groups", "--port-forward", "never")

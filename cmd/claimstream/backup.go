@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/cli"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -20,7 +21,7 @@ import (
 // backup of its log (GET /api/v1/backup); the file is checked whole before
 // it takes its name, so FILE is either a good backup or absent.
 func newBackupCmd() *cobra.Command {
-	var o cliOptions
+	var o cli.Options
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "backup FILE [--force]",
@@ -32,7 +33,7 @@ func newBackupCmd() *cobra.Command {
 			"(it is then replaced only once the new backup is checked whole).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -41,7 +42,7 @@ func newBackupCmd() *cobra.Command {
 			})
 		},
 	}
-	o.bind(cmd, false)
+	o.Bind(cmd, false)
 	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	return cmd
 }

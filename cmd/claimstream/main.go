@@ -10,7 +10,15 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/claimstream/claimstream/internal/cli"
 )
+
+// The CLI falls back on the token of a serve on this machine.
+func init() {
+	cli.Local.DataDir = defaultDataDir
+	cli.Local.TokenFile = apiTokenFile
+}
 
 func main() {
 	if err := newRoot().Execute(); err != nil {
@@ -27,7 +35,8 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServe(), newConfig())
-	root.AddCommand(newCLICommands()...)
+	root.AddCommand(cli.Commands()...)
+	root.AddCommand(newBackupCmd(), newRestoreCmd())
 	withVersion(root)
 	return root
 }
@@ -51,4 +60,14 @@ func newLoggerTo(out io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(out, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}
+
+// first is the first of vals that is not empty.
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

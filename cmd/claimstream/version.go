@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstream/claimstream/internal/buildinfo"
+	"github.com/claimstream/claimstream/internal/cli"
 )
 
 // newVersion is `claimstream version`; the root's --version prints the
@@ -26,7 +27,7 @@ func newVersion() *cobra.Command {
 			case "", "text":
 				return printVersion(cmd.OutOrStdout(), in)
 			case "json", "yaml":
-				return printObject(cmd.OutOrStdout(), output, versionInfo{Version: in.Version, Revision: in.Revision, GoVersion: in.GoVersion})
+				return cli.PrintObject(cmd.OutOrStdout(), output, versionInfo{Version: in.Version, Revision: in.Revision, GoVersion: in.GoVersion})
 			}
 			return fmt.Errorf("-o %s: want text, json or yaml", output)
 		},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func renderNotes(t *testing.T, doc string) string {
@@ -24,76 +26,94 @@ func renderNotes(t *testing.T, doc string) string {
 	return notes
 }
 
-// buildCLI builds ./cmd/claimstream of this repository into a test dir.
-func buildCLI(t *testing.T) string {
+// buildPlugin builds ./cmd/kubectl-claimstream of this repository into a
+// test dir.
+func buildPlugin(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "claimstream")
+	bin := filepath.Join(t.TempDir(), "kubectl-claimstream")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/claimstream")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubectl-claimstream")
 	cmd.Dir = filepath.Join(ChartDir(), "..", "..")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/claimstream: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/kubectl-claimstream: %v\n%s", err, out)
 	}
 	return bin
 }
 
-// The CLI commands NOTES.txt gives are real: each runs through the CLI's
-// own flag parsing (with --help, so nothing is contacted) without an
-// unknown command or flag; and the Service and Secret they use are
-// rendered.
+// The CLI commands NOTES.txt gives are real: the plugin it installs is
+// this repository's at the chart's appVersion; each `kubectl claimstream`
+// command runs through the plugin's own flag parsing (with --help, so
+// nothing is contacted) without an unknown command or flag, in the
+// release's namespace; and the Service it names is rendered with what the
+// plugin finds it by (the chart's name label and a port named http).
 func TestNotesCommandsAreReal(t *testing.T) {
-	bin := buildCLI(t)
+	bin := buildPlugin(t)
+	module := strings.TrimPrefix(strings.SplitN(repoFile(t, "go.mod"), "\n", 2)[0], "module ")
+	appVersion := regexp.MustCompile(`(?m)^appVersion: "?v?([^"\s]+)"?`).FindStringSubmatch(repoFile(t, "deploy/chart/Chart.yaml"))
+	if appVersion == nil {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	install := "go install " + module + "/cmd/kubectl-claimstream@v" + appVersion[1]
 	for _, doc := range []string{"", "rest: {tls: true}", "replicas: 3"} {
 		notes := renderNotes(t, doc)
-		var cli []string
+		var plugin []string
+		installs := 0
 		for _, line := range strings.Split(notes, "\n") {
 			// Commands are indented; prose is not.
-			if l := strings.TrimSpace(line); strings.HasPrefix(line, " ") && strings.HasPrefix(l, "claimstream ") {
-				cli = append(cli, l)
+			l := strings.TrimSpace(line)
+			if !strings.HasPrefix(line, " ") {
+				continue
+			}
+			if strings.HasPrefix(l, "kubectl claimstream ") {
+				plugin = append(plugin, l)
+			}
+			if strings.HasPrefix(l, "go install ") {
+				installs++
+				if l != install {
+					t.Errorf("%s: %q, want %q", doc, l, install)
+				}
+			}
+			if strings.Contains(l, "base64") || strings.Contains(l, "port-forward") {
+				t.Errorf("%s: %q: the plugin finds the token and forwards by itself", doc, l)
 			}
 		}
-		if len(cli) < 2 {
-			t.Fatalf("%s: NOTES.txt gives %d CLI commands:\n%s", doc, len(cli), notes)
+		if installs != 1 || len(plugin) < 2 {
+			t.Fatalf("%s: NOTES.txt gives %d go install and %d plugin commands:\n%s", doc, installs, len(plugin), notes)
 		}
-		for _, l := range cli {
-			args := append(strings.Fields(l)[1:], "--help")
+		for _, l := range plugin {
+			args := append(strings.Fields(l)[2:], "--help")
 			out, err := exec.Command(bin, args...).CombinedOutput()
 			if err != nil || strings.Contains(string(out), "unknown") {
 				t.Errorf("%s: %q: %v\n%s", doc, l, err, out)
 			}
-			if !strings.Contains(l, "--server ") {
-				t.Errorf("%s: %q does not name the server it reaches", doc, l)
+			if !strings.Contains(l, " -n ns") {
+				t.Errorf("%s: %q does not name the release's namespace", doc, l)
 			}
 		}
-		if doc == "rest: {tls: true}" && !strings.Contains(notes, "--server https://") {
-			t.Errorf("API over TLS, but NOTES.txt does not use https:\n%s", notes)
+		if doc == "rest: {tls: true}" && !strings.Contains(notes, "CA") {
+			t.Errorf("API over TLS, but NOTES.txt does not say the plugin trusts its CA:\n%s", notes)
 		}
 		objs := mustRender(t, doc)
-		for _, m := range regexp.MustCompile(`port-forward svc/(\S+)`).FindAllStringSubmatch(notes, -1) {
-			if find(objs, "Service", m[1]) == nil {
-				t.Errorf("%s: NOTES.txt port-forwards to Service %s, which is not rendered", doc, m[1])
-			}
+		m := regexp.MustCompile(`Service \((\S+)\)`).FindStringSubmatch(notes)
+		if m == nil {
+			t.Fatalf("%s: NOTES.txt does not name the API Service:\n%s", doc, notes)
 		}
-		secrets := regexp.MustCompile(`get secret (\S+)`).FindAllStringSubmatch(notes, -1)
-		if len(secrets) == 0 {
-			t.Errorf("%s: NOTES.txt does not say where the API token is", doc)
+		svc := find(objs, "Service", m[1])
+		if svc == nil {
+			t.Fatalf("%s: NOTES.txt names Service %s, which is not rendered", doc, m[1])
 		}
-		for _, m := range secrets {
-			if find(objs, "Secret", m[1]) == nil {
-				t.Errorf("%s: NOTES.txt reads Secret %s, which is not rendered", doc, m[1])
-			}
+		if svc.GetLabels()["app.kubernetes.io/name"] != "claimstream" {
+			t.Errorf("%s: Service %s lacks the label app.kubernetes.io/name=claimstream the plugin finds it by: %v", doc, m[1], svc.GetLabels())
 		}
-		// The token the CLI is given is the one the server is given.
-		env := server(t, objs)["env"].([]any)
-		for _, e := range env {
-			e := e.(map[string]any)
-			if e["name"] == "CLAIMSTREAM_API_TOKEN" {
-				if want := str(t, e, "valueFrom", "secretKeyRef", "name"); !strings.Contains(notes, "get secret "+want+" ") {
-					t.Errorf("%s: the server's token is in Secret %s, NOTES.txt reads another", doc, want)
-				}
-			}
+		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+		named := false
+		for _, p := range ports {
+			named = named || p.(map[string]any)["name"] == "http"
+		}
+		if !named {
+			t.Errorf("%s: Service %s has no port named http: %v", doc, m[1], ports)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/tls"
@@ -13,14 +13,14 @@ import (
 )
 
 // bindTLS adds the flags of an https --server.
-func (o *cliOptions) bindTLS(f *pflag.FlagSet) {
+func (o *Options) bindTLS(f *pflag.FlagSet) {
 	f.StringVar(&o.caFile, "ca-file", "", "for an https --server: trust the CA of this PEM file (config file: caFile; default: the system's CAs)")
 	f.BoolVar(&o.insecureSkipVerify, "insecure-skip-verify", false, "for an https --server: do not verify its certificate (tests only: the token goes to whoever answers)")
 }
 
 // httpClient is the HTTP client of the API at server: the default one for
 // http://, one that trusts caFile (or the system's CAs) for https://.
-func (o *cliOptions) httpClient(server, caFile string) (*http.Client, error) {
+func (o *Options) httpClient(server, caFile string) (*http.Client, error) {
 	if !strings.HasPrefix(server, "https://") {
 		if o.caFile != "" || o.insecureSkipVerify {
 			return nil, fmt.Errorf("--ca-file and --insecure-skip-verify are for an https:// --server, not %s", server)

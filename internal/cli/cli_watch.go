@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // kubectl's watch does. A row that leaves the views (a collected claim) is
 // not printed. Like `events --follow` it reconnects when serve goes away;
 // it returns when ctx ends or the server refuses the request.
-func watchViews(ctx context.Context, w, stderr io.Writer, c *rest.Client, out viewsOutput, kind string, first views, names []string, group, slot, phase string) error {
+func watchViews(ctx context.Context, w, stderr io.Writer, c *rest.Client, out viewsOutput, kind string, first views, names []string, f listFilter) error {
 	seen := map[string]string{}
 	remember := func(v views) []views {
 		var changed []views
@@ -35,7 +35,7 @@ func watchViews(ctx context.Context, w, stderr io.Writer, c *rest.Client, out vi
 	seq := first.Seq
 	if seq == 0 {
 		// A listing of named items carries no sequence: take the list's.
-		l, err := fetch(ctx, c, kind, nil, group, slot, phase)
+		l, err := fetch(ctx, c, kind, nil, f)
 		if err != nil {
 			return err
 		}
@@ -44,9 +44,9 @@ func watchViews(ctx context.Context, w, stderr io.Writer, c *rest.Client, out vi
 	rowOut := out
 	rowOut.noHeaders = true
 	// The follower of `events --follow`: a restart of serve is survived.
-	f := &follower{c: c, stderr: stderr}
-	err := f.events(ctx, rest.EventQuery{From: seq + 1, Follow: true}, func(e rest.Event) error {
-		v, err := fetchAtLeast(ctx, c, kind, e.Seq, group, slot, phase)
+	fl := &follower{c: c, stderr: stderr}
+	err := fl.events(ctx, rest.EventQuery{From: seq + 1, Follow: true}, func(e rest.Event) error {
+		v, err := fetchAtLeast(ctx, c, kind, e.Seq, f)
 		if err != nil {
 			return err
 		}
@@ -65,10 +65,10 @@ func watchViews(ctx context.Context, w, stderr io.Writer, c *rest.Client, out vi
 
 // fetchAtLeast lists kind once the views have folded seq: the event stream
 // can run ahead of the views for a moment (bounded: 5s, then what is there).
-func fetchAtLeast(ctx context.Context, c *rest.Client, kind string, seq uint64, group, slot, phase string) (views, error) {
+func fetchAtLeast(ctx context.Context, c *rest.Client, kind string, seq uint64, f listFilter) (views, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		v, err := fetch(ctx, c, kind, nil, group, slot, phase)
+		v, err := fetch(ctx, c, kind, nil, f)
 		if err != nil || v.Seq >= seq || time.Now().After(deadline) {
 			return v, err
 		}

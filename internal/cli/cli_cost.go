@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/csv"
@@ -16,7 +16,7 @@ import (
 // claimstream cost: what the pool cost over a period (docs/cost.md), from
 // the REST API's /api/v1/cost.
 func newCostCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var since, until, month, by, output string
 	var forecast bool
 	cmd := &cobra.Command{
@@ -44,7 +44,7 @@ docs/cost.md says how each number is computed.`,
 			if _, err := cost.ParseDimension(by); err != nil {
 				return fmt.Errorf("--%w", err)
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -64,7 +64,7 @@ docs/cost.md says how each number is computed.`,
 			return printCost(cmd.OutOrStdout(), output, rep)
 		},
 	}
-	o.bind(cmd, false)
+	o.Bind(cmd, false)
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "", "start of the period: RFC 3339 or a duration before now (7d, 36h)")
 	f.StringVar(&until, "until", "", "end of the period (default now)")
@@ -82,7 +82,7 @@ var costHeader = []string{"machine-hours", "boot-hours", "kwh", "cost", "currenc
 func printCost(w io.Writer, format string, rep cost.Report) error {
 	switch format {
 	case "json", "yaml":
-		return printObject(w, format, rep)
+		return PrintObject(w, format, rep)
 	case "csv":
 		cw := csv.NewWriter(w)
 		head := append([]string{string(rep.By)}, costHeader...)

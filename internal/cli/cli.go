@@ -1,4 +1,7 @@
-package main
+// Package cli is the operator verbs: they talk to a running `claimstream
+// serve` over its REST API (provider/rest). The claimstream binary and the
+// kubectl plugin (cmd/kubectl-claimstream) both register them.
+package cli
 
 import (
 	"context"
@@ -17,9 +20,6 @@ import (
 	"github.com/claimstream/claimstream/provider/rest"
 )
 
-// The operator verbs: they talk to a running `claimstream serve` over its
-// REST API (provider/rest).
-
 // DefaultServer is where the CLI looks for the API when nothing says otherwise.
 const DefaultServer = "http://127.0.0.1:8087"
 
@@ -36,8 +36,8 @@ func serverNow(c *rest.Client) time.Time {
 	return cliNow()
 }
 
-// cliOptions are the connection and output flags every verb shares.
-type cliOptions struct {
+// Options are the connection and output flags every verb shares.
+type Options struct {
 	server, token, output, configFile string
 	// caFile and insecureSkipVerify are for an https --server (cli_tls.go).
 	caFile             string
@@ -58,7 +58,7 @@ func defaultCLIConfig() string {
 	return ""
 }
 
-func (o *cliOptions) bind(cmd *cobra.Command, output bool) {
+func (o *Options) Bind(cmd *cobra.Command, output bool) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.server, "server", "", "claimstream API address (env CLAIMSTREAM_SERVER, config file; default "+DefaultServer+")")
 	f.StringVar(&o.token, "token", "", "API bearer token (env CLAIMSTREAM_TOKEN, config file)")
@@ -70,9 +70,12 @@ func (o *cliOptions) bind(cmd *cobra.Command, output bool) {
 	}
 }
 
-// client resolves the server and token: flag, then environment, then the
-// config file, then the default.
-func (o *cliOptions) client() (*rest.Client, error) {
+// Client resolves the server and token: flag, then environment, then the
+// config file (or what Discover finds), then the default.
+func (o *Options) Client() (*rest.Client, error) {
+	if Discover != nil && o.server == "" && os.Getenv("CLAIMSTREAM_SERVER") == "" {
+		return o.discovered()
+	}
 	var file cliFile
 	if o.configFile != "" {
 		b, err := pool.ReadFile(o.configFile)
@@ -98,7 +101,7 @@ func (o *cliOptions) client() (*rest.Client, error) {
 	return &rest.Client{BaseURL: server, Token: token, HTTP: hc, AuthHint: o.tokenHint(file, local)}, nil
 }
 
-func (o *cliOptions) format() (string, error) {
+func (o *Options) format() (string, error) {
 	switch o.output {
 	case "", "table":
 		return "table", nil
@@ -117,17 +120,19 @@ func first(vals ...string) string {
 	return ""
 }
 
-// newCLICommands are the operator verbs, registered on the root.
-func newCLICommands() []*cobra.Command {
+// Commands are the operator verbs that talk to serve's API, registered on
+// a root (backup and restore are the claimstream binary's: restore opens a
+// data dir).
+func Commands() []*cobra.Command {
 	return []*cobra.Command{
 		newGetCmd(), newDescribeCmd(), newEventsCmd(), newAuditCmd(), newReplayCmd(),
 		newClaimCmd(), newDeleteCmd(), newDecommissionCmd(), newRecommissionCmd(),
-		newBackupCmd(), newRestoreCmd(), newCostCmd(), newSinksCmd(), newWhatIfCmd(),
+		newCostCmd(), newSinksCmd(), newWhatIfCmd(),
 	}
 }
 
-// printObject writes v as JSON or YAML.
-func printObject(w io.Writer, format string, v any) error {
+// PrintObject writes v as JSON or YAML.
+func PrintObject(w io.Writer, format string, v any) error {
 	b, err := marshalIndent(v)
 	if err != nil {
 		return err
@@ -146,14 +151,15 @@ func printObject(w io.Writer, format string, v any) error {
 // --- get ------------------------------------------------------------------------
 
 func newGetCmd() *cobra.Command {
-	o := &cliOptions{}
-	var group, slot, phase string
+	o := &Options{}
+	var group, slot, phase, selector, sortBy string
 	var noHeaders, watch bool
 	cmd := &cobra.Command{
 		Use:   "get groups|slots|claims [NAME...] | get KIND/NAME...",
 		Short: "List groups, slots or claims from the live views",
 		Example: "  claimstream get claims\n  claimstream get slots --group homelab -o wide\n  claimstream get claim node-1-3f2a9c -o yaml\n" +
-			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get slot/node-1.lan slot/node-2.lan\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers",
+			"  claimstream get claims -w\n  claimstream get slots -o name\n  claimstream get slot/node-1.lan slot/node-2.lan\n  claimstream get claims -o jsonpath='{.items[*].name}'\n  claimstream get claims --no-headers\n" +
+			"  claimstream get slots -l rack=a,gpu!=true\n  claimstream get claims -l rack=a --sort-by '{.requestedAt}'",
 		Args: cobra.MinimumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
@@ -166,7 +172,7 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -174,22 +180,35 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := fetch(cmd.Context(), c, kind, names, group, slot, phase)
+			f := listFilter{group: group, slot: slot, phase: phase}
+			if f.selector, err = parseSelector(kind, selector, len(names) > 0); err != nil {
+				return err
+			}
+			key, err := parseSortBy(sortBy)
 			if err != nil {
+				return err
+			}
+			v, err := fetch(cmd.Context(), c, kind, names, f)
+			if err != nil {
+				return err
+			}
+			if err := sortViews(key, kind, &v); err != nil {
 				return err
 			}
 			if err := printViews(cmd.OutOrStdout(), out, kind, v, len(names) > 0, serverNow(c)); err != nil || !watch {
 				return err
 			}
-			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, names, group, slot, phase)
+			return watchViews(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), c, out, kind, v, names, f)
 		},
 	}
-	o.bind(cmd, true)
+	o.Bind(cmd, true)
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print the table rows without the header")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, keep printing a row each time one changes (follows the event stream)")
 	cmd.Flags().StringVar(&group, "group", "", "only this group's slots or claims")
 	cmd.Flags().StringVar(&slot, "slot", "", "only this slot's claims")
 	cmd.Flags().StringVar(&phase, "phase", "", "only claims in this phase (pending, booting, ready, failed, completed)")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only slots whose labels (the slot's spec.labels) match, and claims on those slots (e.g. -l rack=a,tier in (hot,warm),!gpu)")
+	cmd.Flags().StringVar(&sortBy, "sort-by", "", "sort the list by this JSONPath over each item, as -o json prints it (e.g. '{.requestedAt}', .spec.providerID)")
 	return cmd
 }
 
@@ -248,7 +267,15 @@ type views struct {
 	Claims []rest.Claim
 }
 
-func fetch(ctx context.Context, c *rest.Client, kind string, names []string, group, slot, phase string) (views, error) {
+func fetch(ctx context.Context, c *rest.Client, kind string, names []string, f listFilter) (views, error) {
+	v, err := fetchAll(ctx, c, kind, names, f.group, f.slot, f.phase)
+	if err != nil {
+		return v, err
+	}
+	return v, selectViews(ctx, c, kind, f, &v)
+}
+
+func fetchAll(ctx context.Context, c *rest.Client, kind string, names []string, group, slot, phase string) (views, error) {
 	var v views
 	switch kind {
 	case "groups":
@@ -311,7 +338,7 @@ func printViews(w io.Writer, out viewsOutput, kind string, v views, named bool, 
 		if out.format == "jsonpath" {
 			return printJSONPath(w, out.jsonpath, obj)
 		}
-		return printObject(w, out.format, obj)
+		return PrintObject(w, out.format, obj)
 	case "name":
 		return printNames(w, kind, v)
 	}
@@ -337,12 +364,12 @@ func listOrOne[T any](seq uint64, items []T, named bool) any {
 }
 
 // completeNames asks the server for the names of a resource.
-func completeNames(ctx context.Context, o *cliOptions, res string) ([]cobra.Completion, cobra.ShellCompDirective) {
+func completeNames(ctx context.Context, o *Options, res string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	kind, err := resource(res)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	c, err := o.client()
+	c, err := o.Client()
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -351,7 +378,7 @@ func completeNames(ctx context.Context, o *cliOptions, res string) ([]cobra.Comp
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	v, err := fetch(ctx, c, kind, nil, "", "", "")
+	v, err := fetch(ctx, c, kind, nil, listFilter{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -368,7 +395,7 @@ func completeNames(ctx context.Context, o *cliOptions, res string) ([]cobra.Comp
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-func completeSlots(o *cliOptions) cobra.CompletionFunc {
+func completeSlots(o *Options) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -380,7 +407,7 @@ func completeSlots(o *cliOptions) cobra.CompletionFunc {
 // --- describe -------------------------------------------------------------------
 
 func newDescribeCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	cmd := &cobra.Command{
 		Use:   "describe slot|claim|group NAME | describe KIND/NAME",
 		Short: "Show everything the views know of a slot, claim or group, with the last-claim digest and the recent timeline",
@@ -392,7 +419,7 @@ func newDescribeCmd() *cobra.Command {
 			return completeNames(cmd.Context(), o, args[0])
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -436,7 +463,7 @@ func newDescribeCmd() *cobra.Command {
 			}
 		},
 	}
-	o.bind(cmd, false)
+	o.Bind(cmd, false)
 	return cmd
 }
 
@@ -491,7 +518,7 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 }
 
 func newEventsCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	ef := &eventFlags{}
 	var follow, noHeaders bool
 	cmd := &cobra.Command{
@@ -506,7 +533,7 @@ func newEventsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -533,7 +560,7 @@ func newEventsCmd() *cobra.Command {
 					return err
 				case "yaml":
 					_, _ = fmt.Fprintln(w, "---")
-					return printObject(w, "yaml", e)
+					return PrintObject(w, "yaml", e)
 				case "name":
 					// event/SEQ: the sequence is what --from takes back.
 					_, err := fmt.Fprintf(w, "event/%d\n", e.Seq)
@@ -555,12 +582,12 @@ func newEventsCmd() *cobra.Command {
 			})
 		},
 	}
-	o.bind(cmd, true)
+	o.Bind(cmd, true)
 	ef.bind(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events as they are appended")
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print the table rows without the header")
 
-	eo := &cliOptions{}
+	eo := &Options{}
 	xf := &eventFlags{}
 	var file string
 	export := &cobra.Command{
@@ -568,7 +595,7 @@ func newEventsCmd() *cobra.Command {
 		Short: "Write the log as CloudEvents (structured mode) in JSON Lines, for archives",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := eo.client()
+			c, err := eo.Client()
 			if err != nil {
 				return err
 			}
@@ -588,7 +615,7 @@ func newEventsCmd() *cobra.Command {
 			return c.Export(cmd.Context(), q, w)
 		},
 	}
-	eo.bind(export, false)
+	eo.Bind(export, false)
 	xf.bind(export)
 	export.Flags().StringVar(&file, "file", "-", "write to this file instead of stdout")
 	cmd.AddCommand(export)
@@ -598,7 +625,7 @@ func newEventsCmd() *cobra.Command {
 // --- audit ----------------------------------------------------------------------
 
 func newAuditCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var slot string
 	cmd := &cobra.Command{
 		Use:   "audit [slot|claim] NAME",
@@ -616,7 +643,7 @@ a claim.`,
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -642,12 +669,12 @@ a claim.`,
 				return err
 			}
 			if format == "json" || format == "yaml" {
-				return printObject(cmd.OutOrStdout(), format, a)
+				return PrintObject(cmd.OutOrStdout(), format, a)
 			}
 			return printAudit(cmd.OutOrStdout(), a)
 		},
 	}
-	o.bind(cmd, true)
+	o.Bind(cmd, true)
 	cmd.Flags().StringVar(&slot, "slot", "", "the slot of a claim collected from the views")
 	return cmd
 }
@@ -655,7 +682,7 @@ a claim.`,
 // --- replay ---------------------------------------------------------------------
 
 func newReplayCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var at string
 	var seq uint64
 	cmd := &cobra.Command{
@@ -678,7 +705,7 @@ events expired from the log, with no checkpoint at or before it, is refused.`,
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -705,7 +732,7 @@ events expired from the log, with no checkpoint at or before it, is refused.`,
 			return printViews(cmd.OutOrStdout(), out, kind, views{Seq: r.Seq, Groups: r.Groups, Slots: r.Slots, Claims: r.Claims}, false, when)
 		},
 	}
-	o.bind(cmd, true)
+	o.Bind(cmd, true)
 	cmd.Flags().StringVar(&at, "at", "", "the time (RFC 3339, or a duration ago: 90m)")
 	cmd.Flags().Uint64Var(&seq, "seq", 0, "the last event's sequence")
 	return cmd
@@ -736,7 +763,7 @@ func printResult(w io.Writer, verb string, r rest.CommandResult) {
 // slotCommand is a verb that acts on one slot through the API: claim,
 // decommission, recommission.
 func slotCommand(use, short, byHelp, reasonHelp string, call func(*rest.Client, context.Context, string, rest.CommandRequest) (rest.CommandResult, error)) *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var by, reason string
 	verb := strings.Fields(use)[0]
 	cmd := &cobra.Command{
@@ -744,7 +771,7 @@ func slotCommand(use, short, byHelp, reasonHelp string, call func(*rest.Client, 
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -756,7 +783,7 @@ func slotCommand(use, short, byHelp, reasonHelp string, call func(*rest.Client, 
 			return nil
 		},
 	}
-	o.bind(cmd, false)
+	o.Bind(cmd, false)
 	cmd.ValidArgsFunction = completeSlots(o)
 	cmd.Flags().StringVar(&by, "by", defaultBy(), byHelp)
 	if reasonHelp != "" {
@@ -778,7 +805,7 @@ func newRecommissionCmd() *cobra.Command {
 }
 
 func newDeleteCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var by string
 	cmd := &cobra.Command{
 		Use:   "delete claim NAME",
@@ -794,7 +821,7 @@ func newDeleteCmd() *cobra.Command {
 			if k, err := resource(args[0]); err != nil || k != "claims" {
 				return fmt.Errorf("delete %s: only claims are deleted (`delete claim NAME`)", args[0])
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -806,7 +833,7 @@ func newDeleteCmd() *cobra.Command {
 			return nil
 		},
 	}
-	o.bind(cmd, false)
+	o.Bind(cmd, false)
 	cmd.Flags().StringVar(&by, "by", defaultBy(), "who asks")
 	return cmd
 }
@@ -818,7 +845,11 @@ func localToken(server string) string {
 	if server != DefaultServer && !strings.Contains(server, "127.0.0.1") && !strings.Contains(server, "localhost") {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(defaultDataDir(), apiTokenFile))
+	path := localTokenFile()
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}

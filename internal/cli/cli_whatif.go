@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // claimstream whatif: the recorded period replayed under other pool files
 // (docs/whatif.md), through POST /api/v1/whatif.
 func newWhatIfCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var from, to, output string
 	var configs []string
 	var seed int64
@@ -65,7 +65,7 @@ goes to stderr. docs/whatif.md says what the figures can and cannot tell.`,
 				}
 				req.Candidates = append(req.Candidates, whatif.RequestCandidate{Name: filepath.Base(path), Pool: string(data)})
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -77,12 +77,12 @@ goes to stderr. docs/whatif.md says what the figures can and cannot tell.`,
 				return err
 			}
 			if output == "json" {
-				return printObject(cmd.OutOrStdout(), "json", rep)
+				return PrintObject(cmd.OutOrStdout(), "json", rep)
 			}
 			return printWhatIf(cmd.OutOrStdout(), rep)
 		},
 	}
-	o.bind(cmd, false)
+	o.Bind(cmd, false)
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "start of the recorded period: RFC 3339 or a duration before now (7d)")
 	f.StringVar(&to, "to", "", "end of the period (default now)")

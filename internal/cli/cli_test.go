@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -68,7 +68,7 @@ func checkGolden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/claimstream -run CLI -update)", err)
+		t.Fatalf("%v (run go test ./internal/cli -run CLI -update)", err)
 	}
 	if got != string(want) {
 		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
@@ -181,31 +181,31 @@ func TestCLIConfigResolution(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cli.yaml")
 	writeFile(t, cfg, "server: http://from-file:1\ntoken: file-token\n")
-	o := &cliOptions{configFile: cfg}
+	o := &Options{configFile: cfg}
 	t.Setenv("CLAIMSTREAM_SERVER", "")
 	t.Setenv("CLAIMSTREAM_TOKEN", "")
-	c, _ := o.client()
+	c, _ := o.Client()
 	if c.BaseURL != "http://from-file:1" || c.Token != "file-token" {
 		t.Fatalf("file: %+v", c)
 	}
 	t.Setenv("CLAIMSTREAM_SERVER", "from-env:2")
 	t.Setenv("CLAIMSTREAM_TOKEN", "env-token")
-	c, _ = o.client()
+	c, _ = o.Client()
 	if c.BaseURL != "http://from-env:2" || c.Token != "env-token" {
 		t.Fatalf("env: %+v", c)
 	}
 	o.server, o.token = "http://flag:3", "flag-token"
-	c, _ = o.client()
+	c, _ = o.Client()
 	if c.BaseURL != "http://flag:3" || c.Token != "flag-token" {
 		t.Fatalf("flag: %+v", c)
 	}
 	t.Setenv("CLAIMSTREAM_SERVER", "")
-	c, _ = (&cliOptions{configFile: filepath.Join(dir, "none.yaml")}).client()
+	c, _ = (&Options{configFile: filepath.Join(dir, "none.yaml")}).Client()
 	if c.BaseURL != DefaultServer {
 		t.Fatalf("default: %+v", c)
 	}
 	writeFile(t, cfg, "server: x\nbogus: 1\n")
-	if _, err := o.client(); err == nil || !strings.Contains(err.Error(), "bogus") {
+	if _, err := o.Client(); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("bad config file: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
-package main
+package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -13,36 +12,6 @@ import (
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
-
-// TestCLIUnauthorizedSaysWhereTheTokenIsLookedFor: a refused token names
-// where it came from, the lookup order (flag, env, config file, the local
-// data dir's token file) and how to pass one.
-func TestCLIUnauthorizedSaysWhereTheTokenIsLookedFor(t *testing.T) {
-	f := resttest.Scripted(t)
-	t.Setenv("CLAIMSTREAM_TOKEN", "")
-	t.Setenv("XDG_STATE_HOME", "/state")
-	dir := t.TempDir()
-	cfg := dir + "/cli.yaml"
-	writeFile(t, cfg, "token: stale-token\n")
-	var out strings.Builder
-	for _, args := range [][]string{
-		{"get", "claims", "--server", f.Server.URL, "--token", "wrong", "--cli-config", ""},
-		{"get", "claims", "--server", f.Server.URL, "--cli-config", cfg},
-	} {
-		root := newRoot()
-		var b bytes.Buffer
-		root.SetOut(&b)
-		root.SetErr(&b)
-		root.SetArgs(args)
-		err := root.Execute()
-		out.WriteString("$ claimstream " + strings.ReplaceAll(strings.Join(args, " "), dir, "<dir>") + "\n")
-		if err == nil {
-			t.Fatalf("%v: a wrong token was accepted", args)
-		}
-		out.WriteString("error: " + strings.ReplaceAll(err.Error(), dir, "<dir>") + "\n")
-	}
-	checkGolden(t, "unauthorized", out.String())
-}
 
 // TestCLIGetWatch: get -w prints the list, then one row each time an item
 // changes, following the event stream: a manual claim appears as a new

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ func newSinksCmd() *cobra.Command {
 }
 
 func newDeadLettersCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var sink string
 	cmd := &cobra.Command{
 		Use:     "dead-letters",
@@ -33,7 +33,7 @@ func newDeadLettersCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -42,12 +42,12 @@ func newDeadLettersCmd() *cobra.Command {
 				return err
 			}
 			if format == "json" || format == "yaml" {
-				return printObject(cmd.OutOrStdout(), format, l)
+				return PrintObject(cmd.OutOrStdout(), format, l)
 			}
 			return deadLetterTable(cmd.OutOrStdout(), l.Items, format == "wide")
 		},
 	}
-	o.bind(cmd, true)
+	o.Bind(cmd, true)
 	cmd.Flags().StringVar(&sink, "sink", "", "only this sink's dead letters")
 	return cmd
 }
@@ -70,7 +70,7 @@ func deadLetterTable(w io.Writer, items []sinks.DeadLetterEntry, wide bool) erro
 }
 
 func newRedeliverCmd() *cobra.Command {
-	o := &cliOptions{}
+	o := &Options{}
 	var sink string
 	var all bool
 	cmd := &cobra.Command{
@@ -99,7 +99,7 @@ kept, and the command fails naming it. The ids are those of
 				}
 				req.IDs = append(req.IDs, id)
 			}
-			c, err := o.client()
+			c, err := o.Client()
 			if err != nil {
 				return err
 			}
@@ -110,7 +110,7 @@ kept, and the command fails naming it. The ids are those of
 			return printRedelivered(cmd.OutOrStdout(), res)
 		},
 	}
-	o.bind(cmd, false)
+	o.Bind(cmd, false)
 	cmd.Flags().BoolVar(&all, "all", false, "every dead letter (of --sink, when given)")
 	cmd.Flags().StringVar(&sink, "sink", "", "with --all: only this sink's")
 	return cmd

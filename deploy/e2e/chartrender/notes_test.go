@@ -26,18 +26,17 @@ func renderNotes(t *testing.T, doc string) string {
 	return notes
 }
 
-// buildPlugin builds ./cmd/kubectl-claimstream of this repository into a
-// test dir.
-func buildPlugin(t *testing.T) string {
+// buildCmd builds ./cmd/<name> of this repository into a test dir.
+func buildCmd(t *testing.T, name string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kubectl-claimstream")
+	bin := filepath.Join(t.TempDir(), name)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubectl-claimstream")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = filepath.Join(ChartDir(), "..", "..")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/kubectl-claimstream: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}
 	return bin
 }
@@ -49,7 +48,7 @@ func buildPlugin(t *testing.T) string {
 // release's namespace; and the Service it names is rendered with what the
 // plugin finds it by (the chart's name label and a port named http).
 func TestNotesCommandsAreReal(t *testing.T) {
-	bin := buildPlugin(t)
+	bin := buildCmd(t, "kubectl-claimstream")
 	module := strings.TrimPrefix(strings.SplitN(repoFile(t, "go.mod"), "\n", 2)[0], "module ")
 	appVersion := regexp.MustCompile(`(?m)^appVersion: "?v?([^"\s]+)"?`).FindStringSubmatch(repoFile(t, "deploy/chart/Chart.yaml"))
 	if appVersion == nil {

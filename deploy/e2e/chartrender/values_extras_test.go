@@ -281,7 +281,7 @@ func TestSchemaRefusesBadNewValues(t *testing.T) {
 // Every flag the chart passes to serve is one of serve's: checked against
 // `serve --help` of this repository's binary, with every value on.
 func TestServeFlagsAreReal(t *testing.T) {
-	bin := buildCLI(t)
+	bin := buildCmd(t, "claimstream")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "serve", "--help").CombinedOutput()

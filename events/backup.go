@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A backup file is
@@ -128,42 +129,68 @@ type streamState struct {
 
 // apiError is the error of a JetStream API answer.
 type apiError struct {
-	Error *struct {
-		Code        int    `json:"code"`
-		ErrCode     int    `json:"err_code"`
-		Description string `json:"description"`
-	} `json:"error"`
+	Error *jetstream.APIError `json:"error"`
 }
 
 func (a apiError) err(what string) error {
 	if a.Error == nil {
 		return nil
 	}
-	return &refusal{what: what, description: a.Error.Description, code: a.Error.ErrCode}
+	return &refusal{what: what, api: a.Error}
 }
 
-// refusal is a JetStream API answer's error, named by what was asked; its
-// code tells the refusals apart.
+// refusal is a JetStream API answer's error, named by what was asked. It
+// unwraps to the server's *jetstream.APIError, and its code tells the
+// refusals a restore may meet apart (errors.Is with the ErrRestore
+// sentinels).
 type refusal struct {
-	what, description string
-	code              int
+	what string
+	api  *jetstream.APIError
 }
 
 func (r *refusal) Error() string {
-	return fmt.Sprintf("%s: %s (code %d)", r.what, r.description, r.code)
+	return fmt.Sprintf("%s: %s (code %d)", r.what, r.api.Description, r.api.ErrorCode)
 }
 
-// codeRestoreFailed is JetStream's "restore failed: ...".
-const codeRestoreFailed = 10062
+func (r *refusal) Unwrap() error { return r.api }
 
-// IsRestoreStalled reports whether a restore failed because the server
-// received no chunk of it for five seconds (JetStream's 10062, "is
-// stalled"). The server drops such a restore before it creates the
-// stream, so nothing is left behind and the restore may be asked again.
-func IsRestoreStalled(err error) bool {
-	var r *refusal
-	return errors.As(err, &r) && r.code == codeRestoreFailed && strings.Contains(r.description, "is stalled")
+func (r *refusal) Is(target error) bool {
+	switch target {
+	case ErrRestoreRaced:
+		return r.api.ErrorCode == codeStreamNameExist || r.api.ErrorCode == codeStreamNameExistRestore
+	case ErrRestoreStalled:
+		// Every failed restore shares 10062; only its description says
+		// that the chunks stopped coming.
+		return r.api.ErrorCode == codeRestoreFailed && strings.Contains(r.api.Description, "is stalled")
+	case ErrRestoreNoPeers:
+		return r.api.ErrorCode == codeClusterNoPeers
+	}
+	return false
 }
+
+// JetStream's error codes (nats-server's server/errors.json) a restore
+// tells apart.
+const (
+	codeClusterNoPeers         = 10005 // JSClusterNoPeersErrF: "no suitable peers for placement"
+	codeClusterNotAvail        = 10008 // JSClusterNotAvailErr: a meta leader change
+	codeStreamNameExist        = 10058 // JSStreamNameExistErr
+	codeRestoreFailed          = 10062 // JSStreamRestoreErrF: "restore failed: ..."
+	codeStreamNameExistRestore = 10130 // JSStreamNameExistRestoreFailedErr
+)
+
+var (
+	// ErrRestoreRaced is a restore refused because the stream exists:
+	// another replica's restore (or a create) won the race.
+	ErrRestoreRaced = errors.New("the stream exists")
+	// ErrRestoreStalled is a restore the server dropped because it
+	// received no chunk of it for five seconds. The server drops it before
+	// it creates the stream, so nothing is left behind and the restore may
+	// be asked again.
+	ErrRestoreStalled = errors.New("the restore stalled")
+	// ErrRestoreNoPeers is a restore refused because the cluster knows no
+	// peer to place the stream on yet: nothing was created.
+	ErrRestoreNoPeers = errors.New("no peer to place the stream on")
+)
 
 // DigestAt returns the views' digest folded up to seq.
 type DigestAt func(ctx context.Context, seq uint64) (string, error)
@@ -409,7 +436,7 @@ func askRestore(ctx context.Context, nc *nats.Conn, m BackupManifest) (string, e
 			if rr.Error == nil {
 				return rr.DeliverSubject, nil
 			}
-			transient = rr.Error.ErrCode == 10005 || rr.Error.ErrCode == 10008
+			transient = rr.Error.ErrorCode == codeClusterNoPeers || rr.Error.ErrorCode == codeClusterNotAvail
 			err = rr.err("the server refused")
 		}
 		if !transient || try == restoreAskRetries {

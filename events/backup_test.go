@@ -15,6 +15,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func digestAt(st *events.Store) events.DigestAt {
@@ -153,6 +154,34 @@ func TestBackupOfEmptyLogRestores(t *testing.T) {
 	restored, _ := restoreInto(t, path)
 	if last, err := restored.LastSeq(context.Background()); err != nil || last != 0 {
 		t.Fatalf("restored last seq %d, %v", last, err)
+	}
+}
+
+// A restore into a server whose stream exists (another replica's restore
+// won the race) is refused with the server's code for it, which a caller
+// tells from other failures with errors.Is.
+func TestRestoreOverAnExistingStreamIsRaced(t *testing.T) {
+	st, srv := eventstest.NewStore(t)
+	path, _ := writeBackupFile(t, srv, st)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := events.VerifyBackup(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = events.RestoreBackup(context.Background(), srv.Conn, f, m)
+	if !errors.Is(err, events.ErrRestoreRaced) {
+		t.Fatalf("restore over the existing stream: %v, want ErrRestoreRaced", err)
+	}
+	if errors.Is(err, events.ErrRestoreStalled) || errors.Is(err, events.ErrRestoreNoPeers) {
+		t.Fatalf("restore over the existing stream: %v is taken for a stall or a missing peer", err)
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10130 {
+		t.Fatalf("restore over the existing stream: %v, want the server's APIError 10130", err)
 	}
 }
 

@@ -307,16 +307,16 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 				log.Info("restored the backup into the log", "file", file, "events", m.Msgs, "last_seq", m.LastSeq, "took", time.Since(begin).Round(time.Millisecond))
 				return nil
 			}
-			retry := strings.Contains(err.Error(), "already in use") ||
+			retry := errors.Is(err, events.ErrRestoreRaced) ||
 				// Right after the cluster forms, JetStream's API may
 				// have nobody to answer yet: nothing was restored.
-				errors.Is(err, nats.ErrNoResponders) || strings.Contains(err.Error(), "no responders") ||
-				// or no peer to place the stream on (10005).
-				strings.Contains(err.Error(), "no suitable peers") ||
+				errors.Is(err, nats.ErrNoResponders) ||
+				// or no peer to place the stream on.
+				errors.Is(err, events.ErrRestoreNoPeers) ||
 				// or the server gave up on chunks that came too slowly
 				// (a cluster still forming): it drops a stalled restore
 				// before creating anything.
-				events.IsRestoreStalled(err) ||
+				errors.Is(err, events.ErrRestoreStalled) ||
 				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 			if !retry {
 				return fmt.Errorf("--restore-backup: %w", err)

@@ -79,7 +79,7 @@ type Cluster struct {
 	generation func() uint64
 	changes    func(since uint64) ([]Change, bool)
 	settled    settledAt
-	handled    handledVersions
+	handled    *handledVersions // nil without Versions: nothing to settle against
 	lag        func() time.Duration
 	own        *ownWrites
 }
@@ -92,6 +92,11 @@ func New(client Client, opts Options) *Cluster {
 		opts.Namespace = "claimstream"
 	}
 	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation, changes: opts.Changes, lag: opts.Lag, own: newOwnWrites(opts.Clock)}
+	if opts.Versions != nil {
+		// Only Settle reads what the handlers saw; a cluster with no truth
+		// to settle against (serve's) does not record it.
+		c.handled = &handledVersions{}
+	}
 	c.nodes = newInformer[*corev1.NodeList](client, client.CoreV1().Nodes(), &corev1.Node{}, opts.Resync, "", trimNode)
 	// Of the namespace's Jobs, the lifecycle Jobs only (they all carry a
 	// claim label): the namespace may be shared with other work.

@@ -78,7 +78,11 @@ func (h *handledVersions) next() <-chan struct{} {
 	return h.noted
 }
 
+// note records o's version; a nil h (no Versions) records nothing.
 func (h *handledVersions) note(cache string, o any, deleted bool) {
+	if h == nil {
+		return
+	}
 	if t, ok := o.(cacheTombstone); ok {
 		o = t.Obj
 	}

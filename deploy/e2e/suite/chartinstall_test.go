@@ -35,6 +35,9 @@ type installedChart struct {
 	// ServiceAccount is the Pod's ServiceAccount.
 	ServiceAccount string
 	PodName        string
+	Namespace      string
+	// volumes maps a mounted volume's name to its source.
+	volumes map[string]corev1.Volume
 }
 
 // installChart creates every object of objs on the API server (failing on
@@ -63,6 +66,8 @@ func installChart(ctx context.Context, objs []*unstructured.Unstructured, dir st
 		return nil, fmt.Errorf("the chart renders no StatefulSet")
 	}
 	ns := sts.Namespace
+	ic.Namespace = ns
+	ic.volumes = map[string]corev1.Volume{}
 	ic.PodName = sts.Name + "-0"
 	ic.ServiceAccount = sts.Spec.Template.Spec.ServiceAccountName
 	var c *corev1.Container
@@ -87,32 +92,12 @@ func installChart(ctx context.Context, objs []*unstructured.Unstructured, dir st
 		if err := os.MkdirAll(local, 0o700); err != nil {
 			return nil, err
 		}
-		files := map[string][]byte{}
-		v := vols[m.Name]
-		switch {
-		case v.ConfigMap != nil:
-			cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("volume %s: %w", m.Name, err)
-			}
-			for k, s := range cm.Data {
-				files[k] = []byte(s)
-			}
-			files = projectItems(files, v.ConfigMap.Items)
-		case v.Secret != nil:
-			sec, err := admin.CoreV1().Secrets(ns).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("volume %s: %w", m.Name, err)
-			}
-			files = projectItems(sec.Data, v.Secret.Items)
-		}
-		for k, b := range files {
-			if err := os.WriteFile(filepath.Join(local, k), b, 0o600); err != nil {
-				return nil, err
-			}
-		}
+		ic.volumes[m.Name] = vols[m.Name]
 		ic.Mounts[m.Name] = local
 		mountOf[m.MountPath] = local
+		if err := ic.Remount(ctx, m.Name); err != nil {
+			return nil, err
+		}
 	}
 
 	// Environment, resolved as the kubelet does for a Pod named PodName
@@ -167,6 +152,49 @@ func installChart(ctx context.Context, objs []*unstructured.Unstructured, dir st
 		ic.Args = append(ic.Args, a)
 	}
 	return ic, nil
+}
+
+// Remount writes the files of the mounted volume name from its ConfigMap
+// or Secret as the API server holds them now, as the kubelet projects them
+// into a Pod's volume at start and again after the object changed: each
+// file replaced whole (written aside, then renamed), so that a reader never
+// sees half of one. Other volumes (emptyDir, the data claim) keep what
+// they hold.
+func (ic *installedChart) Remount(ctx context.Context, name string) error {
+	v, ok := ic.volumes[name]
+	if !ok {
+		return fmt.Errorf("no volume %s is mounted", name)
+	}
+	var files map[string][]byte
+	switch {
+	case v.ConfigMap != nil:
+		cm, err := admin.CoreV1().ConfigMaps(ic.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", name, err)
+		}
+		files = map[string][]byte{}
+		for k, s := range cm.Data {
+			files[k] = []byte(s)
+		}
+		files = projectItems(files, v.ConfigMap.Items)
+	case v.Secret != nil:
+		sec, err := admin.CoreV1().Secrets(ic.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", name, err)
+		}
+		files = projectItems(sec.Data, v.Secret.Items)
+	}
+	local := ic.Mounts[name]
+	for k, b := range files {
+		tmp := filepath.Join(local, k) + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(local, k)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // projectItems keeps the keys items names, under their paths (all keys

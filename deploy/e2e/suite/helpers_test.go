@@ -226,6 +226,24 @@ func applyDynamic(ctx context.Context, o *unstructured.Unstructured, dryRun bool
 	return err
 }
 
+// updateDynamic replaces the object the API server holds under o's name
+// by o, as `helm upgrade` does with a changed object, with strict field
+// validation.
+func updateDynamic(ctx context.Context, o *unstructured.Unstructured) error {
+	ri, err := dynamicResource(o)
+	if err != nil {
+		return err
+	}
+	cur, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	o = o.DeepCopy()
+	o.SetResourceVersion(cur.GetResourceVersion())
+	_, err = ri.Update(ctx, o, metav1.UpdateOptions{FieldValidation: "Strict", FieldManager: "claimstream-e2e"})
+	return err
+}
+
 // dynamicResource is the dynamic client of o's kind (in o's namespace when
 // the kind is namespaced), found through discovery.
 func dynamicResource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {

@@ -51,24 +51,23 @@ func eventSource(o serveOptions) (string, error) {
 // start: a cluster that does not answer gets the namespace-only source.
 const sourceLookupTimeout = 10 * time.Second
 
-// withClusterEventSource returns o with the default source naming the
-// cluster when serve acts on one and --event-source is not given (see
-// clusterEventSource). The simulator and a given source are left as they
-// are.
-func withClusterEventSource(ctx context.Context, o serveOptions, log *slog.Logger) serveOptions {
+// eventSourceOf is the source serve stamps: the given --event-source, the
+// simulator's default, or in a cluster the default naming the cluster (see
+// clusterEventSource). It sets only the one field, so goroutines already
+// reading the options do not race with it.
+func eventSourceOf(ctx context.Context, o serveOptions, log *slog.Logger) string {
 	if o.eventSource != "" || o.cluster.simulated() {
-		return o
+		return o.eventSource
 	}
 	cfg, err := restConfig(o.cluster.kubeconfig)
 	if err == nil {
 		var c *corev1client.CoreV1Client
 		if c, err = corev1client.NewForConfig(cfg); err == nil {
-			o.eventSource = clusterEventSource(ctx, o, c, log)
-			return o
+			return clusterEventSource(ctx, o, c, log)
 		}
 	}
 	log.Warn("the default CloudEvents source does not name the cluster: no Kubernetes client", "err", err, "source", mustEventSource(o))
-	return o
+	return o.eventSource
 }
 
 // clusterEventSource is /claimstream/<kube-system Namespace UID>/<namespace>:

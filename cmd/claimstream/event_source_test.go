@@ -141,7 +141,7 @@ func TestDefaultEventSourceNamesTheCluster(t *testing.T) {
 
 	// A given source and the simulator are not looked up.
 	given := serveOptions{eventSource: "/claimstream/prod-eu", cluster: o.cluster}
-	if got := withClusterEventSource(context.Background(), given, slog.New(slog.NewTextHandler(io.Discard, nil))); got.eventSource != "/claimstream/prod-eu" {
-		t.Errorf("--event-source replaced by %q", got.eventSource)
+	if got := eventSourceOf(context.Background(), given, slog.New(slog.NewTextHandler(io.Discard, nil))); got != "/claimstream/prod-eu" {
+		t.Errorf("--event-source replaced by %q", got)
 	}
 }

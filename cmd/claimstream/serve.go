@@ -281,15 +281,18 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	if o.apiAddress != "" {
-		o.starting = newStartupHealth()
+		// The goroutine gets its own copies: o is changed below while it
+		// runs.
+		starting, addr, limits := newStartupHealth(), o.apiAddress, o.httpLimits.ServerLimits
+		o.starting = starting
 		intake.Go("start-up health", func(ctx context.Context) error {
-			return o.starting.run(ctx, func(ctx context.Context, h http.Handler) error {
-				return pre.serveAPI(ctx, o.apiAddress, h, apiTLS, o.httpLimits.ServerLimits)
+			return starting.run(ctx, func(ctx context.Context, h http.Handler) error {
+				return pre.serveAPI(ctx, addr, h, apiTLS, limits)
 			})
 		})
 	}
 
-	o = withClusterEventSource(ctx, o, log)
+	o.eventSource = eventSourceOf(ctx, o, log)
 	p, err = startPlane(ctx, o, log, clk, tel)
 	if err != nil {
 		if ctx.Err() != nil {

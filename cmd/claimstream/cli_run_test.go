@@ -2,13 +2,12 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/claimstream/claimstream/internal/golden"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
 
@@ -16,9 +15,8 @@ import (
 // binary registers it, beside version, backup and restore.
 
 var (
-	updateGolden = flag.Bool("update", false, "rewrite testdata/cli/*.golden")
-	eventIDs     = regexp.MustCompile(`"id":"[0-9a-f]{32}"`)
-	hostPort     = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+`)
+	eventIDs = regexp.MustCompile(`"id":"[0-9a-f]{32}"`)
+	hostPort = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+`)
 )
 
 // runCLI runs one invocation of the claimstream root, against the
@@ -42,20 +40,7 @@ func runCLI(t *testing.T, f *resttest.Fixture, args ...string) string {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	got = hostPort.ReplaceAllString(eventIDs.ReplaceAllString(got, `"id":"<id>"`), "http://127.0.0.1:<port>")
-	path := filepath.Join("testdata", "cli", name+".golden")
-	if *updateGolden {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/claimstream -run 'Version|Unauthorized|DeadLetters' -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "cli", name+".golden"), hostPort.ReplaceAllString(eventIDs.ReplaceAllString(got, `"id":"<id>"`), "http://127.0.0.1:<port>"), "go test ./cmd/claimstream -run 'Version|Unauthorized|DeadLetters'")
 }
 
 // TestCLIUnauthorizedSaysWhereTheTokenIsLookedFor: a refused token names

@@ -3,9 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,10 +11,9 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/internal/golden"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite testdata/cli/*.golden")
 
 // runCLI runs one CLI invocation against the fixture's server at the
 // fixture's clock, and returns stdout plus the error, if any.
@@ -56,23 +53,7 @@ func normalize(s string) string {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	got = normalize(got)
-	path := filepath.Join("testdata", "cli", name+".golden")
-	if *updateGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/cli -run CLI -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "cli", name+".golden"), normalize(got), "go test ./internal/cli -run CLI")
 }
 
 // TestCLIGolden runs every read verb against a server with the scripted

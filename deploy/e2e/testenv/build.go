@@ -358,18 +358,11 @@ func buildKwok(ctx context.Context, dst string) error {
 // KwokStages returns kwok v0.8.0's "fast" node and pod stages, concatenated,
 // read from the module cache (the module is downloaded if needed).
 func KwokStages(ctx context.Context) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/kwok@"+KwokVersion)
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	cmd.Dir = os.TempDir()
-	out, err := cmd.Output()
+	dir, err := kwokModuleDir(ctx)
 	if err != nil {
-		return "", fmt.Errorf("go mod download kwok: %w", err)
+		return "", err
 	}
-	m := regexp.MustCompile(`"Dir":\s*"([^"]+)"`).FindSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("no Dir in %s", out)
-	}
-	base := filepath.Join(string(m[1]), "kustomize", "stage")
+	base := filepath.Join(dir, "kustomize", "stage")
 	var b strings.Builder
 	for _, f := range []string{
 		"node/fast/node-initialize.yaml",
@@ -387,4 +380,31 @@ func KwokStages(ctx context.Context) (string, error) {
 		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+// KwokPortForwardCRD returns kwok's PortForward CustomResourceDefinition
+// manifest (YAML), read from the module cache.
+func KwokPortForwardCRD(ctx context.Context) ([]byte, error) {
+	dir, err := kwokModuleDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(dir, "kustomize", "crd", "bases", "kwok.x-k8s.io_portforwards.yaml"))
+}
+
+// kwokModuleDir returns kwok's module directory in the module cache,
+// downloading the module if needed.
+func kwokModuleDir(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/kwok@"+KwokVersion)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Dir = os.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download kwok: %w", err)
+	}
+	m := regexp.MustCompile(`"Dir":\s*"([^"]+)"`).FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("no Dir in %s", out)
+	}
+	return string(m[1]), nil
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/claimstream/claimstream/internal/freeport"
 )
@@ -98,7 +101,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kubeletPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 
 	// etcd
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
@@ -141,6 +144,10 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--allow-privileged=true",
 		"--storage-backend=etcd3",
 		"--profiling=false",
+		// kwok serves the kubelet API of every fake node on 127.0.0.1 (the
+		// node's InternalIP) with the serving certificate of this CA.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-certificate-authority=" + pk("ca.crt"),
 	}
 	apiArgs = append(apiArgs, opts.ExtraAPIServerArgs...)
 	if _, err := e.start(ctx, "kube-apiserver", bins.APIServer, apiArgs...); err != nil {
@@ -192,7 +199,10 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	); err != nil {
 		return nil, err
 	}
-	// kwok
+	// kwok, with its PortForward CRD installed first: kwok lists it at start.
+	if err := e.installKwokCRD(ctx, tlsCfg, hdr); err != nil {
+		return nil, err
+	}
 	stages, err := KwokStages(ctx)
 	if err != nil {
 		return nil, err
@@ -206,8 +216,14 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--config="+kwokCfg,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--server-address=",
-		"--node-port=0",
+		// The fake nodes' kubelet API (port-forward to a Pod, as a
+		// PortForward object says), on the port the nodes report.
+		fmt.Sprintf("--server-address=127.0.0.1:%d", kubeletPort),
+		"--node-ip=127.0.0.1",
+		fmt.Sprintf("--node-port=%d", kubeletPort),
+		"--tls-cert-file="+pk("apiserver.crt"),
+		"--tls-private-key-file="+pk("apiserver.key"),
+		"--enable-crds=PortForward",
 		"--node-lease-duration-seconds=40",
 	); err != nil {
 		return nil, err
@@ -222,6 +238,38 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	log("control plane up at %s (dir %s)", e.Host, dir)
 	return e, nil
+}
+
+// installKwokCRD creates kwok's PortForward CRD and waits until it is served.
+func (e *Env) installKwokCRD(ctx context.Context, tlsCfg *tls.Config, hdr map[string]string) error {
+	manifest, err := KwokPortForwardCRD(ctx)
+	if err != nil {
+		return err
+	}
+	body, err := yaml.YAMLToJSON(manifest)
+	if err != nil {
+		return fmt.Errorf("kwok PortForward CRD: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Host+"/apis/apiextensions.k8s.io/v1/customresourcedefinitions", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: nil}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("create kwok PortForward CRD: %w", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+		return fmt.Errorf("create kwok PortForward CRD: %s: %s", resp.Status, b)
+	}
+	list := e.Host + "/apis/kwok.x-k8s.io/v1alpha1/portforwards"
+	return waitHTTPS(ctx, list, tlsCfg, hdr, func(b string) bool { return strings.Contains(b, `"kind":"PortForwardList"`) }, time.Minute)
 }
 
 func (e *Env) tlsConfig() (*tls.Config, error) {

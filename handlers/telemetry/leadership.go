@@ -7,6 +7,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // claimstream_leader_epoch: the leadership epoch this replica leads, 0 on
@@ -70,4 +72,39 @@ func (m *Metrics) leaderOnly(mfs []*dto.MetricFamily) []*dto.MetricFamily {
 		return mfs
 	}
 	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool { return slices.Contains(ViewFamilies, mf.GetName()) })
+}
+
+// ViewInstruments are the instruments behind ViewFamilies, by their
+// OpenTelemetry names (what an OTLP exporter sends).
+var ViewInstruments = []string{
+	InstClaims,
+	InstSlots,
+	InstClaimsCreated,
+	InstTimeToReady,
+	InstAttempts,
+	InstFailures,
+	InstDeadlineMisses,
+	InstShutdownAttempts,
+	InstShutdownLimits,
+	InstJoinsRefused,
+	InstMachineUp,
+	InstEnergy,
+	InstCost,
+}
+
+// leaderOnlyExporter is an OTLP metric exporter that, like the scrape,
+// sends the view metrics from the leader only.
+type leaderOnlyExporter struct {
+	sdkmetric.Exporter
+	follows func() bool
+}
+
+func (e leaderOnlyExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	if e.follows() {
+		for i := range rm.ScopeMetrics {
+			sm := &rm.ScopeMetrics[i]
+			sm.Metrics = slices.DeleteFunc(sm.Metrics, func(m metricdata.Metrics) bool { return slices.Contains(ViewInstruments, m.Name) })
+		}
+	}
+	return e.Exporter.Export(ctx, rm)
 }

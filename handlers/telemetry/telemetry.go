@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -105,6 +106,8 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		topts = append(topts, sdktrace.WithSyncer(o.SpanExporter))
 	}
 	var gather promclient.Gatherer
+	// The OTLP reader runs before t.Metrics exists; it reads it from here.
+	var metricsOf atomic.Pointer[Metrics]
 	var mopts []sdkmetric.Option
 	mopts = append(mopts, sdkmetric.WithResource(res))
 	if o.MetricReader != nil {
@@ -121,7 +124,8 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 			_ = te.Shutdown(ctx)
 			return fail(fmt.Errorf("otlp metric exporter %s: %w", o.OTLPEndpoint, err))
 		}
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)))
+		follows := func() bool { m := metricsOf.Load(); return m != nil && m.follows() }
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(leaderOnlyExporter{Exporter: me, follows: follows})))
 		o.Logger.Info("exporting telemetry over OTLP", "endpoint", o.OTLPEndpoint)
 	}
 	if o.Prometheus {
@@ -143,6 +147,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	if err != nil {
 		return fail(err)
 	}
+	metricsOf.Store(t.Metrics)
 	if err := registerBuildInfo(t.MeterProvider.Meter(ScopeName), o.Build); err != nil {
 		return fail(err)
 	}

@@ -292,7 +292,9 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T) {
 	c := subscriberCluster(t, 4)
 	st := c.Store(0, events.StoreConfig{ReaderName: "claimstream-0"})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// The budget of the whole flood: a dozen consumer creates on a cluster
+	// of three, each a meta-leader proposal, slow under the race detector.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := st.Append(ctx, events.SlotAggregate("a"), 0, created("a", "a1")); err != nil {
 		t.Fatal(err)
@@ -310,7 +312,7 @@ func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T)
 		copied(t, js, "CLAIMSTREAM", 1)
 		for j := range 3 {
 			name := fmt.Sprintf("flood-%d-%d", i, j)
-			eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 				_, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
 				switch {
 				case err == nil:

@@ -56,7 +56,9 @@ func TestOTLPSendsViewMetricsFromTheLeaderOnly(t *testing.T) {
 // so the two filters drop the same metrics.
 func TestViewInstrumentsMatchTheScrapeFamilies(t *testing.T) {
 	for _, f := range ViewFamilies {
-		if !slices.ContainsFunc(ViewInstruments, func(i string) bool { return f == i || f == i+"_total" || f == i+"_seconds" || f == i+"_seconds_total" || f == i+"_joules_total" }) {
+		if !slices.ContainsFunc(ViewInstruments, func(i string) bool {
+			return f == i || f == i+"_total" || f == i+"_seconds" || f == i+"_seconds_total" || f == i+"_joules_total"
+		}) {
 			t.Errorf("scrape family %s has no instrument in ViewInstruments", f)
 		}
 	}

@@ -228,5 +228,6 @@ func (w *World) PlayRealtime(ctx context.Context, sc *Scenario) error {
 			return err
 		}
 	}
+	w.cfg.Log.Info("scenario played", "steps", len(sc.Steps))
 	return nil
 }

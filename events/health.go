@@ -247,8 +247,11 @@ type LogMonitorOptions struct {
 	// Every is the interval between checks (default 1s); a failed append
 	// triggers one at once.
 	Every time.Duration
-	// RestartAfter is the least time between two restarts of JetStream
-	// (default 5s), so a fault that a restart does not cure is not hammered.
+	// RestartAfter is how long a fault that a restart would cure is seen
+	// before JetStream is restarted, and the least time between two
+	// restarts (default 5s): the requests in flight when the fault showed
+	// (an append's read-back) end before the restart, and a fault that a
+	// restart does not cure is not hammered.
 	RestartAfter time.Duration
 	Clock        clock.WithTicker
 	Logger       *slog.Logger
@@ -268,8 +271,10 @@ type LogMonitor struct {
 	health *LogHealth
 	opts   LogMonitorOptions
 
-	lastRestart time.Time
-	cluster     clusterWatch
+	// restartDue is when the next restart may run; zero while no fault
+	// that a restart would cure is seen.
+	restartDue time.Time
+	cluster    clusterWatch
 }
 
 // NewLogMonitor watches emb and sets health.
@@ -315,10 +320,17 @@ func (m *LogMonitor) check() {
 	now := m.opts.Clock.Now()
 	v := m.evaluate()
 	m.mark(v, now)
-	if v.writable || !v.restart || now.Sub(m.lastRestart) < m.opts.RestartAfter {
+	if v.writable || !v.restart {
+		m.restartDue = time.Time{}
 		return
 	}
-	m.lastRestart = now
+	if m.restartDue.IsZero() {
+		m.restartDue = now.Add(m.opts.RestartAfter)
+	}
+	if now.Before(m.restartDue) {
+		return
+	}
+	m.restartDue = now.Add(m.opts.RestartAfter)
 	m.restartJetStream()
 	m.mark(m.evaluate(), m.opts.Clock.Now())
 }

@@ -155,7 +155,7 @@ func TestDiskFullIsRefusedFastAndRecoversWithoutRestart(t *testing.T) {
 // takes writes again.
 func TestWriteErrorInTheServerIsDetectedAndRecovered(t *testing.T) {
 	dir := eventstest.MountTmpfs(t, "size=4m")
-	l := startLogOnDisk(t, dir, events.LogMonitorOptions{MinFree: 1, RestartAfter: time.Second})
+	l := startLogOnDisk(t, dir, events.LogMonitorOptions{MinFree: 1, RestartAfter: 10 * time.Second})
 	ctx := context.Background()
 	for i := range 20 {
 		if err := l.append(ctx, i, 0); err != nil {

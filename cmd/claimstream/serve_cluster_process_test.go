@@ -49,7 +49,7 @@ type replicaProc struct {
 
 func (r *replicaProc) start() {
 	r.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestThreeServeReplicasShareOneLog$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProcessThreeServeReplicasShareOneLog$")
 	cmd.Env = append(os.Environ(), replicaArgsEnv+"="+strings.Join(r.args, "\n"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
@@ -305,7 +305,7 @@ var leaderElectedLine = regexp.MustCompile(`msg="leader elected" replica=\S+ epo
 // replica's views; a follower killed with SIGKILL leaves the others
 // writing and catches up when it is back; all three restarted at once come
 // back with identical views.
-func TestThreeServeReplicasShareOneLog(t *testing.T) {
+func TestProcessThreeServeReplicasShareOneLog(t *testing.T) {
 	if args := os.Getenv(replicaArgsEnv); args != "" {
 		// Started by this test: be `claimstream` with these arguments.
 		os.Args = append([]string{"claimstream"}, strings.Split(args, "\n")...)

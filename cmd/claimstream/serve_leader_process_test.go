@@ -20,7 +20,7 @@ import (
 )
 
 // threeReplicas starts three serve processes on loopback sharing one log
-// (the arguments of TestThreeServeReplicasShareOneLog), each with its own
+// (the arguments of TestProcessThreeServeReplicasShareOneLog), each with its own
 // provider and REST API; they die with the test. extra are more serve
 // arguments for each.
 func threeReplicas(t testing.TB, extra ...string) []*replicaProc {
@@ -204,7 +204,7 @@ func checkLog(t testing.TB, r *replicaProc) []exported {
 // reconcile, no acknowledged call lost, at most one live claim per slot at
 // every point of the log, and the survivors' cluster-autoscaler reads
 // agree.
-func TestLeaderFailoverOfThreeReplicas(t *testing.T) {
+func TestProcessLeaderFailoverOfThreeReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three serve processes")
 	}

@@ -21,7 +21,7 @@ import (
 // CLAIMSTREAM_CALM to a duration (30m) for the long run.
 const calmDefault = 20 * time.Second
 
-// TestCalmLoadOfThreeReplicas: the storm's load (provider calls and log
+// TestProcessCalmLoadOfThreeReplicas: the storm's load (provider calls and log
 // reads on every replica, a webhook sink) with nobody killed. No replica
 // exits, every acknowledged IncreaseSize has its claim, at every scrape the
 // log's stream holds no more consumers than the replicas may have at once
@@ -29,9 +29,9 @@ const calmDefault = 20 * time.Second
 // durables), and once the load ends exactly the views' readers and the
 // sinks' durables are left: no read leaves its consumer behind.
 //
-//	go test ./cmd/claimstream -run TestCalmLoadOfThreeReplicas -v
-//	CLAIMSTREAM_CALM=30m go test ./cmd/claimstream -run TestCalmLoadOfThreeReplicas -v -timeout 45m
-func TestCalmLoadOfThreeReplicas(t *testing.T) {
+//	go test ./cmd/claimstream -run TestProcessCalmLoadOfThreeReplicas -v
+//	CLAIMSTREAM_CALM=30m go test ./cmd/claimstream -run TestProcessCalmLoadOfThreeReplicas -v -timeout 45m
+func TestProcessCalmLoadOfThreeReplicas(t *testing.T) {
 	length := envDuration(t, "CLAIMSTREAM_CALM", calmDefault)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("calm load for %s, seed %d", length, seed)

@@ -32,7 +32,7 @@ import (
 // CLAIMSTREAM_STORM to a duration (10m) for the long run.
 const stormDefault = 40 * time.Second
 
-// TestStormOfThreeReplicas: three serve processes under IncreaseSize and
+// TestProcessStormOfThreeReplicas: three serve processes under IncreaseSize and
 // DecreaseTargetSize calls on every replica, while a random replica
 // (mostly the leader) is killed with SIGKILL or stopped with SIGSTOP every
 // few seconds and brought back a few seconds later. Then, from the log
@@ -41,9 +41,9 @@ const stormDefault = 40 * time.Second
 // no event of an older epoch after a newer LeaderElected, no gap; the
 // cluster still takes writes, and all replicas stop with the same views.
 //
-//	go test ./cmd/claimstream -run TestStormOfThreeReplicas -v
-//	CLAIMSTREAM_STORM=10m go test ./cmd/claimstream -run TestStormOfThreeReplicas -v -timeout 30m
-func TestStormOfThreeReplicas(t *testing.T) {
+//	go test ./cmd/claimstream -run TestProcessStormOfThreeReplicas -v
+//	CLAIMSTREAM_STORM=10m go test ./cmd/claimstream -run TestProcessStormOfThreeReplicas -v -timeout 30m
+func TestProcessStormOfThreeReplicas(t *testing.T) {
 	length := envDuration(t, "CLAIMSTREAM_STORM", stormDefault)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("CLAIMSTREAM_STORM_SEED"); v != "" {

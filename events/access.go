@@ -116,7 +116,7 @@ func (a Access) Validate() error {
 		seen[s.User] = true
 	}
 	for _, st := range a.Streams {
-		if !validToken(st) {
+		if !ValidToken(st) {
 			return fmt.Errorf("stream name %q is not one subject token", st)
 		}
 	}
@@ -124,10 +124,6 @@ func (a Access) Validate() error {
 		return fmt.Errorf("subscriber consumer limit %d is negative", a.SubscriberConsumers)
 	}
 	return nil
-}
-
-func validToken(s string) bool {
-	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
 }
 
 // SubscriberPermissions are the read-only permissions of a subscriber: the

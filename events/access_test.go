@@ -304,7 +304,7 @@ func TestSubscriberCannotWrite(t *testing.T) {
 		}
 	}
 
-	forged, err := events.Event{ID: "forged", Time: t0, Data: events.SlotDecommissioned{Ref: events.Ref{Slot: "a", Group: "g", Cause: "forged"}, By: "attacker"}}.ToMsg("cs.slot.a.SlotDecommissioned")
+	forged, err := events.ToMsg(events.Event{ID: "forged", Time: t0, Data: events.SlotDecommissioned{Ref: events.Ref{Slot: "a", Group: "g", Cause: "forged"}, By: "attacker"}}, "cs.slot.a.SlotDecommissioned")
 	if err != nil {
 		t.Fatal(err)
 	}

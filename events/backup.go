@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -79,7 +78,7 @@ func (m BackupManifest) Validate() error {
 	switch {
 	case m.Version != BackupVersion:
 		return badBackup("manifest version %d, this build reads %d", m.Version, BackupVersion)
-	case !validToken(m.Stream):
+	case !ValidToken(m.Stream):
 		return badBackup("stream name %q is not one subject token", m.Stream)
 	case (m.FirstSeq == 0 && m.LastSeq != 0) || m.LastSeq+1 < m.FirstSeq:
 		return badBackup("sequences %d..%d are not a range", m.FirstSeq, m.LastSeq)
@@ -481,55 +480,8 @@ const (
 	restoreChunkRetryWait = 50 * time.Millisecond
 )
 
-// CheckRestoreTarget refuses a data dir a restore must not write into:
-// one another process owns, or one that holds anything (a restore into a
-// store with a log of its own would mix two histories).
-func CheckRestoreTarget(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("restore target: %w", explainWriteError(dir, err))
-	}
-	var other []string
-	for _, e := range entries {
-		if e.Name() == "lost+found" && e.IsDir() {
-			continue // a fresh ext4 volume's; not a store's
-		}
-		if e.Name() == DataDirLockFile {
-			lock, err := LockDataDir(dir)
-			if err != nil {
-				return fmt.Errorf("restore target: %w", err)
-			}
-			_ = lock.Release()
-			continue
-		}
-		other = append(other, e.Name())
-	}
-	if len(other) > 0 {
-		return fmt.Errorf("restore target: data dir %s is not empty (it holds %s): restore only into an empty or new dir", dir, filepath.Join(dir, other[0]))
-	}
-	return nil
-}
-
-// SyncDataDir fsyncs every file and directory under dir. A restore writes
-// the store without an fsync per event (which would take a 100,000-event
-// restore from seconds to minutes) and makes it durable once, here, after
-// the server has stopped and written everything out.
-func SyncDataDir(dir string) error {
-	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return fmt.Errorf("sync %s: %w", path, err)
-		}
-		defer f.Close()
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("sync %s: %w", path, err)
-		}
-		return nil
-	})
+// ValidToken: s can be one token of a NATS subject or a stream name (not
+// empty, no dot, wildcard or whitespace).
+func ValidToken(s string) bool {
+	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
 }

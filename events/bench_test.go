@@ -30,7 +30,7 @@ func BenchmarkAppend(b *testing.B) {
 				slot := fmt.Sprintf("node-%d", i%1000)
 				ev := created(slot, fmt.Sprintf("c%d", i))
 				ev.ID = fmt.Sprintf("id-%d", i)
-				m, err := ev.ToMsg(st.Subjects().Subject(events.SlotAggregate(slot), events.TypeClaimCreated))
+				m, err := events.ToMsg(ev, st.Subjects().Subject(events.SlotAggregate(slot), events.TypeClaimCreated))
 				if err != nil {
 					b.Fatal(err)
 				}

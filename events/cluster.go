@@ -127,7 +127,7 @@ func (c ClusterConfig) validate() error {
 	if strings.ContainsAny(c.Password, "\r\n") {
 		return errors.New("the route secret contains a line break")
 	}
-	if c.Name != "" && !validToken(c.Name) {
+	if c.Name != "" && !ValidToken(c.Name) {
 		return fmt.Errorf("cluster name %q is not one subject token", c.Name)
 	}
 	for _, r := range c.Routes {

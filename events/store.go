@@ -370,7 +370,7 @@ func (s *Store) appendMsgs(ctx context.Context, writes []Write) ([]*nats.Msg, []
 			if ev.Time.IsZero() {
 				return nil, nil, fmt.Errorf("append %s to %s: event has no time", t, w.Aggregate)
 			}
-			m, err := ev.ToMsg(subject)
+			m, err := ToMsg(ev, subject)
 			if err != nil {
 				return nil, nil, fmt.Errorf("append %s to %s: %w", t, w.Aggregate, err)
 			}

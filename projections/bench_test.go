@@ -87,7 +87,7 @@ func generate(b *testing.B, st *events.Store, n int) {
 			return
 		}
 		at = at.Add(time.Second)
-		m, err := events.Event{ID: strconv.Itoa(count), Time: at, Data: d}.ToMsg(subj.Subject(events.AggregateOf(d), d.EventType()))
+		m, err := events.ToMsg(events.Event{ID: strconv.Itoa(count), Time: at, Data: d}, subj.Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -251,7 +251,7 @@ func appendClaimLifecycles(ctx context.Context, st *events.Store, n int) error {
 	count := 0
 	emit := func(d events.Data) error {
 		at = at.Add(time.Second)
-		m, err := events.Event{ID: fmt.Sprintf("bench-%d", count), Time: at, Data: d}.ToMsg(subj.Subject(events.AggregateOf(d), d.EventType()))
+		m, err := events.ToMsg(events.Event{ID: fmt.Sprintf("bench-%d", count), Time: at, Data: d}, subj.Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			return err
 		}

@@ -56,7 +56,7 @@ func appendFailedClaim(t *testing.T, st *events.Store, at time.Time, slot, claim
 		events.ClaimFailed{Ref: r, Reason: "boot-timeout"},
 	} {
 		at = at.Add(time.Minute)
-		m, err := events.Event{ID: claim + "-" + string(d.EventType()), Time: at, Data: d}.ToMsg(st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
+		m, err := events.ToMsg(events.Event{ID: claim + "-" + string(d.EventType()), Time: at, Data: d}, st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			t.Fatal(err)
 		}

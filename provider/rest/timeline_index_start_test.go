@@ -25,7 +25,7 @@ func appendLifecycles(t *testing.T, st *events.Store, at time.Time, slots, n int
 	count := 0
 	emit := func(d events.Data) {
 		at = at.Add(time.Minute)
-		m, err := events.Event{ID: fmt.Sprintf("%s-%d", tag, count), Time: at, Data: d}.ToMsg(st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
+		m, err := events.ToMsg(events.Event{ID: fmt.Sprintf("%s-%d", tag, count), Time: at, Data: d}, st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			t.Fatal(err)
 		}

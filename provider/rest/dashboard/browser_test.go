@@ -42,7 +42,7 @@ func weekLog(t *testing.T, st *events.Store, slots, n int) (time.Time, time.Time
 			return
 		}
 		at = at.Add(step)
-		m, err := events.Event{ID: strconv.Itoa(count), Time: at, Data: d}.ToMsg(subj.Subject(events.AggregateOf(d), d.EventType()))
+		m, err := events.ToMsg(events.Event{ID: strconv.Itoa(count), Time: at, Data: d}, subj.Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,7 @@ var (
 func TestLogMessagesFollowTheNATSBinding(t *testing.T) {
 	st, _ := eventstest.NewStore(t)
 	ctx := context.Background()
-	e := created("node-1", "c1")
+	e := eventstest.Created("node-1", "c1")
 	e.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	res, err := st.Append(ctx, events.SlotAggregate("node-1"), 0, e)
 	if err != nil {
@@ -135,7 +135,7 @@ func TestFormatSequenceSortsAsTheNumbers(t *testing.T) {
 }
 
 func BenchmarkMarshalStructured(b *testing.B) {
-	e := created("node-1", "c1")
+	e := eventstest.Created("node-1", "c1")
 	e.ID, e.Seq = "0123456789abcdef0123456789abcdef", 123456
 	for b.Loop() {
 		if _, err := events.MarshalStructured(e); err != nil {

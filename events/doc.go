@@ -1,17 +1,15 @@
-// Package events is the claimstream event log: the catalog of event types,
-// the CloudEvents envelope they travel in, and the store on a NATS
-// JetStream stream.
+// Package events is the claimstream event vocabulary: the catalog of event
+// types, the aggregates they belong to, the subjects they land on and the
+// CloudEvents envelope they travel in. It holds no store and no server, so
+// the deciders and the folds build on it alone.
 //
 // Every event belongs to one aggregate, a slot (with its claims) or a
-// group, and lands on the subject <prefix>.<kind>.<name>.<Type>. An append
-// names the aggregate's last sequence as the writer saw it; the server
-// refuses it if anything else landed there since (ErrConflict), so a
-// decision made from a stale view cannot be written. Several writes of one
-// decision are one atomic batch.
+// group, and lands on the subject <prefix>.<kind>.<name>.<Type>
+// (Subjects). Event.Encode writes the binary-mode envelope (headers and
+// data); FromMsg reads one back and never fails: an entry of an unknown
+// type or with undecodable data comes back with Data == nil and Err set,
+// so the reader can account for its sequence and go on.
 //
-// The store never crashes on what it reads: an entry of an unknown type or
-// with undecodable data is counted (Stats), logged and handed on with
-// Data == nil so the reader can account for its sequence and go on.
-//
-// docs/events.md is the catalog in prose.
+// The log itself is package eventlog; the embedded NATS server that holds
+// it is package natsserver. docs/events.md is the catalog in prose.
 package events

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	"github.com/nats-io/nats.go"
 )
 
 // Event is one entry of the log: a CloudEvent whose data is one of the
@@ -155,55 +154,72 @@ func ceSubject(r Ref) string {
 	}
 }
 
-// ToMsg encodes the event as a NATS message on subject, in binary mode.
-func (e Event) ToMsg(subject string) (*nats.Msg, error) {
-	if m, ok := e.toMsgDirect(subject); ok {
-		return m, nil
+// Encode is the event's binary-mode envelope: the headers (case-sensitive
+// keys, as NATS carries them) and the data of the message that stores it.
+func (e Event) Encode() (map[string][]string, []byte, error) {
+	if h, data, ok := e.encodeDirect(); ok {
+		return h, data, nil
 	}
-	return e.toMsgSDK(subject)
+	return e.encodeSDK()
 }
 
-// toMsgSDK is ToMsg through the sdk-go event (envelope_encode.go).
-func (e Event) toMsgSDK(subject string) (*nats.Msg, error) {
+// encodeSDK is Encode through the sdk-go event (envelope_encode.go).
+func (e Event) encodeSDK() (map[string][]string, []byte, error) {
 	ce, err := e.CloudEvent()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	m := nats.NewMsg(subject)
-	m.Header.Set(HeaderSpecVersion, ce.SpecVersion())
-	m.Header.Set(HeaderID, ce.ID())
-	m.Header.Set(HeaderSource, ce.Source())
-	m.Header.Set(HeaderType, ce.Type())
-	m.Header.Set(HeaderTime, ce.Time().Format(time.RFC3339Nano))
-	m.Header.Set(HeaderSubject, ce.Subject())
-	m.Header.Set(HeaderDataSchema, ce.DataSchema())
-	m.Header.Set(HeaderContentType, ce.DataContentType())
+	h := header{}
+	h.set(HeaderSpecVersion, ce.SpecVersion())
+	h.set(HeaderID, ce.ID())
+	h.set(HeaderSource, ce.Source())
+	h.set(HeaderType, ce.Type())
+	h.set(HeaderTime, ce.Time().Format(time.RFC3339Nano))
+	h.set(HeaderSubject, ce.Subject())
+	h.set(HeaderDataSchema, ce.DataSchema())
+	h.set(HeaderContentType, ce.DataContentType())
 	for _, x := range []struct{ name, header string }{{"group", HeaderGroup}, {"slot", HeaderSlot}, {"claim", HeaderClaim}} {
 		if v, ok := ce.Extensions()[x.name]; ok {
-			m.Header.Set(x.header, fmt.Sprint(v))
+			h.set(x.header, fmt.Sprint(v))
 		}
 	}
 	if e.TraceParent != "" {
-		m.Header.Set(HeaderTraceParent, e.TraceParent)
-		m.Header.Set(HeaderCETraceParent, e.TraceParent)
+		h.set(HeaderTraceParent, e.TraceParent)
+		h.set(HeaderCETraceParent, e.TraceParent)
 	}
 	if e.Epoch != 0 {
-		m.Header.Set(HeaderEpoch, strconv.FormatUint(e.Epoch, 10))
+		h.set(HeaderEpoch, strconv.FormatUint(e.Epoch, 10))
 	}
-	m.Data = ce.Data()
-	return m, nil
+	return h, ce.Data(), nil
 }
+
+// header reads and writes message headers as NATS does: keys are
+// case-sensitive, and a value set replaces the ones before it.
+type header map[string][]string
+
+func (h header) get(key string) string {
+	if h == nil {
+		return ""
+	}
+	if v := h[key]; v != nil {
+		return v[0]
+	}
+	return ""
+}
+
+func (h header) set(key, value string) { h[key] = []string{value} }
 
 // FromMsg decodes a stored message. It never fails: a message this reader
 // cannot use comes back with Data nil and Err set, so the caller can count
 // it and go on.
 //
-// Only the writer's whole envelope is accepted: every header ToMsg always
+// Only the writer's whole envelope is accepted: every header Encode always
 // sets must be there and agree with the subject and the data. A message
 // without it (a headerless publish, a forged or hand-made one, a JetStream
 // API reply that landed on an event subject) is a bad entry, never an
 // event.
-func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data []byte) Event {
+func FromMsg(subjects Subjects, subject string, seq uint64, headers map[string][]string, data []byte) Event {
+	h := header(headers)
 	e := Event{Seq: seq, Subject: subject}
 	agg, tok, perr := subjects.Parse(subject)
 	if perr == nil {
@@ -214,24 +230,24 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		e.Err = fmt.Errorf("seq %d: no CloudEvents headers", seq)
 		return e
 	}
-	if v := h.Get(HeaderSpecVersion); v != SpecVersion {
+	if v := h.get(HeaderSpecVersion); v != SpecVersion {
 		e.Err = fmt.Errorf("seq %d: ce-specversion %q, want %q", seq, v, SpecVersion)
 		return e
 	}
 	for _, name := range []string{HeaderID, HeaderSource, HeaderType, HeaderTime, HeaderSubject, HeaderDataSchema, HeaderContentType} {
-		if h.Get(name) == "" {
+		if h.get(name) == "" {
 			e.Err = fmt.Errorf("seq %d: no %s header: not an envelope this writer makes", seq, name)
 			return e
 		}
 	}
-	e.ID = h.Get(HeaderID)
-	e.Source = h.Get(HeaderSource)
+	e.ID = h.get(HeaderID)
+	e.Source = h.get(HeaderSource)
 	// Entries written before ce-traceparent have only traceparent.
-	e.TraceParent = h.Get(HeaderTraceParent)
+	e.TraceParent = h.get(HeaderTraceParent)
 	if e.TraceParent == "" {
-		e.TraceParent = h.Get(HeaderCETraceParent)
+		e.TraceParent = h.get(HeaderCETraceParent)
 	}
-	epoch, err := parseEpoch(h.Get(HeaderEpoch))
+	epoch, err := parseEpoch(h.get(HeaderEpoch))
 	if err != nil {
 		e.Err = fmt.Errorf("seq %d: %w", seq, err)
 		return e
@@ -241,9 +257,9 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		e.Err = fmt.Errorf("seq %d: ce-source %q is not a URI reference as a writer stores it", seq, e.Source)
 		return e
 	}
-	t, ok := TypeOfCEType(h.Get(HeaderType))
+	t, ok := TypeOfCEType(h.get(HeaderType))
 	if !ok {
-		e.Err = &UnknownTypeError{Type: h.Get(HeaderType)}
+		e.Err = &UnknownTypeError{Type: h.get(HeaderType)}
 		return e
 	}
 	e.Type = t
@@ -256,18 +272,18 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 		return e
 	}
 	if _, known := KindOf(t); !known {
-		e.Err = &UnknownTypeError{Type: h.Get(HeaderType)}
+		e.Err = &UnknownTypeError{Type: h.get(HeaderType)}
 		return e
 	}
-	if v := h.Get(HeaderContentType); v != cloudevents.ApplicationJSON {
+	if v := h.get(HeaderContentType); v != cloudevents.ApplicationJSON {
 		e.Err = fmt.Errorf("seq %d: content-type %q, want %q", seq, v, cloudevents.ApplicationJSON)
 		return e
 	}
-	if v := h.Get(HeaderDataSchema); v != SchemaURL(t) {
+	if v := h.get(HeaderDataSchema); v != SchemaURL(t) {
 		e.Err = fmt.Errorf("seq %d: ce-dataschema %q, want %q", seq, v, SchemaURL(t))
 		return e
 	}
-	ts := h.Get(HeaderTime)
+	ts := h.get(HeaderTime)
 	tm, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
 		e.Err = fmt.Errorf("seq %d: ce-time %q: %w", seq, ts, err)
@@ -292,14 +308,14 @@ func FromMsg(subjects Subjects, subject string, seq uint64, h nats.Header, data 
 }
 
 // checkEnvelopeRefs checks that ce-subject and the extensions say what the
-// data says, as ToMsg writes them.
-func checkEnvelopeRefs(h nats.Header, d Data) error {
+// data says, as Encode writes them.
+func checkEnvelopeRefs(h header, d Data) error {
 	r := d.Reference()
-	if v, want := h.Get(HeaderSubject), ceSubjectOf(d); v != want {
+	if v, want := h.get(HeaderSubject), ceSubjectOf(d); v != want {
 		return fmt.Errorf("ce-subject %q, the data names %q", v, want)
 	}
 	for _, x := range []struct{ header, want string }{{HeaderGroup, r.Group}, {HeaderSlot, r.Slot}, {HeaderClaim, r.Claim}} {
-		if v := h.Get(x.header); v != x.want {
+		if v := h.get(x.header); v != x.want {
 			return fmt.Errorf("%s %q, the data names %q", x.header, v, x.want)
 		}
 	}

@@ -9,14 +9,13 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	cetypes "github.com/cloudevents/sdk-go/v2/types"
-	"github.com/nats-io/nats.go"
 )
 
-// Writing an envelope through the SDK (CloudEvent, then ToMsg) parses the
+// Writing an envelope through the SDK (CloudEvent, then its headers) parses the
 // source and the dataschema URLs, builds and validates an sdk-go event and
 // copies its extensions for every event, a large share of an append. The
 // envelope is a function of a few attributes that repeat (the writer's
-// source, the catalog type), so toMsgDirect writes the same headers and
+// source, the catalog type), so encodeDirect writes the same headers and
 // body itself from what the SDK said of those once (envelopeParts), and
 // leaves anything it has not seen checked (a new source past the cache's
 // bound, an id or subject the SDK would trim, a zero time) to the SDK
@@ -114,12 +113,12 @@ func (p *envelopeParts) schema(t Type) (string, bool) {
 	return c.value, c.ok
 }
 
-// toMsgDirect writes the envelope ToMsg's SDK path writes, without the
+// encodeDirect writes the envelope Encode's SDK path writes, without the
 // SDK; ok is false when it cannot vouch for the same result (the caller
 // then takes the SDK path).
-func (e Event) toMsgDirect(subject string) (*nats.Msg, bool) {
+func (e Event) encodeDirect() (map[string][]string, []byte, bool) {
 	if e.Data == nil || e.Time.IsZero() || e.ID == "" || strings.TrimSpace(e.ID) != e.ID {
-		return nil, false
+		return nil, nil, false
 	}
 	src := e.Source
 	if src == "" {
@@ -127,24 +126,24 @@ func (e Event) toMsgDirect(subject string) (*nats.Msg, bool) {
 	}
 	source, ok := parts.source(src)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	t := e.Data.EventType()
 	schema, ok := parts.schema(t)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	ceSubj := ceSubjectOf(e.Data)
 	if ceSubj == "" || strings.TrimSpace(ceSubj) != ceSubj {
-		return nil, false
+		return nil, nil, false
 	}
 	data, err := json.Marshal(e.Data)
 	if err != nil {
-		return nil, false // the SDK path says why, in its words
+		return nil, nil, false // the SDK path says why, in its words
 	}
 	// One backing array for the header values: a Set allocates a slice
 	// for each.
-	h := envelopeHeader{h: make(nats.Header, 14), vals: make([]string, 0, 14)}
+	h := envelopeHeader{h: make(map[string][]string, 14), vals: make([]string, 0, 14)}
 	h.set(HeaderSpecVersion, SpecVersion)
 	h.set(HeaderID, e.ID)
 	h.set(HeaderSource, source)
@@ -170,12 +169,12 @@ func (e Event) toMsgDirect(subject string) (*nats.Msg, bool) {
 	if e.Epoch != 0 {
 		h.set(HeaderEpoch, strconv.FormatUint(e.Epoch, 10))
 	}
-	return &nats.Msg{Subject: subject, Header: h.h, Data: data}, true
+	return h.h, data, true
 }
 
 // envelopeHeader sets header values out of one backing array.
 type envelopeHeader struct {
-	h    nats.Header
+	h    map[string][]string
 	vals []string
 }
 

@@ -23,38 +23,38 @@ func sampleOf(t testing.TB, typ Type, group, slot, claim string) Data {
 	return d
 }
 
-// sameEnvelope fails unless ToMsg and the SDK's envelope agree: both
-// refuse, or both write the same subject, headers and body.
-func sameEnvelope(t testing.TB, e Event, subject string) {
+// sameEnvelope fails unless Encode and the SDK's envelope agree: both
+// refuse, or both write the same headers and body.
+func sameEnvelope(t testing.TB, e Event) {
 	t.Helper()
-	want, werr := e.toMsgSDK(subject)
-	got, gerr := e.ToMsg(subject)
+	wantH, wantData, werr := e.encodeSDK()
+	gotH, gotData, gerr := e.Encode()
 	if (werr == nil) != (gerr == nil) {
-		t.Fatalf("%+v: ToMsg error %v, the SDK's %v", e, gerr, werr)
+		t.Fatalf("%+v: Encode error %v, the SDK's %v", e, gerr, werr)
 	}
 	if werr != nil {
 		return
 	}
-	if got.Subject != want.Subject || !reflect.DeepEqual(got.Header, want.Header) || !bytes.Equal(got.Data, want.Data) {
-		t.Fatalf("%+v:\nToMsg   %s %v %s\nthe SDK %s %v %s", e, got.Subject, got.Header, got.Data, want.Subject, want.Header, want.Data)
+	if !reflect.DeepEqual(gotH, wantH) || !bytes.Equal(gotData, wantData) {
+		t.Fatalf("%+v:\nEncode  %v %s\nthe SDK %v %s", e, gotH, gotData, wantH, wantData)
 	}
 }
 
-// ToMsg writes, without the SDK, the envelope the SDK writes: for every
+// Encode writes, without the SDK, the envelope the SDK writes: for every
 // type of the catalog, and for the odd ids, sources and times the SDK
 // trims, refuses or leaves out.
-func TestToMsgWritesTheSDKsEnvelopeForEveryType(t *testing.T) {
+func TestEncodeWritesTheSDKsEnvelopeForEveryType(t *testing.T) {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("CET", 3600))
 	for _, typ := range Types() {
 		for _, ref := range [][3]string{{"g", "s-1", "c-1"}, {"g", "s-1", ""}, {"g", "", ""}} {
 			d := sampleOf(t, typ, ref[0], ref[1], ref[2])
 			e := Event{ID: "id-1", Time: at, Data: d}
-			sameEnvelope(t, e, "cs.x")
-			if _, ok := e.toMsgDirect("cs.x"); !ok && ceSubjectOf(d) != "" {
+			sameEnvelope(t, e)
+			if _, _, ok := e.encodeDirect(); !ok && ceSubjectOf(d) != "" {
 				t.Fatalf("%s: an ordinary event took the SDK's path", typ)
 			}
 			e.Source, e.TraceParent, e.Epoch = "/claimstream/provider", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 7
-			sameEnvelope(t, e, "cs.x")
+			sameEnvelope(t, e)
 		}
 	}
 	d := sampleOf(t, TypeClaimCreated, "g", "s-1", "c-1")
@@ -72,22 +72,22 @@ func TestToMsgWritesTheSDKsEnvelopeForEveryType(t *testing.T) {
 		"unicode":          {ID: "é", Time: at, Data: sampleOf(t, TypeClaimCreated, "g", "s-é", "c-\u00a0")},
 		"source with path": {ID: "id-1", Time: at, Data: d, Source: "/claimstream/whatif"},
 	} {
-		t.Run(name, func(t *testing.T) { sameEnvelope(t, e, "cs.x") })
+		t.Run(name, func(t *testing.T) { sameEnvelope(t, e) })
 	}
 }
 
 // Writing an envelope costs a fraction of the SDK's allocations.
-func TestToMsgAllocatesLessThanTheSDK(t *testing.T) {
+func TestEncodeAllocatesLessThanTheSDK(t *testing.T) {
 	e := Event{ID: "id-1", Source: "/claimstream/provider", Time: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Data: sampleOf(t, TypeClaimCreated, "g", "s-1", "c-1")}
-	direct := testing.AllocsPerRun(100, func() { _, _ = e.ToMsg("cs.x") })
-	sdk := testing.AllocsPerRun(100, func() { _, _ = e.toMsgSDK("cs.x") })
-	t.Logf("ToMsg %.0f allocations, the SDK's %.0f", direct, sdk)
+	direct := testing.AllocsPerRun(100, func() { _, _, _ = e.Encode() })
+	sdk := testing.AllocsPerRun(100, func() { _, _, _ = e.encodeSDK() })
+	t.Logf("Encode %.0f allocations, the SDK's %.0f", direct, sdk)
 	if direct*2 > sdk {
-		t.Fatalf("ToMsg %.0f allocations, the SDK's %.0f: want at most half", direct, sdk)
+		t.Fatalf("Encode %.0f allocations, the SDK's %.0f: want at most half", direct, sdk)
 	}
 }
 
-func FuzzToMsgWritesTheSDKsEnvelope(f *testing.F) {
+func FuzzEncodeWritesTheSDKsEnvelope(f *testing.F) {
 	f.Add("id-1", "/claimstream/provider", "g", "s-1", "c-1", "", uint64(0), uint8(0), int64(1700000000123456789))
 	f.Add(" x", "%zz", "", " ", "c", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", uint64(3), uint8(5), int64(0))
 	f.Add("id", "https://a b/c?d#e", "g", "", "", "tp", uint64(1<<63), uint8(200), int64(-62135596800000000))
@@ -98,6 +98,6 @@ func FuzzToMsgWritesTheSDKsEnvelope(f *testing.F) {
 		if unixNano != 0 {
 			at = time.Unix(0, unixNano)
 		}
-		sameEnvelope(t, Event{ID: id, Source: source, Time: at, TraceParent: tp, Epoch: epoch, Data: d}, "cs.x")
+		sameEnvelope(t, Event{ID: id, Source: source, Time: at, TraceParent: tp, Epoch: epoch, Data: d})
 	})
 }

@@ -10,15 +10,17 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/eventstest"
 )
 
 var subjects = events.Subjects{Prefix: "cs"}
 
 func goodMsg(t testing.TB) *nats.Msg {
 	t.Helper()
-	e := created("node.lan", "c1")
+	e := eventstest.Created("node.lan", "c1")
 	e.ID, e.Source, e.TraceParent = "id-1", "/claimstream/test", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	m, err := e.ToMsg(subjects.Subject(events.SlotAggregate("node.lan"), events.TypeClaimCreated))
+	m, err := eventlog.ToMsg(e, subjects.Subject(events.SlotAggregate("node.lan"), events.TypeClaimCreated))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func goodMsg(t testing.TB) *nats.Msg {
 func TestFromMsgAcceptsTheWritersEnvelope(t *testing.T) {
 	m := goodMsg(t)
 	e := events.FromMsg(subjects, m.Subject, 7, m.Header, m.Data)
-	if e.Err != nil || e.Data == nil || e.ID != "id-1" || e.Type != events.TypeClaimCreated || e.Aggregate != events.SlotAggregate("node.lan") || !e.Time.Equal(t0) {
+	if e.Err != nil || e.Data == nil || e.ID != "id-1" || e.Type != events.TypeClaimCreated || e.Aggregate != events.SlotAggregate("node.lan") || !e.Time.Equal(eventstest.T0) {
 		t.Fatalf("decoded %+v", e)
 	}
 }
@@ -120,7 +122,7 @@ func FuzzFromMsg(f *testing.F) {
 		if e.Err != nil {
 			return
 		}
-		m1, err := e.ToMsg(subject)
+		m1, err := eventlog.ToMsg(e, subject)
 		if err != nil {
 			t.Fatalf("accepted but cannot encode: %v", err)
 		}
@@ -132,7 +134,7 @@ func FuzzFromMsg(f *testing.F) {
 			e2.Epoch != e.Epoch || e2.Type != e.Type || e2.Aggregate != e.Aggregate || e2.Subject != e.Subject || e2.Seq != e.Seq {
 			t.Fatalf("round trip changed the event:\n%+v\n%+v", e, e2)
 		}
-		m2, err := e2.ToMsg(subject)
+		m2, err := eventlog.ToMsg(e2, subject)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,13 +6,15 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/eventstest"
 )
 
 func leaderElectedMsg(t testing.TB, epoch uint64) *nats.Msg {
 	t.Helper()
-	e := events.Event{ID: "id-le", Source: "/claimstream/serve", Time: t0, Epoch: epoch,
+	e := events.Event{ID: "id-le", Source: "/claimstream/serve", Time: eventstest.T0, Epoch: epoch,
 		Data: events.LeaderElected{Replica: "claimstream-1", Epoch: epoch, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"}}
-	m, err := e.ToMsg(subjects.Subject(events.Leadership(), events.TypeLeaderElected))
+	m, err := eventlog.ToMsg(e, subjects.Subject(events.Leadership(), events.TypeLeaderElected))
 	if err != nil {
 		t.Fatal(err)
 	}

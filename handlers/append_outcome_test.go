@@ -11,7 +11,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
@@ -27,17 +29,17 @@ import (
 // has one claim, whatever became of the first append.
 func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.T) {
 	c := eventstest.StartCluster(t, 3)
-	c.Store(0, events.StoreConfig{}) // the R3 stream
+	c.Store(0, eventlog.StoreConfig{}) // the R3 stream
 	li := c.Index(c.StreamLeader("CLAIMSTREAM"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	logs, logger := logcapture.New(slog.LevelInfo)
-	health := events.NewLogHealth(time.Now())
+	health := eventlog.NewLogHealth(time.Now())
 	// The monitor looks at start, when an append goes unanswered, and when
 	// the test steps its clock.
 	monClk := clocktesting.NewFakeClock(time.Now())
-	mon := events.NewLogMonitor(c.Servers[li].Embedded, health, events.LogMonitorOptions{Every: time.Second, Clock: monClk, Stream: "CLAIMSTREAM", Logger: logger})
+	mon := natsserver.NewLogMonitor(c.Servers[li].Embedded, health, natsserver.LogMonitorOptions{Every: time.Second, Clock: monClk, Stream: "CLAIMSTREAM", Logger: logger})
 	monDone := make(chan struct{})
 	mctx, mcancel := context.WithCancel(ctx)
 	go func() { mon.Run(mctx); close(monDone) }()
@@ -50,7 +52,7 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 		return nil
 	})
 
-	st, err := events.OpenStore(ctx, c.JetStream(li), events.StoreConfig{Replicas: 3, AnswerWait: 300 * time.Millisecond, OutcomeWait: time.Second, Health: health, Logger: logger})
+	st, err := eventlog.OpenStore(ctx, c.JetStream(li), eventlog.StoreConfig{Replicas: 3, AnswerWait: 300 * time.Millisecond, OutcomeWait: time.Second, Health: health, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 	_, err = svc.Execute(actx, cmd)
 	took := time.Since(began)
 	acancel()
-	if err != nil && (!errors.Is(err, events.ErrOutcomeUnknown) || handlers.CodeOf(err) != 0 || errors.Is(err, events.ErrLogUnwritable)) {
+	if err != nil && (!errors.Is(err, eventlog.ErrOutcomeUnknown) || handlers.CodeOf(err) != 0 || errors.Is(err, eventlog.ErrLogUnwritable)) {
 		t.Fatalf("IncreaseSize whose quorum was lost after the publish: %v (code %v), want success or outcome unknown\n%s", err, handlers.CodeOf(err), logs)
 	}
 	if s := health.Status(); s.Writable {
@@ -123,12 +125,12 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 }
 
 // declareOn writes a group of slots to st and waits for views.
-func declareOn(t *testing.T, st *events.Store, views *projections.Runner, now time.Time, group string, slots ...string) {
+func declareOn(t *testing.T, st *eventlog.Store, views *projections.Runner, now time.Time, group string, slots ...string) {
 	t.Helper()
-	ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
+	ws := []eventlog.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
 		Ref: events.Ref{Group: group, Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}}}}}}
 	for _, sl := range slots {
-		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
+		ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
 			Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + sl}}}}})
 	}
 	res, err := st.AppendWrites(context.Background(), ws...)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 )
 
@@ -27,7 +28,7 @@ import (
 // landed shows as an action whose log lacks that event.
 type actionLog struct {
 	handlers.Cluster
-	store *events.Store
+	store *eventlog.Store
 
 	mu   sync.Mutex
 	acts []action

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
@@ -14,15 +15,15 @@ import (
 // limit), and writes nothing; the most that fits lands.
 func TestIncreaseSizeTooLargeForOneAppendIsRefusedClearly(t *testing.T) {
 	h := handlerstest.New(t)
-	spec := events.GroupSpec{MaxSize: events.MaxEventsPerAppend}
-	h.Declare("g", spec, handlerstest.Slots("s", events.MaxEventsPerAppend-1)...)
+	spec := events.GroupSpec{MaxSize: eventlog.MaxEventsPerAppend}
+	h.Declare("g", spec, handlerstest.Slots("s", eventlog.MaxEventsPerAppend-1)...)
 	h.Declare("g", spec, "s-last")
 	var before uint64
 	h.Read(func(s *projections.State) { before = s.Seq })
 
-	_, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: events.MaxEventsPerAppend, RequestedBy: "ca"})
+	_, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: eventlog.MaxEventsPerAppend, RequestedBy: "ca"})
 	if handlers.CodeOf(err) != handlers.CodeInvalidArgument {
-		t.Fatalf("IncreaseSize of %d: got %v (code %v), want InvalidArgument", events.MaxEventsPerAppend, err, handlers.CodeOf(err))
+		t.Fatalf("IncreaseSize of %d: got %v (code %v), want InvalidArgument", eventlog.MaxEventsPerAppend, err, handlers.CodeOf(err))
 	}
 	var after uint64
 	h.Read(func(s *projections.State) { after = s.Seq })
@@ -30,7 +31,7 @@ func TestIncreaseSizeTooLargeForOneAppendIsRefusedClearly(t *testing.T) {
 		t.Fatalf("a refused IncreaseSize wrote events %d..%d", before+1, after)
 	}
 	// The claims, the group's SizeIncreased and ScaleRequested: one append.
-	most := events.MaxEventsPerAppend - 2
+	most := eventlog.MaxEventsPerAppend - 2
 	res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: most, RequestedBy: "ca"})
 	if n := len(res.Claims()); n != most {
 		t.Fatalf("IncreaseSize of %d created %d claims", most, n)

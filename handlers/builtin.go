@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers/scale"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -111,7 +112,7 @@ type ScaleGroup struct {
 
 func (c ScaleGroup) LockKey(*projections.State) string { return c.Group }
 
-func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok || g.Spec.Scaler != events.ScalerBuiltin || c.Obs == nil {
 		return nil, nil
@@ -156,9 +157,9 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 		if demand == nil {
 			return nil, nil
 		}
-		return []events.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{*demand}}}, nil
+		return []eventlog.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{*demand}}}, nil
 	}
-	writes := []events.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{{Time: now, Data: events.ScaleDecided{
+	writes := []eventlog.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{{Time: now, Data: events.ScaleDecided{
 		Ref:    events.Ref{Group: g.Name, Cause: "built-in scaler: " + string(d.Action)},
 		Demand: d.Demand, Target: d.Target, Nodes: d.Nodes, Action: string(d.Action), Reason: d.Reason, Slots: d.Slots,
 	}}}}}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -20,7 +21,7 @@ type Command interface {
 	// its group, so two commands that span slots of one group never
 	// interleave (maxSize, minSize floors).
 	LockKey(s *projections.State) string
-	Decide(s *projections.State, now time.Time) ([]events.Write, error)
+	Decide(s *projections.State, now time.Time) ([]eventlog.Write, error)
 }
 
 // IncreaseSize creates Delta claims on Delta free slots of Group.
@@ -39,7 +40,7 @@ type IncreaseSize struct {
 
 func (c IncreaseSize) LockKey(*projections.State) string { return c.Group }
 
-func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	if c.Delta <= 0 {
 		return nil, refuse(CodeInvalidArgument, "delta must be positive, got %d", c.Delta)
 	}
@@ -69,7 +70,7 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	}
 	req := events.Request{Call: call, Delta: c.Delta, Group: c.Group, Key: c.RequestKey}
 	cause := fmt.Sprintf("%s(+%d) by %s for group %s", call, c.Delta, orUnknown(c.RequestedBy), c.Group)
-	writes := make([]events.Write, 0, c.Delta+1)
+	writes := make([]eventlog.Write, 0, c.Delta+1)
 	for _, slot := range free[:c.Delta] {
 		writes = append(writes, newClaim(s, g, s.Slots[slot], now, req, c.RequestedBy, cause))
 	}
@@ -113,7 +114,7 @@ func whyNotFree(s *projections.State, g *projections.Group, now time.Time) strin
 
 // newClaim is the write that creates one claim on a slot: attempt seeded
 // from the slot's digest, deadline from the group's budget.
-func newClaim(s *projections.State, g *projections.Group, sl *projections.Slot, now time.Time, req events.Request, by, cause string) events.Write {
+func newClaim(s *projections.State, g *projections.Group, sl *projections.Slot, now time.Time, req events.Request, by, cause string) eventlog.Write {
 	name := ClaimName(sl.Name, sl.Seq, now)
 	budget := projections.TimeoutsOf(g.Spec.Lifecycle).Budget()
 	ev := events.ClaimCreated{
@@ -126,7 +127,7 @@ func newClaim(s *projections.State, g *projections.Group, sl *projections.Slot, 
 		MaxNodeProvisionTime: g.Spec.MaxNodeProvisionTime,
 		TTL:                  events.Duration(projections.ClaimTTL(g.Spec)),
 	}
-	return events.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: []events.Event{{Time: now, Data: ev}}}
+	return eventlog.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: []events.Event{{Time: now, Data: ev}}}
 }
 
 // DecreaseTargetSize cancels -Delta pending claims of Group. It never
@@ -140,7 +141,7 @@ type DecreaseTargetSize struct {
 
 func (c DecreaseTargetSize) LockKey(*projections.State) string { return c.Group }
 
-func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	if c.Delta >= 0 {
 		return nil, refuse(CodeInvalidArgument, "delta must be negative, got %d", c.Delta)
 	}
@@ -175,7 +176,7 @@ func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]event
 	sort.SliceStable(pending, func(i, j int) bool { return pending[i].RequestedAt.After(pending[j].RequestedAt) })
 	req := events.Request{Call: events.CallDecreaseTargetSize, Delta: c.Delta, Group: c.Group}
 	cause := fmt.Sprintf("DecreaseTargetSize(%d) by %s for group %s", c.Delta, orUnknown(c.RequestedBy), c.Group)
-	var writes []events.Write
+	var writes []eventlog.Write
 	for _, cl := range pending[:-c.Delta] {
 		writes = append(writes, slotWrite(s, cl.Slot, now, events.ClaimCancelled{
 			Ref: claimRef(cl, cause), Reason: projections.ReasonCancelledByDecreaseTargetSize,
@@ -208,7 +209,7 @@ type DeleteNodes struct {
 
 func (c DeleteNodes) LockKey(*projections.State) string { return c.Group }
 
-func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	if len(c.Nodes) == 0 {
 		return nil, refuse(CodeInvalidArgument, "nodes: at least one node is required")
 	}
@@ -240,7 +241,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 	}
 	req := events.Request{Call: call, Group: c.Group, Nodes: names}
 	cause := fmt.Sprintf("%s(%s) by %s for group %s", call, strings.Join(names, ","), orUnknown(c.RequestedBy), c.Group)
-	var writes, removing []events.Write
+	var writes, removing []eventlog.Write
 	removed := 0
 	for _, slot := range slots {
 		cl := s.LiveOfSlot(slot)
@@ -293,7 +294,7 @@ type ManualClaim struct {
 
 func (c ManualClaim) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
 		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
@@ -321,7 +322,7 @@ func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]events.Write
 	}
 	req := events.Request{Call: events.CallManual, Group: g.Name}
 	claim := newClaim(s, g, sl, now, req, by, cause)
-	return []events.Write{claim, sizeIncreased(g, now, events.Ref{Cause: cause}, by, req, []events.Write{claim})}, nil
+	return []eventlog.Write{claim, sizeIncreased(g, now, events.Ref{Cause: cause}, by, req, []eventlog.Write{claim})}, nil
 }
 
 // DeleteClaim ends a claim by hand: cancelled if pending, scaled down if
@@ -338,7 +339,7 @@ func (c DeleteClaim) LockKey(s *projections.State) string {
 	return ""
 }
 
-func (c DeleteClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c DeleteClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil {
 		return nil, refuse(CodeNotFound, "claim %q not found", c.Claim)
@@ -353,11 +354,11 @@ func (c DeleteClaim) Decide(s *projections.State, now time.Time) ([]events.Write
 	case cl.ScaleDown != nil:
 		return nil, nil
 	case cl.IsPending():
-		return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimCancelled{
+		return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ClaimCancelled{
 			Ref: claimRef(cl, cause), Reason: projections.ReasonDeletedByHand, RequestedBy: by, Request: &req,
 		})}, nil
 	default:
-		return []events.Write{slotWrite(s, cl.Slot, now, events.ScaleDownRequested{
+		return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ScaleDownRequested{
 			Ref: claimRef(cl, cause), RequestedBy: by, Request: req, Reason: projections.ReasonDeletedByHand,
 		})}, nil
 	}
@@ -373,7 +374,7 @@ type Decommission struct {
 
 func (c Decommission) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c Decommission) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c Decommission) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
 		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
@@ -401,7 +402,7 @@ func (c Decommission) Decide(s *projections.State, now time.Time) ([]events.Writ
 			}})
 		}
 	}
-	return []events.Write{{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: evs}}, nil
+	return []eventlog.Write{{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: evs}}, nil
 }
 
 // Recommission puts a decommissioned slot back into service.
@@ -412,7 +413,7 @@ type Recommission struct {
 
 func (c Recommission) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c Recommission) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c Recommission) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
 		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
@@ -421,7 +422,7 @@ func (c Recommission) Decide(s *projections.State, now time.Time) ([]events.Writ
 		return nil, nil
 	}
 	by := orUnknown(c.By)
-	return []events.Write{slotWrite(s, sl.Name, now, events.SlotRecommissioned{
+	return []eventlog.Write{slotWrite(s, sl.Name, now, events.SlotRecommissioned{
 		Ref: events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "recommissioned by " + by}, By: by,
 	})}, nil
 }
@@ -429,8 +430,8 @@ func (c Recommission) Decide(s *projections.State, now time.Time) ([]events.Writ
 // --- helpers ---------------------------------------------------------------
 
 // slotWrite is one event appended to a slot with the slot's expectation.
-func slotWrite(s *projections.State, slot string, now time.Time, d events.Data) events.Write {
-	return events.Write{
+func slotWrite(s *projections.State, slot string, now time.Time, d events.Data) eventlog.Write {
+	return eventlog.Write{
 		Aggregate: events.SlotAggregate(slot),
 		Expected:  s.Slots[slot].Seq,
 		Events:    []events.Event{{Time: now, Data: d}},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -27,7 +28,7 @@ type ObserveNode struct {
 
 func (c ObserveNode) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl := s.Slots[c.Slot]
 	if sl == nil || sl.Group == "" {
 		return nil, nil
@@ -37,7 +38,7 @@ func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]events.Write
 	if !nodeChanged && !powered {
 		return nil, nil
 	}
-	w := events.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq}
+	w := eventlog.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq}
 	if nodeChanged {
 		ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node observed: " + describeNodeChange(sl.Node, c.Node)}
 		if cl := s.LiveOfSlot(sl.Name); cl != nil {
@@ -48,7 +49,7 @@ func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]events.Write
 	if powered {
 		w.Events = append(w.Events, events.Event{Time: now, Data: power})
 	}
-	return []events.Write{w}, nil
+	return []eventlog.Write{w}, nil
 }
 
 // NodeStatesEqual compares two observations, taints as a set.
@@ -105,7 +106,7 @@ type FailInPhase struct {
 	Phase projections.Phase
 }
 
-func (c FailInPhase) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c FailInPhase) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase.Normal() != c.Phase.Normal() {
 		return nil, nil
@@ -127,7 +128,7 @@ type FireShutdown struct {
 
 func (c FireShutdown) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-func (c FireShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c FireShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.LastShutdownJob != c.After {
 		return nil, nil
@@ -145,7 +146,7 @@ func (c FireShutdown) Decide(s *projections.State, now time.Time) ([]events.Writ
 		}
 	}
 	n := StopJobsFired(cl) + 1
-	return []events.Write{slotWrite(s, cl.Slot, now, events.ShutdownFired{
+	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ShutdownFired{
 		Ref: claimRef(cl, orCause(c.Cause, "shutdown")), Job: JobName(cl.Name, "stop", n),
 		ShutdownAttempt: cl.ShutdownAttempts + 1, Force: c.Force,
 	})}, nil
@@ -165,12 +166,12 @@ type LimitShutdown struct {
 
 func (c LimitShutdown) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-func (c LimitShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c LimitShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown == nil || cl.ShutdownAttempts < projections.ShutdownAttemptLimit {
 		return nil, nil
 	}
-	return []events.Write{slotWrite(s, cl.Slot, now, events.ShutdownAttemptLimitReached{
+	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ShutdownAttemptLimitReached{
 		Ref:         claimRef(cl, fmt.Sprintf("%d shutdown Jobs finished and the machine is still observed up", cl.ShutdownAttempts)),
 		Attempts:    cl.ShutdownAttempts,
 		PausedUntil: now.Add(projections.ShutdownAttemptResetGrace),
@@ -189,7 +190,7 @@ type FireSlotShutdown struct {
 
 func (c FireSlotShutdown) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c FireSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c FireSlotShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl := s.Slots[c.Slot]
 	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil {
 		return nil, nil
@@ -209,7 +210,7 @@ func (c FireSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.
 		}
 		attempt = last.Attempt + 1
 	}
-	return []events.Write{slotWrite(s, sl.Name, now, events.ShutdownFired{
+	return []eventlog.Write{slotWrite(s, sl.Name, now, events.ShutdownFired{
 		Ref:             events.Ref{Slot: sl.Name, Group: sl.Group, Cause: orCause(c.Cause, "input law: machine observed up with no claim that wants it")},
 		Job:             SlotJobName(sl.Name, sl.Seq),
 		ShutdownAttempt: attempt,
@@ -227,7 +228,7 @@ type ObserveMachine struct {
 
 func (c ObserveMachine) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase != projections.PhaseReady {
 		return nil, nil
@@ -236,12 +237,12 @@ func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]events.Wr
 		if cl.MachineOffSince == nil {
 			return nil, nil
 		}
-		return []events.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOn{Ref: claimRef(cl, orCause(c.Cause, "machine observed up again"))})}, nil
+		return []eventlog.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOn{Ref: claimRef(cl, orCause(c.Cause, "machine observed up again"))})}, nil
 	}
 	if cl.MachineOffSince != nil {
 		return nil, nil
 	}
-	return []events.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOff{Ref: claimRef(cl, orCause(c.Cause, "machine observed off"))})}, nil
+	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOff{Ref: claimRef(cl, orCause(c.Cause, "machine observed off"))})}, nil
 }
 
 // The claim the command is about: its span joins the claim's trace.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers/scale"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -42,7 +43,7 @@ func (c DeleteNodes) scaleRequest() (string, events.ScaleRequested, bool) {
 // withScaleRequest adds the accepted call's ScaleRequested to the writes
 // that carry it out (one append: the demand fact and its decision land
 // together or not at all). A call that decided nothing is not recorded.
-func withScaleRequest(s *projections.State, cmd scaleRequester, now time.Time, writes []events.Write) []events.Write {
+func withScaleRequest(s *projections.State, cmd scaleRequester, now time.Time, writes []eventlog.Write) []eventlog.Write {
 	group, req, ok := cmd.scaleRequest()
 	g := s.Groups[group]
 	if !ok || len(writes) == 0 || g == nil {
@@ -52,7 +53,7 @@ func withScaleRequest(s *projections.State, cmd scaleRequester, now time.Time, w
 	req.Accepted = true
 	// One write per aggregate: with the call's SizeIncreased or
 	// SizeDecreased, the group's write carries both.
-	return mergeWrites(append(writes, events.Write{Aggregate: events.GroupAggregate(group), Expected: g.Seq, Events: []events.Event{{Time: now, Data: req}}}))
+	return mergeWrites(append(writes, eventlog.Write{Aggregate: events.GroupAggregate(group), Expected: g.Seq, Events: []events.Event{{Time: now, Data: req}}}))
 }
 
 // refusalRepeats counts the refusals not written because the group's last
@@ -84,7 +85,7 @@ func (r *refusalRepeats) take(key string) int {
 // call is not recorded, its group is unknown, the refusal is not the
 // group's to record (a command that could not be decided at all) or it
 // repeats the group's last recorded refusal within the window.
-func (s *Service) refusalWrite(st *projections.State, cmd Command, now time.Time, refusal error) []events.Write {
+func (s *Service) refusalWrite(st *projections.State, cmd Command, now time.Time, refusal error) []eventlog.Write {
 	rc, ok := cmd.(scaleRequester)
 	var e *Error
 	if !ok || !errors.As(refusal, &e) {
@@ -103,13 +104,13 @@ func (s *Service) refusalWrite(st *projections.State, cmd Command, now time.Time
 	req.Ref = events.Ref{Group: group, Cause: req.Call + " by " + req.Requester + " refused"}
 	req.Reason = e.Msg
 	req.Repeats = s.repeats.take(key)
-	return []events.Write{{Aggregate: events.GroupAggregate(group), Expected: g.Seq, Events: []events.Event{{Time: now, Data: req}}}}
+	return []eventlog.Write{{Aggregate: events.GroupAggregate(group), Expected: g.Seq, Events: []events.Event{{Time: now, Data: req}}}}
 }
 
 // recordRefusal appends a refused call's record. It is a fact about the
 // caller, not a decision: a failure to write it is logged and the caller
 // still gets the refusal.
-func (s *Service) recordRefusal(ctx context.Context, writes []events.Write) {
+func (s *Service) recordRefusal(ctx context.Context, writes []eventlog.Write) {
 	if s.views.WritesRefused() != nil {
 		return // views over a gap write nothing (execute)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
@@ -20,7 +21,7 @@ func TestTwoWritersOnOneGroupStateCannotJointlyPassMaxSize(t *testing.T) {
 	h := handlerstest.New(t)
 	h.Declare("g", events.GroupSpec{MaxSize: 5}, handlerstest.Slots("s", 8)...)
 	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 4, RequestedBy: "ca"})
-	var increase, manual []events.Write
+	var increase, manual []eventlog.Write
 	h.Read(func(s *projections.State) {
 		var err error
 		if increase, err = (handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}).Decide(s, h.Clock.Now()); err != nil {
@@ -34,7 +35,7 @@ func TestTwoWritersOnOneGroupStateCannotJointlyPassMaxSize(t *testing.T) {
 	if _, err := h.Store.AppendWrites(ctx, increase...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Store.AppendWrites(ctx, manual...); !errors.Is(err, events.ErrConflict) {
+	if _, err := h.Store.AppendWrites(ctx, manual...); !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("the second writer's claim landed over maxSize: %v", err)
 	}
 }

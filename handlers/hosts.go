@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -330,7 +331,7 @@ func (c ExpectHost) LockKey(s *projections.State) string { return claimGroup(s, 
 // ClaimName is the claim the command is about (ClaimCommand).
 func (c ExpectHost) ClaimName() string { return c.Claim }
 
-func (c ExpectHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c ExpectHost) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase != projections.PhaseBooting || cl.DeadlineAt == nil {
 		return nil, nil
@@ -342,7 +343,7 @@ func (c ExpectHost) Decide(s *projections.State, now time.Time) ([]events.Write,
 	if c.InstanceID != "" {
 		cause = "startup Job reported instance " + c.InstanceID
 	}
-	return []events.Write{slotWrite(s, cl.Slot, now, events.HostExpected{
+	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.HostExpected{
 		Ref: claimRef(cl, cause), Node: c.Node, ProviderID: c.ProviderID, Address: c.Address,
 		InstanceID: c.InstanceID, DeadlineAt: *cl.DeadlineAt,
 	})}, nil
@@ -360,12 +361,12 @@ func (c JoinHost) LockKey(s *projections.State) string { return claimGroup(s, c.
 // ClaimName is the claim the command is about (ClaimCommand).
 func (c JoinHost) ClaimName() string { return c.Claim }
 
-func (c JoinHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c JoinHost) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Joined != nil || (cl.Phase != projections.PhaseBooting && cl.Phase != projections.PhaseReady) {
 		return nil, nil
 	}
-	return []events.Write{slotWrite(s, cl.Slot, now, events.HostJoined{
+	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.HostJoined{
 		Ref: claimRef(cl, "node "+c.Node+" registered, matched by "+c.MatchedBy), Node: c.Node, MatchedBy: c.MatchedBy,
 	})}, nil
 }

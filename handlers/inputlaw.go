@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -84,7 +85,7 @@ type PauseSlotShutdown struct {
 
 func (c PauseSlotShutdown) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c PauseSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c PauseSlotShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl := s.Slots[c.Slot]
 	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil || sl.ShutdownPausedUntil != nil {
 		return nil, nil
@@ -97,7 +98,7 @@ func (c PauseSlotShutdown) Decide(s *projections.State, now time.Time) ([]events
 	if !now.Before(until) {
 		return nil, nil
 	}
-	return []events.Write{slotWrite(s, sl.Name, now, events.UnclaimedShutdownPaused{
+	return []eventlog.Write{slotWrite(s, sl.Name, now, events.UnclaimedShutdownPaused{
 		Ref:         events.Ref{Slot: sl.Name, Group: sl.Group, Cause: fmt.Sprintf("input law: %d shutdown Jobs finished and the machine no claim wants is still observed up", last.Attempt)},
 		Attempts:    last.Attempt,
 		PausedUntil: until,

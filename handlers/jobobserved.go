@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -51,7 +52,7 @@ func (c ObserveJob) LockKey(s *projections.State) string { return groupOfSlot(s,
 // ClaimName is the claim the command is about (ClaimCommand).
 func (c ObserveJob) ClaimName() string { return c.Claim }
 
-func (c ObserveJob) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c ObserveJob) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl := s.Slots[c.Slot]
 	if sl == nil || sl.Group == "" {
 		return nil, nil
@@ -74,7 +75,7 @@ func (c ObserveJob) Decide(s *projections.State, now time.Time) ([]events.Write,
 	default:
 		return nil, fmt.Errorf("observe Job %s: operation %q is neither %s nor %s", c.Job, c.Operation, OperationStartup, OperationShutdown)
 	}
-	return []events.Write{slotWrite(s, sl.Name, now, events.JobObserved{
+	return []eventlog.Write{slotWrite(s, sl.Name, now, events.JobObserved{
 		Ref: ref, Job: c.Job, Operation: c.Operation, Created: c.Created,
 		Outcome: c.Outcome, FinishedAt: c.FinishedAt, Reason: c.Reason,
 	})}, nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -26,7 +27,7 @@ type Lease interface {
 // effect.
 type Leadership struct {
 	lease Lease
-	store *events.Store
+	store *eventlog.Store
 	views *projections.Runner
 	clock clock.PassiveClock
 	log   *slog.Logger
@@ -38,7 +39,7 @@ type Leadership struct {
 	mu    sync.Mutex
 	epoch uint64
 	// fence is the seq of this term's LeaderElected: every append of the
-	// term is fenced by it (events.Fenced), so the log refuses it once a
+	// term is fenced by it (eventlog.Fenced), so the log refuses it once a
 	// newer leader is elected.
 	fence   uint64
 	deposed func(why string)
@@ -48,7 +49,7 @@ type Leadership struct {
 }
 
 // NewLeadership returns the leadership of the replica that lease names.
-func NewLeadership(lease Lease, store *events.Store, views *projections.Runner, clk clock.PassiveClock, log *slog.Logger) *Leadership {
+func NewLeadership(lease Lease, store *eventlog.Store, views *projections.Runner, clk clock.PassiveClock, log *slog.Logger) *Leadership {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -83,7 +84,7 @@ func (l *Leadership) Elect(ctx context.Context, grpcAddress, apiAddress, cause s
 			Replica: l.lease.Identity(), Epoch: epoch, GRPCAddress: grpcAddress, APIAddress: apiAddress, Cause: cause,
 		}}
 		res, err := l.store.Append(ctx, events.Leadership(), cur.Seq, ev)
-		if errors.Is(err, events.ErrConflict) {
+		if errors.Is(err, eventlog.ErrConflict) {
 			continue // another replica appended first: look again
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
@@ -34,7 +35,7 @@ func newTestLease(name string, leading bool) *testLease {
 func (l *testLease) Leading() bool    { return l.leading.Load() }
 func (l *testLease) Identity() string { return l.name }
 
-func leadershipEvents(t *testing.T, st *events.Store) []events.LeaderElected {
+func leadershipEvents(t *testing.T, st *eventlog.Store) []events.LeaderElected {
 	t.Helper()
 	var out []events.LeaderElected
 	if err := st.Read(context.Background(), 1, 0, func(e events.Event) error {

@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
@@ -18,7 +19,7 @@ import (
 
 // A group of 20 slots whose log lost the declaration of slot s-7 (40
 // flipped bytes in its record, seq 9).
-func logMissingASlot(t *testing.T) (*events.Store, *eventstest.Server) {
+func logMissingASlot(t *testing.T) (*eventlog.Store, *eventstest.Server) {
 	t.Helper()
 	srv := eventstest.StartServer(t)
 	st := srv.Store()
@@ -39,7 +40,7 @@ func logMissingASlot(t *testing.T) (*events.Store, *eventstest.Server) {
 	return srv.Store(), srv
 }
 
-func serviceOver(t *testing.T, st *events.Store, accept bool) *handlers.Service {
+func serviceOver(t *testing.T, st *eventlog.Store, accept bool) *handlers.Service {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	views := projections.NewRunner(st, projections.RunnerOptions{AcceptGaps: accept, Logger: rquiet})

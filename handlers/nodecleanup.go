@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -68,7 +69,7 @@ type RequestNodeDelete struct {
 
 func (c RequestNodeDelete) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c RequestNodeDelete) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c RequestNodeDelete) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	sl := s.Slots[c.Slot]
 	if sl == nil || sl.Group == "" || sl.LastShutdown == nil || sl.LastShutdown.Job != c.ShutdownJob || s.LiveOfSlot(c.Slot) != nil {
 		return nil, nil
@@ -82,7 +83,7 @@ func (c RequestNodeDelete) Decide(s *projections.State, now time.Time) ([]events
 			ref.Claim, ref.Attempt = cl.Name, cl.Attempt
 		}
 	}
-	return []events.Write{slotWrite(s, sl.Name, now, events.NodeDeleteRequested{
+	return []eventlog.Write{slotWrite(s, sl.Name, now, events.NodeDeleteRequested{
 		Ref: ref, Node: c.Node, Why: "NotReady after the shutdown of its machine (it counts against cluster-autoscaler's unready gate)",
 	})}, nil
 }

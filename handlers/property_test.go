@@ -18,6 +18,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
@@ -37,7 +38,7 @@ func TestPropertyInvariants(t *testing.T) {
 	srv := eventstest.StartServer(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		n := streams.Add(1)
-		h := handlerstest.OnServer(t, srv, events.StoreConfig{Stream: fmt.Sprintf("P%d", n), Prefix: fmt.Sprintf("p%d", n)})
+		h := handlerstest.OnServer(t, srv, eventlog.StoreConfig{Stream: fmt.Sprintf("P%d", n), Prefix: fmt.Sprintf("p%d", n)})
 		groups := map[string][]string{"g1": {"a", "b.lan", "c"}, "g2": {"d", "e"}}
 		// The pool is a pool file applied through the command service, and
 		// applied again with other sizes during the run ("repool").
@@ -192,7 +193,7 @@ func applyPool(t *rapid.T, h *handlerstest.Harness, groups map[string][]string, 
 var quietLog = slog.New(slog.DiscardHandler)
 
 // TestPropertyPoolAboveBatchLimit applies random pool files of more than
-// events.MaxEventsPerAppend slots to a real JetStream store, then a second
+// eventlog.MaxEventsPerAppend slots to a real JetStream store, then a second
 // file that moves slots between groups, relabels them, adds or drops groups
 // (their slots retired and declared again), each after a random number of
 // single group decisions (a process stopped mid-apply). Before every full
@@ -206,9 +207,9 @@ func TestPropertyPoolAboveBatchLimit(t *testing.T) {
 	ctx := context.Background()
 	rapid.Check(t, func(rt *rapid.T) {
 		n := streams.Add(1)
-		h := handlerstest.OnServer(t, srv, events.StoreConfig{Stream: fmt.Sprintf("P%d", n), Prefix: fmt.Sprintf("p%d", n)})
+		h := handlerstest.OnServer(t, srv, eventlog.StoreConfig{Stream: fmt.Sprintf("P%d", n), Prefix: fmt.Sprintf("p%d", n)})
 		a := &poolfile.Applier{Service: h.Service, Views: h.Views, Clock: h.Clock, Log: quietLog}
-		slots := rapid.IntRange(events.MaxEventsPerAppend+1, events.MaxEventsPerAppend+150).Draw(rt, "slots")
+		slots := rapid.IntRange(eventlog.MaxEventsPerAppend+1, eventlog.MaxEventsPerAppend+150).Draw(rt, "slots")
 		for step := range 2 {
 			cfg := bigPoolFile(slots,
 				rapid.IntRange(1, 4).Draw(rt, "groups"), rapid.IntRange(0, 3).Draw(rt, "shift"), rapid.IntRange(0, 1).Draw(rt, "rev"))
@@ -218,7 +219,7 @@ func TestPropertyPoolAboveBatchLimit(t *testing.T) {
 				if err != nil {
 					rt.Fatalf("step %d: decision for %s: %v", step, g, err)
 				}
-				if len(res.Events) > events.MaxEventsPerAppend {
+				if len(res.Events) > eventlog.MaxEventsPerAppend {
 					rt.Fatalf("step %d: one decision wrote %d events", step, len(res.Events))
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -110,7 +111,7 @@ type RefuseHost struct {
 
 func (c RefuseHost) LockKey(*projections.State) string { return c.Group }
 
-func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	var seq uint64
 	if sl := s.Slots[c.Slot]; sl != nil {
 		seq = sl.Seq
@@ -118,7 +119,7 @@ func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write,
 			return nil, nil
 		}
 	}
-	return []events.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
+	return []eventlog.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
 		Ref: events.Ref{Slot: c.Slot, Group: c.Group, Cause: "host join refused: " + c.Why}, Node: c.Node, Why: c.Why,
 	}}}}}, nil
 }

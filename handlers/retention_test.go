@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
@@ -22,7 +23,7 @@ import (
 // claim is decided and written.
 func TestAlwaysOnClaimOutlivesItsEvents(t *testing.T) {
 	srv := eventstest.StartServer(t)
-	h := handlerstest.OnServer(t, srv, events.StoreConfig{Stream: "RETENTION", MaxAge: 2 * time.Second})
+	h := handlerstest.OnServer(t, srv, eventlog.StoreConfig{Stream: "RETENTION", MaxAge: 2 * time.Second})
 	e := &renv{t: t, h: h, f: kube.NewFake()}
 	e.f.StampCreation(func() time.Time { return e.h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())

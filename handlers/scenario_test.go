@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -32,7 +33,7 @@ type pool struct {
 func newPool() *pool { return &pool{s: projections.NewState(), now: t0} }
 
 // append checks the expectations and folds the events.
-func (p *pool) append(writes []events.Write) ([]events.Event, error) {
+func (p *pool) append(writes []eventlog.Write) ([]events.Event, error) {
 	for _, w := range writes {
 		var last uint64
 		switch w.Aggregate.Kind {
@@ -73,12 +74,12 @@ func (p *pool) exec(cmd handlers.Command) ([]events.Event, error) {
 
 // declare adds a group with slots, as the pool reconciler would.
 func (p *pool) declare(group string, spec events.GroupSpec, slots []string) error {
-	var ws []events.Write
+	var ws []eventlog.Write
 	if g := p.s.Groups[group]; g == nil || g.Retired {
-		ws = append(ws, events.Write{Aggregate: events.GroupAggregate(group), Expected: seqOfGroup(p.s, group), Events: []events.Event{{Time: p.now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
+		ws = append(ws, eventlog.Write{Aggregate: events.GroupAggregate(group), Expected: seqOfGroup(p.s, group), Events: []events.Event{{Time: p.now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
 	}
 	for _, sl := range slots {
-		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Expected: seqOfSlot(p.s, sl), Events: []events.Event{{Time: p.now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}}}}})
+		ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl), Expected: seqOfSlot(p.s, sl), Events: []events.Event{{Time: p.now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}}}}})
 	}
 	_, err := p.append(ws)
 	return err
@@ -330,7 +331,7 @@ func (p *pool) merge(slot, claim, by string) ([]string, error) {
 		RequestedAt: p.now, RequestedBy: by, Request: events.Request{Call: events.CallManual, Group: sl.Group},
 		DeadlineAt: projections.DeadlineAt(p.now, g.Spec), TTL: events.Duration(time.Hour),
 	}
-	evs, err := p.append([]events.Write{{Aggregate: events.SlotAggregate(slot), Expected: sl.Seq, Events: []events.Event{{Time: p.now, Data: ev}}}})
+	evs, err := p.append([]eventlog.Write{{Aggregate: events.SlotAggregate(slot), Expected: sl.Seq, Events: []events.Event{{Time: p.now, Data: ev}}}})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -25,7 +26,7 @@ import (
 // key (a group) run one at a time inside the process; the expectations are
 // what keeps two processes (a stale leader) from writing two live claims.
 type Service struct {
-	store  *events.Store
+	store  *eventlog.Store
 	views  *projections.Runner
 	clock  clock.PassiveClock
 	source string
@@ -67,7 +68,7 @@ type Service struct {
 
 // NewService returns a command service. source is the CloudEvents source of
 // what it writes ("/claimstream/provider").
-func NewService(store *events.Store, views *projections.Runner, clk clock.PassiveClock, source string, log *slog.Logger) *Service {
+func NewService(store *eventlog.Store, views *projections.Runner, clk clock.PassiveClock, source string, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -150,10 +151,10 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 		}
 	}
 	for {
-		var writes []events.Write
+		var writes []eventlog.Write
 		var err error
 		now := s.clock.Now().UTC()
-		var refused []events.Write
+		var refused []eventlog.Write
 		s.views.Read(func(st *projections.State) {
 			if writes, err = cmd.Decide(st, now); err != nil {
 				refused = s.refusalWrite(st, cmd, now, err)
@@ -174,7 +175,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 			ctx = traced(ctx)
 		}
 		out, err := s.append(ctx, writes)
-		if errors.Is(err, events.ErrConflict) {
+		if errors.Is(err, eventlog.ErrConflict) {
 			res.Conflicts++
 			if res.Conflicts > s.MaxConflicts {
 				return res, refuse(CodeAborted, "gave up after %d concurrent writes to the same slots: %v", res.Conflicts, err)
@@ -185,7 +186,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 			}
 			continue
 		}
-		if errors.Is(err, events.ErrFenced) {
+		if errors.Is(err, eventlog.ErrFenced) {
 			if s.OnFenced != nil {
 				s.OnFenced(err.Error())
 			}
@@ -203,12 +204,12 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 }
 
 // append stamps and appends one decision, in its own span when traced.
-func (s *Service) append(ctx context.Context, writes []events.Write) (events.AppendResult, error) {
+func (s *Service) append(ctx context.Context, writes []eventlog.Write) (eventlog.AppendResult, error) {
 	var epoch uint64
 	if s.Gate != nil {
 		var err error
 		if epoch, err = s.Gate(); err != nil {
-			return events.AppendResult{}, err
+			return eventlog.AppendResult{}, err
 		}
 	}
 	var span trace.Span
@@ -218,9 +219,9 @@ func (s *Service) append(ctx context.Context, writes []events.Write) (events.App
 	if s.Fence != nil {
 		fe, seq := s.Fence()
 		if fe != epoch || seq == 0 {
-			return events.AppendResult{}, refuse(CodeUnavailable, "not the leader: this replica's term ended while the write was decided; retry shortly")
+			return eventlog.AppendResult{}, refuse(CodeUnavailable, "not the leader: this replica's term ended while the write was decided; retry shortly")
 		}
-		ctx = events.Fenced(ctx, seq)
+		ctx = eventlog.Fenced(ctx, seq)
 	}
 	s.stamp(ctx, writes, epoch)
 	began := time.Now()
@@ -236,7 +237,7 @@ func (s *Service) append(ctx context.Context, writes []events.Write) (events.App
 		}
 		span.SetAttributes(attribute.Int("claimstream.writes", len(writes)), attribute.Int("claimstream.events", n))
 		switch {
-		case errors.Is(err, events.ErrConflict):
+		case errors.Is(err, eventlog.ErrConflict):
 			span.SetAttributes(attribute.Bool("claimstream.conflict", true))
 			span.SetStatus(codes.Error, "conflict")
 		case err != nil:
@@ -309,7 +310,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 	return s.views.WaitFor(ctx, last)
 }
 
-func (s *Service) stamp(ctx context.Context, writes []events.Write, epoch uint64) {
+func (s *Service) stamp(ctx context.Context, writes []eventlog.Write, epoch uint64) {
 	tp := ""
 	switch {
 	case s.TraceParent != nil:

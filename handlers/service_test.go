@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
@@ -99,7 +100,7 @@ func TestTwoWritersNeverClaimOneSlotTwice(t *testing.T) {
 func TestStaleDecisionIsRefusedByTheStore(t *testing.T) {
 	h := handlerstest.New(t)
 	h.Declare("g", events.GroupSpec{}, "a")
-	var stale []events.Write
+	var stale []eventlog.Write
 	h.Read(func(s *projections.State) {
 		var err error
 		stale, err = handlers.IncreaseSize{Group: "g", Delta: 1}.Decide(s, h.Clock.Now())

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // unavailableIfUnwritable turns an append refused because the log cannot be
@@ -17,11 +17,11 @@ import (
 // thousand claims: each claim is an event, plus the group's) is the
 // caller's to split: InvalidArgument, with the limit, and nothing written.
 func unavailableIfUnwritable(err error) error {
-	if errors.Is(err, events.ErrLogUnwritable) {
+	if errors.Is(err, eventlog.ErrLogUnwritable) {
 		return &Error{Code: CodeUnavailable, Msg: err.Error()}
 	}
-	if errors.Is(err, events.ErrAppendTooLarge) {
-		return &Error{Code: CodeInvalidArgument, Msg: fmt.Sprintf("%v: one call changes at most %d slots at once (each is an event, and the group records the call); ask for fewer", err, events.MaxEventsPerAppend-2)}
+	if errors.Is(err, eventlog.ErrAppendTooLarge) {
+		return &Error{Code: CodeInvalidArgument, Msg: fmt.Sprintf("%v: one call changes at most %d slots at once (each is an event, and the group records the call); ask for fewer", err, eventlog.MaxEventsPerAppend-2)}
 	}
 	return err
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -38,7 +40,7 @@ func benchEvents() int {
 // benchLog returns a store holding n events of a pool of 10,000 slots in
 // 100 groups living through claim after claim, and a function that
 // restarts its server.
-func benchLog(b *testing.B, n int) (*events.Embedded, *events.Store, string) {
+func benchLog(b *testing.B, n int) (*natsserver.Embedded, *eventlog.Store, string) {
 	b.Helper()
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("claimstream-bench-%s-%d", benchLogVersion, n))
 	fresh := false
@@ -46,7 +48,7 @@ func benchLog(b *testing.B, n int) (*events.Embedded, *events.Store, string) {
 		os.RemoveAll(dir)
 		fresh = true
 	}
-	srv, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: dir, NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,12 +63,12 @@ func benchLog(b *testing.B, n int) (*events.Embedded, *events.Store, string) {
 	return srv, st, dir
 }
 
-func openStore(b *testing.B, srv *events.Embedded) *events.Store {
+func openStore(b *testing.B, srv *natsserver.Embedded) *eventlog.Store {
 	js, err := jetstream.New(srv.Conn, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{})
+	st, err := eventlog.OpenStore(context.Background(), js, eventlog.StoreConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func openStore(b *testing.B, srv *events.Embedded) *events.Store {
 
 // generate publishes n events without expectations (the benchmark replays
 // them; it does not test the decisions), a bounded number in flight.
-func generate(b *testing.B, st *events.Store, n int) {
+func generate(b *testing.B, st *eventlog.Store, n int) {
 	ctx := context.Background()
 	gen := eventstest.NewBoundedPublisher(st.JetStream(), 0)
 	subj := st.Subjects()
@@ -87,7 +89,7 @@ func generate(b *testing.B, st *events.Store, n int) {
 			return
 		}
 		at = at.Add(time.Second)
-		m, err := events.Event{ID: strconv.Itoa(count), Time: at, Data: d}.ToMsg(subj.Subject(events.AggregateOf(d), d.EventType()))
+		m, err := eventlog.ToMsg(events.Event{ID: strconv.Itoa(count), Time: at, Data: d}, subj.Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -196,7 +198,7 @@ func BenchmarkRestart(b *testing.B) {
 	srv.Shutdown()
 	restart := func(b *testing.B, withSnapshot bool) {
 		for i := 0; i < b.N; i++ {
-			srv, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
+			srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: dir, NoSync: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -302,7 +304,7 @@ func TestChildRSS(t *testing.T) {
 	}
 	if mode == "restart" {
 		ctx := context.Background()
-		srv, err := events.StartEmbedded(events.EmbeddedConfig{Dir: os.Getenv("CLAIMSTREAM_BENCH_DIR"), NoSync: true})
+		srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: os.Getenv("CLAIMSTREAM_BENCH_DIR"), NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +313,7 @@ func TestChildRSS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := events.OpenStore(ctx, js, events.StoreConfig{})
+		st, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // A checkpoint is a snapshot of the views at a known sequence that is kept
@@ -295,7 +296,7 @@ func (e *TruncatedLogError) Error() string {
 
 // coveringCheckpoint loads the newest checkpoint that holds every expired
 // event of a log with bounds b (seq >= First-1) and is not past its end.
-func (c *Checkpoints) coveringCheckpoint(ctx context.Context, b events.Bounds, atOrBefore func(CheckpointInfo) bool) (*State, CheckpointInfo, error) {
+func (c *Checkpoints) coveringCheckpoint(ctx context.Context, b eventlog.Bounds, atOrBefore func(CheckpointInfo) bool) (*State, CheckpointInfo, error) {
 	var newest uint64
 	var why []string
 	var cps []CheckpointInfo
@@ -329,7 +330,7 @@ func (c *Checkpoints) coveringCheckpoint(ctx context.Context, b events.Bounds, a
 // checkpoint whose last event is at or before t (when cps is set), then
 // every event up to t. Over a truncated log with no such checkpoint it
 // returns a *TruncatedLogError rather than a fold of the remaining tail.
-func ReplayUntil(ctx context.Context, store *events.Store, cps *Checkpoints, t time.Time) (*State, error) {
+func ReplayUntil(ctx context.Context, store *eventlog.Store, cps *Checkpoints, t time.Time) (*State, error) {
 	st, err := replayStart(ctx, store, cps, func(cp CheckpointInfo) bool { return !cp.Time.After(t) })
 	if err != nil {
 		return nil, err
@@ -351,7 +352,7 @@ func ReplayUntil(ctx context.Context, store *events.Store, cps *Checkpoints, t t
 
 // ReplayTo rebuilds the views up to seq upTo, from the nearest checkpoint
 // at or before it.
-func ReplayTo(ctx context.Context, store *events.Store, cps *Checkpoints, upTo uint64) (*State, error) {
+func ReplayTo(ctx context.Context, store *eventlog.Store, cps *Checkpoints, upTo uint64) (*State, error) {
 	st, err := replayStart(ctx, store, cps, func(cp CheckpointInfo) bool { return cp.Seq <= upTo })
 	if err != nil {
 		return nil, err
@@ -373,7 +374,7 @@ func ReplayTo(ctx context.Context, store *events.Store, cps *Checkpoints, upTo u
 // replayStart is the state a replay folds its tail into: the newest
 // checkpoint ok accepts, or an empty state when the log is whole from seq 1
 // and no checkpoint fits.
-func replayStart(ctx context.Context, store *events.Store, cps *Checkpoints, ok func(CheckpointInfo) bool) (*State, error) {
+func replayStart(ctx context.Context, store *eventlog.Store, cps *Checkpoints, ok func(CheckpointInfo) bool) (*State, error) {
 	b, err := store.Bounds(ctx)
 	if err != nil {
 		return nil, err
@@ -394,7 +395,7 @@ func replayStart(ctx context.Context, store *events.Store, cps *Checkpoints, ok 
 // OldestCovering loads the oldest checkpoint that still holds every
 // expired event of a log with bounds b: the state nearest the expiry, which
 // an audit of expired history tells. It returns a nil state when none does.
-func (c *Checkpoints) OldestCovering(ctx context.Context, b events.Bounds) (*State, CheckpointInfo, error) {
+func (c *Checkpoints) OldestCovering(ctx context.Context, b eventlog.Bounds) (*State, CheckpointInfo, error) {
 	cps, err := c.List(ctx)
 	if err != nil {
 		return nil, CheckpointInfo{}, err

@@ -15,19 +15,20 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
 
 // retentionStore opens the log on srv with a MaxAge of maxAge (0: forever).
-func retentionStore(t *testing.T, srv *eventstest.Server, maxAge time.Duration) (*events.Store, *projections.Checkpoints, *projections.Snapshots) {
+func retentionStore(t *testing.T, srv *eventstest.Server, maxAge time.Duration) (*eventlog.Store, *projections.Checkpoints, *projections.Snapshots) {
 	t.Helper()
 	ctx := context.Background()
 	js, err := jetstream.New(srv.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := events.OpenStore(ctx, js, events.StoreConfig{MaxAge: maxAge})
+	st, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{MaxAge: maxAge})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,21 +43,21 @@ func retentionStore(t *testing.T, srv *eventstest.Server, maxAge time.Duration) 
 	return st, cps, snaps
 }
 
-func appendData(t *testing.T, st *events.Store, at time.Time, d events.Data) uint64 {
+func appendData(t *testing.T, st *eventlog.Store, at time.Time, d events.Data) uint64 {
 	t.Helper()
 	res, err := st.Append(context.Background(), events.AggregateOf(d), 0, events.Event{Time: at, Data: d})
 	if err == nil {
 		return res.Last
 	}
 	// Later events of an aggregate: the test does not decide, it records.
-	res, err = st.AppendWrites(context.Background(), events.Write{Aggregate: events.AggregateOf(d), Expected: lastOf(t, st, events.AggregateOf(d)), Events: []events.Event{{Time: at, Data: d}}})
+	res, err = st.AppendWrites(context.Background(), eventlog.Write{Aggregate: events.AggregateOf(d), Expected: lastOf(t, st, events.AggregateOf(d)), Events: []events.Event{{Time: at, Data: d}}})
 	if err != nil {
 		t.Fatalf("append %s: %v", d.EventType(), err)
 	}
 	return res.Last
 }
 
-func lastOf(t *testing.T, st *events.Store, agg events.Aggregate) uint64 {
+func lastOf(t *testing.T, st *eventlog.Store, agg events.Aggregate) uint64 {
 	t.Helper()
 	var last uint64
 	if err := st.ReadAggregate(context.Background(), agg, func(e events.Event) error {
@@ -69,7 +70,7 @@ func lastOf(t *testing.T, st *events.Store, agg events.Aggregate) uint64 {
 }
 
 // alwaysOnClaim is a ready claim of slot a: created, booting, ready.
-func alwaysOnClaim(t *testing.T, st *events.Store, at time.Time) {
+func alwaysOnClaim(t *testing.T, st *eventlog.Store, at time.Time) {
 	t.Helper()
 	r := events.Ref{Claim: "a-000001", Slot: "a", Group: "g", Attempt: 1, Cause: "minSize"}
 	appendData(t, st, at, events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}})
@@ -88,7 +89,7 @@ func canonicalState(t *testing.T, st *projections.State) string {
 	return string(b)
 }
 
-func waitExpired(t *testing.T, st *events.Store, first uint64) {
+func waitExpired(t *testing.T, st *eventlog.Store, first uint64) {
 	t.Helper()
 	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		b, err := st.Bounds(context.Background())

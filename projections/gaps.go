@@ -6,23 +6,23 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // logGaps is what the runner knows of sequences missing from the log: the
 // views hold every event that was delivered, and none of these.
 type logGaps struct {
 	mu     sync.Mutex
-	gaps   events.Gaps
+	gaps   eventlog.Gaps
 	accept bool
 }
 
 // noteGaps records gaps found while building ("start") or keeping
 // ("tail") the views and says, once per new sequence, what is missing and
 // what the runner does about it. It does not take r.mu.
-func (r *Runner) noteGaps(gaps events.Gaps, during string) {
+func (r *Runner) noteGaps(gaps eventlog.Gaps, during string) {
 	r.gaps.mu.Lock()
-	var fresh events.Gaps
+	var fresh eventlog.Gaps
 	for _, g := range gaps {
 		fresh = append(fresh, r.gaps.gaps.Add(g.First, g.Last)...)
 	}
@@ -45,7 +45,7 @@ func (r *Runner) noteGaps(gaps events.Gaps, during string) {
 
 // Gaps is the sequences missing from the log that the views were built
 // without (nil when the log is whole).
-func (r *Runner) Gaps() events.Gaps {
+func (r *Runner) Gaps() eventlog.Gaps {
 	r.gaps.mu.Lock()
 	defer r.gaps.mu.Unlock()
 	return slices.Clone(r.gaps.gaps)
@@ -55,7 +55,7 @@ func (r *Runner) Gaps() events.Gaps {
 var ErrWritesRefused = fmt.Errorf("views built over a gap in the log refuse writes")
 
 // GapRefusal is why views built over a gap refuse writes.
-type GapRefusal struct{ Gaps events.Gaps }
+type GapRefusal struct{ Gaps eventlog.Gaps }
 
 func (e *GapRefusal) Error() string {
 	return fmt.Sprintf("writes refused: the views were built over a damaged log (%s); restore the data dir from a backup, or restart serve with --accept-log-gaps to write without those events", e.Gaps)
@@ -124,7 +124,7 @@ func (r *Runner) checkStreamDamage(ctx context.Context, viewsSeq uint64) {
 	if d.LostBytes > 0 {
 		attrs = append(attrs, "lostBytes", d.LostBytes)
 	}
-	var inSnapshot events.Gaps
+	var inSnapshot eventlog.Gaps
 	snap := r.lastSnap.Load()
 	for _, g := range d.Deleted {
 		if g.First <= snap {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
@@ -18,7 +19,7 @@ import (
 
 // damagedLog writes a group and 29 slots (30 events; slot sK at seq K+2),
 // stops the server, damages the block file and starts it again.
-func damagedLog(t *testing.T, damage func(*eventstest.Server)) (*events.Store, *eventstest.Server) {
+func damagedLog(t *testing.T, damage func(*eventstest.Server)) (*eventlog.Store, *eventstest.Server) {
 	t.Helper()
 	srv := eventstest.StartServer(t)
 	declareSlots(t, srv.Store(), 29)
@@ -51,7 +52,7 @@ func TestRunnerStartsOnATruncatedLogAndRefusesWrites(t *testing.T) {
 	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logger})
 	startBounded(t, r)
 
-	if got := r.Gaps(); !slices.Equal(got, events.Gaps{{First: 30, Last: 30}}) {
+	if got := r.Gaps(); !slices.Equal(got, eventlog.Gaps{{First: 30, Last: 30}}) {
 		t.Fatalf("gaps %v, want seq 30", got)
 	}
 	if !strings.Contains(logs.String(), `level=ERROR msg="the event log has a gap: views built without the missing events" missing="sequence 30 is missing from the log"`) {
@@ -83,7 +84,7 @@ func TestRunnerOverADamagedRecordNamesItAndAcceptsWritesOnlyWhenTold(t *testing.
 	logs, logger := logcapture.New(slog.LevelInfo)
 	r := projections.NewRunner(st, projections.RunnerOptions{Logger: logger})
 	startBounded(t, r)
-	if got := r.Gaps(); !slices.Equal(got, events.Gaps{{First: 17, Last: 17}}) {
+	if got := r.Gaps(); !slices.Equal(got, eventlog.Gaps{{First: 17, Last: 17}}) {
 		t.Fatalf("gaps %v, want seq 17", got)
 	}
 	if !strings.Contains(logs.String(), `missing="sequence 17 is missing from the log"`) {
@@ -106,7 +107,7 @@ func TestRunnerOverADamagedRecordNamesItAndAcceptsWritesOnlyWhenTold(t *testing.
 	if p, blocking := accepting.Problem(); blocking || !strings.Contains(p, "sequence 17 is missing") {
 		t.Fatalf("problem %q blocking %v", p, blocking)
 	}
-	if !slices.Equal(accepting.Gaps(), events.Gaps{{First: 17, Last: 17}}) {
+	if !slices.Equal(accepting.Gaps(), eventlog.Gaps{{First: 17, Last: 17}}) {
 		t.Fatalf("gaps %v", accepting.Gaps())
 	}
 }
@@ -167,7 +168,7 @@ func TestRunnerFindsAGapWhileTailing(t *testing.T) {
 	if err := r.WaitFor(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Gaps(); !slices.Equal(got, events.Gaps{{First: 4, Last: 4}}) {
+	if got := r.Gaps(); !slices.Equal(got, eventlog.Gaps{{First: 4, Last: 4}}) {
 		t.Fatalf("gaps %v, want seq 4", got)
 	}
 	if err := r.WritesRefused(); err == nil || !strings.Contains(err.Error(), "sequence 4 is missing from the log") {

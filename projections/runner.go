@@ -12,13 +12,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // Runner keeps the views in memory: it loads the newest snapshot, folds the
 // tail of the log into it, and keeps folding as events arrive. Readers get
 // one consistent State together with the stream sequence it reflects.
 type Runner struct {
-	store *events.Store
+	store *eventlog.Store
 	snaps *Snapshots
 	every uint64
 	log   *slog.Logger
@@ -100,7 +101,7 @@ type RunnerOptions struct {
 const DefaultDirectReadAfter = 250 * time.Millisecond
 
 // NewRunner returns a runner over store. Call Start, then Run.
-func NewRunner(store *events.Store, opts RunnerOptions) *Runner {
+func NewRunner(store *eventlog.Store, opts RunnerOptions) *Runner {
 	if opts.SnapshotEvery == 0 {
 		opts.SnapshotEvery = 10_000
 	}
@@ -187,7 +188,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		lastTime = e.Time
 		return nil
 	})
-	if gaps := events.GapsOf(err); gaps != nil {
+	if gaps := eventlog.GapsOf(err); gaps != nil {
 		// The views hold every event the log delivered; what it did not
 		// is reported, and decides whether they may serve writes.
 		r.noteGaps(gaps, "start")
@@ -237,7 +238,7 @@ func (r *Runner) apply(e events.Event, direct bool) {
 		return
 	}
 	if e.Seq > r.state.Seq+1 {
-		r.noteGaps(events.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
+		r.noteGaps(eventlog.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
 	}
 	r.fold(r.state, e)
 	if direct {
@@ -516,7 +517,7 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 // Rebuild folds the log from its first event up to seq upTo (0: its end)
 // into a new State. It is the reference the incremental views must equal,
 // and the replay of the pool as it was at any past point.
-func Rebuild(ctx context.Context, store *events.Store, upTo uint64) (*State, error) {
+func Rebuild(ctx context.Context, store *eventlog.Store, upTo uint64) (*State, error) {
 	defer replayGC()()
 	st := NewState()
 	err := store.Read(ctx, 1, upTo, func(e events.Event) error {
@@ -530,7 +531,7 @@ func Rebuild(ctx context.Context, store *events.Store, upTo uint64) (*State, err
 }
 
 // RebuildUntil folds every event whose time is at or before t.
-func RebuildUntil(ctx context.Context, store *events.Store, t time.Time) (*State, error) {
+func RebuildUntil(ctx context.Context, store *eventlog.Store, t time.Time) (*State, error) {
 	defer replayGC()()
 	st := NewState()
 	stop := errors.New("stop")

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
 
 // readerHost names the server that holds the views' consumer (the only
 // consumer of the stream in these tests).
-func readerHost(ctx context.Context, st *events.Store) (string, error) {
+func readerHost(ctx context.Context, st *eventlog.Store) (string, error) {
 	s, err := st.JetStream().Stream(ctx, st.Stream())
 	if err != nil {
 		return "", err
@@ -40,7 +41,7 @@ func readerHost(ctx context.Context, st *events.Store) (string, error) {
 // WaitFor reads what its reader has not delivered from the stream.
 func TestViewsReadTheirWritesWhileTheirReadersServerIsDown(t *testing.T) {
 	c := eventstest.StartCluster(t, 3)
-	st := c.Store(0, events.StoreConfig{})
+	st := c.Store(0, eventlog.StoreConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := projections.NewRunner(st, projections.RunnerOptions{Logger: quietLog()})

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // The views' reader of the log (a JetStream consumer) can fail: its
@@ -84,7 +85,7 @@ func (r *Runner) tailRecovering(ctx context.Context, clk clock.Clock, fold func(
 	wait := readerRetryFirst
 	for {
 		from := r.Seq() + 1
-		err := r.store.TailWith(events.PriorityRead(ctx), from, func() {
+		err := r.store.TailWith(eventlog.PriorityRead(ctx), from, func() {
 			r.readerStarted(from, clk.Now())
 			wait = readerRetryFirst
 		}, fold)

@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
@@ -19,7 +20,7 @@ import (
 
 // deleteConsumers deletes every consumer of the store's stream: the views'
 // reader fails as it would when its consumer is lost.
-func deleteConsumers(t *testing.T, st *events.Store) int {
+func deleteConsumers(t *testing.T, st *eventlog.Store) int {
 	t.Helper()
 	ctx := context.Background()
 	s, err := st.JetStream().Stream(ctx, st.Stream())
@@ -121,10 +122,10 @@ func TestRunnerRecreatesItsReaderAfterAConsumerError(t *testing.T) {
 // whichever server they read through.
 func TestRunnerFollowsTheLogAcrossStreamLeaderChanges(t *testing.T) {
 	c := eventstest.StartCluster(t, 3)
-	writer := c.Store(0, events.StoreConfig{})
+	writer := c.Store(0, eventlog.StoreConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reader := c.Store(1, events.StoreConfig{})
+	reader := c.Store(1, eventlog.StoreConfig{})
 	r := projections.NewRunner(reader, projections.RunnerOptions{Logger: quietLog()})
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // A start whose read of the log meets the stream's consumer limit held by
@@ -30,8 +31,8 @@ func (r *Runner) readAtStart(ctx context.Context, next func() uint64, last uint6
 	attempts := 0
 	for {
 		from := next()
-		err := r.store.Read(events.PriorityRead(ctx), from, last, fold)
-		var le *events.ConsumerLimitError
+		err := r.store.Read(eventlog.PriorityRead(ctx), from, last, fold)
+		var le *eventlog.ConsumerLimitError
 		if !errors.As(err, &le) {
 			if attempts > 0 && err == nil {
 				r.startWaitEnded(from, began, attempts)

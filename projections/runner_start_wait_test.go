@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
@@ -31,7 +31,7 @@ func TestStartWaitsOutAConsumerLimitHeldByOthers(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := events.OpenStore(ctx, js, events.StoreConfig{ReaderName: "claimstream-0", MaxConsumers: 2})
+	st, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{ReaderName: "claimstream-0", MaxConsumers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,12 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
 
-func declareSlots(t *testing.T, st *events.Store, n int) {
+func declareSlots(t *testing.T, st *eventlog.Store, n int) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := st.Append(ctx, events.GroupAggregate("g"), 0, events.Event{Time: t0, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}}}); err != nil {
@@ -98,7 +99,7 @@ func TestRunnerIgnoresASnapshotAheadOfTheLog(t *testing.T) {
 	if err := r2.SnapshotNow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st2, err := events.OpenStore(ctx, st.JetStream(), events.StoreConfig{Stream: "OTHER", Prefix: "other"})
+	st2, err := eventlog.OpenStore(ctx, st.JetStream(), eventlog.StoreConfig{Stream: "OTHER", Prefix: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}

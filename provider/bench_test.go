@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
@@ -54,12 +55,12 @@ func benchPoolOf(b *testing.B, h *handlerstest.Harness, perGroup int) {
 	now := h.Clock.Now().UTC()
 	for g := range benchGroups {
 		group := benchGroup(g)
-		ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
+		ws := []eventlog.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
 			Ref: events.Ref{Group: group, Cause: "bench"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler},
 		}}}}}
 		for s := range perGroup {
 			slot := fmt.Sprintf("%s-n%03d", group, s)
-			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(slot), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
+			ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(slot), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
 				Ref: events.Ref{Slot: slot, Group: group, Cause: "bench"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot},
 			}}}})
 		}
@@ -287,7 +288,7 @@ func BenchmarkIncreaseSize(b *testing.B) {
 				es.NoSync = false
 				es.Restart()
 			}
-			h := handlerstest.OnServer(b, es, events.StoreConfig{})
+			h := handlerstest.OnServer(b, es, eventlog.StoreConfig{})
 			benchPool(b, h)
 			client := bufconnClient(b, New(h.Views, h.Service, h.Clock, Options{Logger: discard}))
 			ctx := context.Background()

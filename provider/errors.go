@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 )
 
@@ -46,7 +46,7 @@ func toStatus(op, group string, err error) error {
 		}
 	}
 	switch {
-	case errors.Is(err, events.ErrOutcomeUnknown):
+	case errors.Is(err, eventlog.ErrOutcomeUnknown):
 		// Not a refusal: the write may have landed. Unknown, never a code
 		// that says nothing happened (Unavailable, FailedPrecondition,
 		// Aborted); the views and TargetSize show what landed.
@@ -65,7 +65,7 @@ func (s *Server) fail(ctx context.Context, op, group string, err error) error {
 	st := toStatus(op, group, err)
 	code := status.Code(st)
 	switch {
-	case errors.Is(err, events.ErrOutcomeUnknown):
+	case errors.Is(err, eventlog.ErrOutcomeUnknown):
 		s.log.ErrorContext(ctx, "provider write outcome unknown: it may have landed", "rpc", op, "group", group, "err", err)
 	case code == codes.Internal || code == codes.Unknown:
 		s.log.ErrorContext(ctx, "provider write failed", "rpc", op, "group", group, "err", err)

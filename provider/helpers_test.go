@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
@@ -85,12 +86,12 @@ func declare(t testing.TB, h *handlerstest.Harness, group string, spec events.Gr
 		spec.Scaler = events.ScalerClusterAutoscaler
 	}
 	now := h.Clock.Now().UTC()
-	ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}}}
+	ws := []eventlog.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}}}
 	for _, sl := range slots {
 		if sl.spec.ProviderID == "" {
 			sl.spec.ProviderID = "homelab://" + sl.name
 		}
-		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl.name), Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl.name, Group: group, Cause: "test"}, Spec: sl.spec}}}})
+		ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl.name), Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl.name, Group: group, Cause: "test"}, Spec: sl.spec}}}})
 	}
 	res, err := h.Store.AppendWrites(context.Background(), ws...)
 	if err != nil {

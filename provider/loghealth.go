@@ -9,7 +9,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -21,7 +21,7 @@ const LogReasonTrailer = "claimstream-not-ready-reason"
 // be written (every write would be refused), whatever the service status.
 type logAwareHealth struct {
 	*health.Server
-	log   *events.LogHealth
+	log   *eventlog.LogHealth
 	views *projections.Runner
 }
 
@@ -29,7 +29,7 @@ type logAwareHealth struct {
 // LogReasonTrailer, while the log cannot be written or the views are not
 // current (catching up after a start or a failover, or built over a gap):
 // the same conditions as the REST API's /readyz.
-func withLogHealth(hs *health.Server, log *events.LogHealth, views *projections.Runner) healthpb.HealthServer {
+func withLogHealth(hs *health.Server, log *eventlog.LogHealth, views *projections.Runner) healthpb.HealthServer {
 	if log == nil && views == nil {
 		return hs
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
@@ -73,7 +74,7 @@ func TestNodeGroupsNeverStale(t *testing.T) {
 	// The same group declared again with another minSize (a pool file edit).
 	var groupSeq uint64
 	e.h.Read(func(s *projections.State) { groupSeq = s.Groups["workers"].Seq })
-	res, err := e.h.Store.AppendWrites(e.ctx(), events.Write{Aggregate: events.GroupAggregate("workers"), Expected: groupSeq, Events: []events.Event{{
+	res, err := e.h.Store.AppendWrites(e.ctx(), eventlog.Write{Aggregate: events.GroupAggregate("workers"), Expected: groupSeq, Events: []events.Event{{
 		Time: e.h.Clock.Now().UTC(),
 		Data: events.GroupChanged{Ref: events.Ref{Group: "workers", Cause: "test"}, Spec: events.GroupSpec{MinSize: 2, Scaler: events.ScalerClusterAutoscaler}},
 	}}})

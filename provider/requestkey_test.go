@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -153,7 +154,7 @@ func TestARetriedIncreaseSizeCreatesNoSecondClaim(t *testing.T) {
 // An append whose outcome is unknown is answered Unknown, never a code
 // that says nothing happened.
 func TestAnUnknownOutcomeIsNotARefusal(t *testing.T) {
-	err := toStatus("NodeGroupIncreaseSize", "workers", &events.OutcomeUnknownError{Aggregates: "slot/w-0", Lost: errors.New("quorum lost"), Why: "no answer"})
+	err := toStatus("NodeGroupIncreaseSize", "workers", &eventlog.OutcomeUnknownError{Aggregates: "slot/w-0", Lost: errors.New("quorum lost"), Why: "no answer"})
 	if status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "outcome unknown") {
 		t.Fatalf("status %v", err)
 	}

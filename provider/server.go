@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
@@ -49,7 +50,7 @@ type Options struct {
 	Serves func(*projections.Group) bool
 	// LogHealth, when set, makes the gRPC health service answer NOT_SERVING
 	// while the event log cannot be written.
-	LogHealth *events.LogHealth
+	LogHealth *eventlog.LogHealth
 }
 
 // ServesCA is the default group filter: a group whose scaler is

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/scale"
 	"github.com/claimstream/claimstream/projections"
@@ -54,7 +55,7 @@ var ErrNothingToReplay = errors.New("nothing to replay")
 // Read reads the recorded log up to To (never writing to it) and builds
 // the recording of [from, to). minSamples is the history a slot needs
 // before its own model replaces its group's (default MinSamples).
-func Read(ctx context.Context, store *events.Store, from, to time.Time, minSamples int) (*Recording, error) {
+func Read(ctx context.Context, store *eventlog.Store, from, to time.Time, minSamples int) (*Recording, error) {
 	if !to.After(from) {
 		return nil, ErrEmptyWindow
 	}

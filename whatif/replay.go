@@ -13,6 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -48,8 +50,8 @@ type replayer struct {
 	rec      *Recording
 	name     string
 	dir      string
-	emb      *events.Embedded
-	store    *events.Store
+	emb      *natsserver.Embedded
+	store    *eventlog.Store
 	views    *projections.Runner
 	svc      *handlers.Service
 	clk      *clocktesting.FakeClock
@@ -69,14 +71,14 @@ func startReplayer(ctx context.Context, rec *Recording, name string, cfg *pool.C
 	if r.dir, err = os.MkdirTemp("", "claimstream-whatif-*"); err != nil {
 		return r, fmt.Errorf("temporary log: %w", err)
 	}
-	if r.emb, err = events.StartEmbedded(events.EmbeddedConfig{Dir: r.dir, NoSync: true, ServerName: "whatif"}); err != nil {
+	if r.emb, err = natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: r.dir, NoSync: true, ServerName: "whatif"}); err != nil {
 		return r, fmt.Errorf("temporary log: %w", err)
 	}
 	js, err := jetstream.New(r.emb.Conn)
 	if err != nil {
 		return r, fmt.Errorf("temporary log: %w", err)
 	}
-	if r.store, err = events.OpenStore(ctx, js, events.StoreConfig{Logger: discard, Memory: true}); err != nil {
+	if r.store, err = eventlog.OpenStore(ctx, js, eventlog.StoreConfig{Logger: discard, Memory: true}); err != nil {
 		return r, fmt.Errorf("temporary log: %w", err)
 	}
 	r.views = projections.NewRunner(r.store, projections.RunnerOptions{Logger: discard})

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers/pool"
 )
 
@@ -94,7 +94,7 @@ type Report struct {
 
 // Run replays [From, To) of the log in store under the recorded config and
 // under each candidate. The store is only read.
-func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error) {
+func Run(ctx context.Context, store *eventlog.Store, opts Options) (*Report, error) {
 	if len(opts.Candidates) == 0 {
 		return nil, errors.New("what-if: no candidate config: give at least one pool file")
 	}
@@ -123,7 +123,7 @@ func Run(ctx context.Context, store *events.Store, opts Options) (*Report, error
 	return rep, err
 }
 
-func run(ctx context.Context, store *events.Store, opts Options) (*Report, error) {
+func run(ctx context.Context, store *eventlog.Store, opts Options) (*Report, error) {
 	rec, err := Read(ctx, store, opts.From, opts.To, opts.MinSamples)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/pool"
@@ -101,7 +102,7 @@ func (r *recorder) bursts(t testing.TB, count, pods int, period, runs time.Durat
 }
 
 // logDigest is the log's last sequence and a digest of every event in it.
-func logDigest(t testing.TB, st *events.Store) (uint64, string) {
+func logDigest(t testing.TB, st *eventlog.Store) (uint64, string) {
 	t.Helper()
 	ctx := context.Background()
 	last, err := st.LastSeq(ctx)

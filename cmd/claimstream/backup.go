@@ -12,7 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/internal/cli"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -72,7 +73,7 @@ func runBackup(ctx context.Context, file string, force bool, stderr io.Writer, f
 	if err := part.Sync(); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	m, err := events.VerifyBackup(part)
+	m, err := eventlog.VerifyBackup(part)
 	if err != nil {
 		return fmt.Errorf("backup arrived damaged or incomplete, nothing written to %s: %w", file, err)
 	}
@@ -147,7 +148,7 @@ func newRestoreCmd() *cobra.Command {
 
 func runRestore(ctx context.Context, file, dataDir string, out io.Writer) error {
 	start := time.Now()
-	if err := events.CheckRestoreTarget(dataDir); err != nil {
+	if err := natsserver.CheckRestoreTarget(dataDir); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	f, err := os.Open(file)
@@ -155,19 +156,19 @@ func runRestore(ctx context.Context, file, dataDir string, out io.Writer) error 
 		return fmt.Errorf("restore: %w", err)
 	}
 	defer f.Close()
-	m, err := events.VerifyBackup(f)
+	m, err := eventlog.VerifyBackup(f)
 	if err != nil {
 		return fmt.Errorf("restore refused, nothing written: %w", err)
 	}
 	// No fsync per event: the store is synced once, whole, at the end.
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dataDir, NoSync: true})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: dataDir, NoSync: true})
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	digest, err := restoreAndCheck(ctx, emb, f, m)
 	emb.Shutdown()
 	if err == nil {
-		err = events.SyncDataDir(dataDir)
+		err = natsserver.SyncDataDir(dataDir)
 	}
 	if err != nil {
 		// The dir was empty: what is in it now is this restore's.
@@ -183,8 +184,8 @@ func runRestore(ctx context.Context, file, dataDir string, out io.Writer) error 
 
 // restoreAndCheck restores the verified backup on emb and checks the
 // restored log against its manifest; it returns the views' digest.
-func restoreAndCheck(ctx context.Context, emb *events.Embedded, f *os.File, m events.BackupManifest) (string, error) {
-	if err := events.RestoreBackup(ctx, emb.Conn, f, m); err != nil {
+func restoreAndCheck(ctx context.Context, emb *natsserver.Embedded, f *os.File, m eventlog.BackupManifest) (string, error) {
+	if err := eventlog.RestoreBackup(ctx, emb.Conn, f, m); err != nil {
 		return "", fmt.Errorf("restore: %w", err)
 	}
 	js, err := jetstream.New(emb.Conn)
@@ -202,7 +203,7 @@ func restoreAndCheck(ctx context.Context, emb *events.Embedded, f *os.File, m ev
 	if s := info.State; s.LastSeq != m.LastSeq || s.Msgs != m.Msgs {
 		return "", fmt.Errorf("restore: the restored stream holds %d events up to seq %d, the backup %d up to %d", s.Msgs, s.LastSeq, m.Msgs, m.LastSeq)
 	}
-	store, err := events.OpenStore(ctx, js, events.StoreConfig{Stream: m.Stream})
+	store, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{Stream: m.Stream})
 	if err != nil {
 		return "", fmt.Errorf("restore: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
@@ -218,7 +218,7 @@ func TestServeBackupDuringAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := events.VerifyBackup(f)
+	m, err := eventlog.VerifyBackup(f)
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestRestoreThatDoesNotMatchItsManifestLeavesTheDirEmpty(t *testing.T) {
 	const trailer = 8 + sha256.Size + 8
 	n := int(binary.BigEndian.Uint64(b[len(b)-trailer:]))
 	head := b[:len(b)-trailer-n]
-	var m events.BackupManifest
+	var m eventlog.BackupManifest
 	if err := json.Unmarshal(b[len(b)-trailer-n:len(b)-trailer], &m); err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -56,7 +56,7 @@ func TestSecondServeOnOneDataDirIsRefused(t *testing.T) {
 	})
 	owner := strconv.Itoa(cmd.Process.Pid)
 	eventstest.CheckFor(t, 60*time.Second, 20*time.Millisecond, func() error {
-		b, err := os.ReadFile(filepath.Join(dir, events.DataDirLockFile))
+		b, err := os.ReadFile(filepath.Join(dir, natsserver.DataDirLockFile))
 		if err != nil || strings.TrimSpace(string(b)) != owner {
 			return fmt.Errorf("the serve process has not locked %s yet (%q, %v)", dir, b, err)
 		}
@@ -66,7 +66,7 @@ func TestSecondServeOnOneDataDirIsRefused(t *testing.T) {
 	start := time.Now()
 	o := serveOptions{config: examplePool, configPoll: time.Hour, dataDir: dir, stream: "CLAIMSTREAM", noFsync: true, logLevel: "warn"}
 	err := runServe(context.Background(), o)
-	if !errors.Is(err, events.ErrDataDirInUse) || !strings.Contains(err.Error(), "pid "+owner) {
+	if !errors.Is(err, natsserver.ErrDataDirInUse) || !strings.Contains(err.Error(), "pid "+owner) {
 		t.Fatalf("second serve: got %v, want the data dir in use by pid %s", err, owner)
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -243,7 +243,7 @@ func TestServeRecoversWhenJetStreamShutsDown(t *testing.T) {
 	defer p.emb.Shutdown()
 	viewsDone := make(chan error, 1)
 	go func() { viewsDone <- p.views.Run(ctx) }()
-	p.logs.monitor = events.NewLogMonitor(p.emb, p.logs.health, events.LogMonitorOptions{Every: 20 * time.Millisecond, RestartAfter: 200 * time.Millisecond, Logger: log})
+	p.logs.monitor = natsserver.NewLogMonitor(p.emb, p.logs.health, natsserver.LogMonitorOptions{Every: 20 * time.Millisecond, RestartAfter: 200 * time.Millisecond, Logger: log})
 	monitorDone := make(chan struct{})
 	go func() { defer close(monitorDone); p.logs.monitor.Run(ctx) }()
 	defer func() { cancel(); <-monitorDone }()

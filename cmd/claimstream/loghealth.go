@@ -8,7 +8,8 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 )
 
@@ -17,23 +18,23 @@ import (
 // store refuses appends at once while it is down; /readyz, the gRPC health
 // service and claimstream_log_writable show it.
 type logHealth struct {
-	health  *events.LogHealth
-	monitor *events.LogMonitor
+	health  *eventlog.LogHealth
+	monitor *natsserver.LogMonitor
 }
 
-func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemetry, stream string) logHealth {
+func newLogHealth(emb *natsserver.Embedded, log *slog.Logger, tel *telemetry.Telemetry, stream string) logHealth {
 	// The disk is watched in real time, whatever clock drives the views.
 	clk := clock.RealClock{}
-	h := events.NewLogHealth(clk.Now())
+	h := eventlog.NewLogHealth(clk.Now())
 	if tel != nil {
 		if err := tel.Metrics.ObserveLogHealth(h); err != nil {
 			log.Warn("no log health metrics", "err", err)
 		}
 	}
-	opts := events.LogMonitorOptions{Clock: clk, Logger: log}
+	opts := natsserver.LogMonitorOptions{Clock: clk, Logger: log}
 	if emb.Clustered() {
 		// On three replicas the log is writable only with a JetStream
-		// quorum and a leader of its stream (events/cluster_health.go).
+		// quorum and a leader of its stream (events/natsserver/cluster_health.go).
 		opts.Stream = first(stream, "CLAIMSTREAM")
 		if tel != nil {
 			if err := tel.Metrics.ObserveCluster(emb.ClusterStatus); err != nil {
@@ -44,26 +45,26 @@ func newLogHealth(emb *events.Embedded, log *slog.Logger, tel *telemetry.Telemet
 			}
 		}
 	}
-	return logHealth{health: h, monitor: events.NewLogMonitor(emb, h, opts)}
+	return logHealth{health: h, monitor: natsserver.NewLogMonitor(emb, h, opts)}
 }
 
 // consumerUsage reads the log stream's consumer count for the metrics, in
 // a bounded time per scrape.
-func consumerUsage(store *events.Store) telemetry.ConsumerUsageFunc {
-	return func(ctx context.Context) map[string]events.ConsumerUsage {
+func consumerUsage(store *eventlog.Store) telemetry.ConsumerUsageFunc {
+	return func(ctx context.Context) map[string]eventlog.ConsumerUsage {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		u, err := store.ConsumerUsage(ctx)
 		if err != nil {
 			return nil
 		}
-		return map[string]events.ConsumerUsage{store.Stream(): u}
+		return map[string]eventlog.ConsumerUsage{store.Stream(): u}
 	}
 }
 
 // natsAccessMetrics reads the client port's refused logins, the
 // subscribers' consumers and those removed, for the metrics.
-func natsAccessMetrics(emb *events.Embedded, copies *events.SubscriberCopies) telemetry.NATSAccess {
+func natsAccessMetrics(emb *natsserver.Embedded, copies *natsserver.SubscriberCopies) telemetry.NATSAccess {
 	a := telemetry.NATSAccess{AuthFailures: emb.AuthFailures.Total}
 	if copies != nil {
 		a.SubscriberConsumers = func(ctx context.Context) (int, int, bool) {

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -32,7 +32,7 @@ func (o *retentionOptions) addFlags(f *pflag.FlagSet) {
 
 // apply sets the runner's checkpoints: the bucket, kept with as many
 // replicas as the stream, and the schedule.
-func (o *retentionOptions) apply(ctx context.Context, js jetstream.JetStream, store *events.Store, ropts *projections.RunnerOptions, clk clock.Clock) error {
+func (o *retentionOptions) apply(ctx context.Context, js jetstream.JetStream, store *eventlog.Store, ropts *projections.RunnerOptions, clk clock.Clock) error {
 	if o.checkpointInterval < 0 {
 		return fmt.Errorf("--checkpoint-interval %s: want a positive duration such as 1h", o.checkpointInterval)
 	}

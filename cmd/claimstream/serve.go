@@ -22,7 +22,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"k8s.io/utils/clock"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/pool"
@@ -83,7 +84,7 @@ type serveOptions struct {
 	starting *startupHealth
 	// storeOpened, when set (tests), is called once the log's store is
 	// open, before the views read it.
-	storeOpened func(*events.Store)
+	storeOpened func(*eventlog.Store)
 }
 
 func newServe() *cobra.Command {
@@ -169,8 +170,8 @@ type plane struct {
 	tel     *telemetry.Telemetry
 	sinks   sinks.Config
 	log     *slog.Logger
-	emb     *events.Embedded
-	store   *events.Store
+	emb     *natsserver.Embedded
+	store   *eventlog.Store
 	views   *projections.Runner
 	service *handlers.Service
 	clock   clock.Clock
@@ -178,7 +179,7 @@ type plane struct {
 	lead    leaderState // serve_leader.go
 	// copies keeps the NATS subscribers' copies of the streams (nil
 	// without subscribers).
-	copies *events.SubscriberCopies
+	copies *natsserver.SubscriberCopies
 
 	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
 	timelines *rest.TimelineIndex
@@ -418,7 +419,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
-	emb, err := events.StartEmbedded(ec)
+	emb, err := natsserver.StartEmbedded(ec)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +443,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		return nil, err
 	}
 	js = clusterJetStream(js, emb, log)
-	p.store, err = openStoreRetrying(ctx, js, emb, events.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health, ReaderName: emb.Server.Name()}, o.nats.restoreBackup, log)
+	p.store, err = openStoreRetrying(ctx, js, emb, eventlog.StoreConfig{Stream: o.stream, MaxAge: time.Duration(o.retention.retention), Replicas: o.nats.Replicas(), Logger: log, Health: p.logs.health, ReaderName: emb.Server.Name()}, o.nats.restoreBackup, log)
 	if err != nil {
 		return nil, err
 	}

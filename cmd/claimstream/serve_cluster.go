@@ -14,7 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -84,8 +85,8 @@ func (n *natsClusterOptions) Replicas() int {
 
 // clusterConfig checks the cluster flags and turns them into the embedded
 // server's cluster config. Bad input is refused before anything starts.
-func (n *natsClusterOptions) clusterConfig() (events.ClusterConfig, error) {
-	var cc events.ClusterConfig
+func (n *natsClusterOptions) clusterConfig() (natsserver.ClusterConfig, error) {
+	var cc natsserver.ClusterConfig
 	n.replicaName = n.ReplicaName()
 	if strings.ContainsAny(n.replicaName, " \t\r\n.*>") {
 		return cc, fmt.Errorf("--replica-name %q: a replica name is one word without dots or spaces (a StatefulSet pod name)", n.replicaName)
@@ -110,7 +111,7 @@ func (n *natsClusterOptions) clusterConfig() (events.ClusterConfig, error) {
 		return cc, fmt.Errorf("--nats-cluster-listen %q: %w", n.clusterListen, err)
 	}
 	for _, r := range n.routes {
-		if _, err := events.ParseRoute(r); err != nil {
+		if _, err := natsserver.ParseRoute(r); err != nil {
 			return cc, fmt.Errorf("--nats-routes: %w", err)
 		}
 	}
@@ -130,7 +131,7 @@ func (n *natsClusterOptions) clusterConfig() (events.ClusterConfig, error) {
 	switch {
 	case tlsAny && (n.clusterTLSCert == "" || n.clusterTLSKey == "" || n.clusterTLSCA == ""):
 		return cc, errors.New("--nats-cluster-tls-cert, --nats-cluster-tls-key and --nats-cluster-tls-ca go together: each replica shows its certificate and checks the others'")
-	case !tlsAny && !events.IsLoopback(host):
+	case !tlsAny && !natsserver.IsLoopback(host):
 		return cc, fmt.Errorf("--nats-cluster-listen %s is not a loopback address: routes need TLS there (--nats-cluster-tls-cert, --nats-cluster-tls-key, --nats-cluster-tls-ca)", n.clusterListen)
 	}
 	for flag, path := range map[string]string{"--nats-cluster-tls-cert": n.clusterTLSCert, "--nats-cluster-tls-key": n.clusterTLSKey, "--nats-cluster-tls-ca": n.clusterTLSCA} {
@@ -141,11 +142,11 @@ func (n *natsClusterOptions) clusterConfig() (events.ClusterConfig, error) {
 			return cc, fmt.Errorf("%s: %w", flag, err)
 		}
 	}
-	return events.ClusterConfig{
+	return natsserver.ClusterConfig{
 		Listen:   n.clusterListen,
 		Routes:   n.routes,
 		Password: pw,
-		TLS:      events.ClusterTLS{CertFile: n.clusterTLSCert, KeyFile: n.clusterTLSKey, CAFile: n.clusterTLSCA},
+		TLS:      natsserver.ClusterTLS{CertFile: n.clusterTLSCert, KeyFile: n.clusterTLSKey, CAFile: n.clusterTLSCA},
 		Size:     n.Replicas(),
 	}, nil
 }
@@ -153,12 +154,12 @@ func (n *natsClusterOptions) clusterConfig() (events.ClusterConfig, error) {
 // joinCluster waits, with no bound but ctx, until this replica sees a
 // JetStream meta leader: a replica that starts first waits for a quorum of
 // its peers, and says so every 10s.
-func joinCluster(ctx context.Context, emb *events.Embedded, log *slog.Logger) error {
+func joinCluster(ctx context.Context, emb *natsserver.Embedded, log *slog.Logger) error {
 	if !emb.Clustered() {
 		return nil
 	}
 	log.Info("waiting for a JetStream quorum of the replicas", "route", emb.ClusterURL())
-	err := emb.WaitForMetaLeader(ctx, func(st events.ClusterStatus, waited time.Duration) {
+	err := emb.WaitForMetaLeader(ctx, func(st natsserver.ClusterStatus, waited time.Duration) {
 		log.Warn("still waiting for a JetStream quorum: start the other replicas or check their routes", "reachable", st.Reachable, "replicas", st.Size, "needed", st.Needed(), "waited", waited.Round(time.Second))
 	})
 	if err != nil {
@@ -172,18 +173,18 @@ func joinCluster(ctx context.Context, emb *events.Embedded, log *slog.Logger) er
 // openStoreRetrying opens the store; on a cluster, placing a replicated
 // stream fails until enough peers are known to the meta leader, so it
 // retries (with backoff, bounded by ctx) while the cluster forms.
-func openStoreRetrying(ctx context.Context, js jetstream.JetStream, emb *events.Embedded, cfg events.StoreConfig, restoreFile string, log *slog.Logger) (*events.Store, error) {
+func openStoreRetrying(ctx context.Context, js jetstream.JetStream, emb *natsserver.Embedded, cfg eventlog.StoreConfig, restoreFile string, log *slog.Logger) (*eventlog.Store, error) {
 	if err := restoreBackupOnce(ctx, js, emb, restoreFile, first(cfg.Stream, "CLAIMSTREAM"), log); err != nil {
 		return nil, err
 	}
 	if !emb.Clustered() {
-		return events.OpenStore(ctx, js, cfg)
+		return eventlog.OpenStore(ctx, js, cfg)
 	}
 	wait := 100 * time.Millisecond
 	logged := false
 	for {
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		st, err := events.OpenStore(octx, js, cfg)
+		st, err := eventlog.OpenStore(octx, js, cfg)
 		cancel()
 		if err == nil {
 			// The views read the whole log next: from current copies only.
@@ -230,12 +231,12 @@ func (p *plane) logViewsAtStop() {
 }
 
 // clusterJetStream: on a cluster, the replicas' simultaneous creates of the
-// same streams and buckets are retried until answered (events.ClusterAdmin).
-func clusterJetStream(js jetstream.JetStream, emb *events.Embedded, log *slog.Logger) jetstream.JetStream {
+// same streams and buckets are retried until answered (natsserver.ClusterAdmin).
+func clusterJetStream(js jetstream.JetStream, emb *natsserver.Embedded, log *slog.Logger) jetstream.JetStream {
 	if !emb.Clustered() {
 		return js
 	}
-	return events.ClusterAdmin(js, log)
+	return natsserver.ClusterAdmin(js, log)
 }
 
 // restoreBackupOnce restores a backup into the log if the log does not
@@ -244,7 +245,7 @@ func clusterJetStream(js jetstream.JetStream, emb *events.Embedded, log *slog.Lo
 // Every replica may be given the file: the first restore wins, the others
 // find the log holding the backup. A log that exists with other events is
 // refused, and nothing is changed.
-func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.Embedded, file, stream string, log *slog.Logger) error {
+func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *natsserver.Embedded, file, stream string, log *slog.Logger) error {
 	if file == "" {
 		return nil
 	}
@@ -253,7 +254,7 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 		return fmt.Errorf("--restore-backup: %w", err)
 	}
 	defer f.Close()
-	m, err := events.VerifyBackup(f)
+	m, err := eventlog.VerifyBackup(f)
 	if err != nil {
 		return fmt.Errorf("--restore-backup refused, nothing written: %w", err)
 	}
@@ -302,21 +303,21 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *events.
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			log.Info("restoring the backup into the log", "file", file, "stream", m.Stream, "events", m.Msgs, "last_seq", m.LastSeq)
 			begin := time.Now()
-			err := events.RestoreBackup(ctx, emb.Conn, f, m)
+			err := eventlog.RestoreBackup(ctx, emb.Conn, f, m)
 			if err == nil {
 				log.Info("restored the backup into the log", "file", file, "events", m.Msgs, "last_seq", m.LastSeq, "took", time.Since(begin).Round(time.Millisecond))
 				return nil
 			}
-			retry := errors.Is(err, events.ErrRestoreRaced) ||
+			retry := errors.Is(err, eventlog.ErrRestoreRaced) ||
 				// Right after the cluster forms, JetStream's API may
 				// have nobody to answer yet: nothing was restored.
 				errors.Is(err, nats.ErrNoResponders) ||
 				// or no peer to place the stream on.
-				errors.Is(err, events.ErrRestoreNoPeers) ||
+				errors.Is(err, eventlog.ErrRestoreNoPeers) ||
 				// or the server gave up on chunks that came too slowly
 				// (a cluster still forming): it drops a stalled restore
 				// before creating anything.
-				errors.Is(err, events.ErrRestoreStalled) ||
+				errors.Is(err, eventlog.ErrRestoreStalled) ||
 				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 			if !retry {
 				return fmt.Errorf("--restore-backup: %w", err)

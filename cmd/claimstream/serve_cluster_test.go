@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -108,7 +109,7 @@ func writeBackupOf(t *testing.T, n int) (string, uint64) {
 		}
 		return projections.ViewsDigest(views)
 	}
-	m, err := events.WriteBackup(ctx, srv.Conn, st.Stream(), f, digestAt, nil)
+	m, err := eventlog.WriteBackup(ctx, srv.Conn, st.Stream(), f, digestAt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

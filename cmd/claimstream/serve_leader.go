@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/leader"
@@ -168,7 +168,7 @@ func (p *plane) leadTerm(ctx context.Context, o serveOptions, cfg *pool.Config, 
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-		case errors.Is(err, events.ErrOutcomeUnknown):
+		case errors.Is(err, eventlog.ErrOutcomeUnknown):
 			// It may have landed: the next term elects from the views
 			// that hold it, for a later epoch.
 			p.log.Warn("not leading: the outcome of LeaderElected's append is unknown; campaigning again", "err", err)
@@ -317,6 +317,6 @@ func (p *plane) keepStreamLeadersElsewhere(ctx context.Context) {
 // cannot write now (the log unwritable, an outcome it could not learn, a
 // newer leader), not because of what it was asked to do.
 func termEndingFault(err error) bool {
-	return errors.Is(err, events.ErrLogUnwritable) || errors.Is(err, events.ErrOutcomeUnknown) ||
-		errors.Is(err, events.ErrFenced) || errors.Is(err, handlers.ErrDeposed)
+	return errors.Is(err, eventlog.ErrLogUnwritable) || errors.Is(err, eventlog.ErrOutcomeUnknown) ||
+		errors.Is(err, eventlog.ErrFenced) || errors.Is(err, handlers.ErrDeposed)
 }

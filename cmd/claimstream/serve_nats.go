@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/natsserver"
 )
 
 // natsOptions are the flags of the embedded NATS server's client port and
@@ -36,7 +36,7 @@ func (n *natsOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&n.listen, "nats-listen", "", "also open a NATS client port at host:port for read-only subscribers (off by default; TLS required off loopback)")
 	f.StringVar(&n.subscriberUser, "nats-subscriber-user", "subscriber", "user name of the read-only NATS subscriber identity")
 	f.StringVar(&n.subscriberPasswordFN, "nats-subscriber-password-file", "", "file holding the subscriber's password (or its bcrypt hash), e.g. from a Secret; none: nobody outside the process can connect")
-	f.IntVar(&n.subscriberConsumers, "nats-subscriber-max-consumers", events.DefaultSubscriberConsumers, "consumers all NATS subscribers may hold together, in their own account (the process's readers never share this budget)")
+	f.IntVar(&n.subscriberConsumers, "nats-subscriber-max-consumers", natsserver.DefaultSubscriberConsumers, "consumers all NATS subscribers may hold together, in their own account (the process's readers never share this budget)")
 	f.StringVar(&n.tlsCert, "nats-tls-cert", "", "NATS client port certificate (PEM file)")
 	f.StringVar(&n.tlsKey, "nats-tls-key", "", "NATS client port key (PEM file)")
 	f.StringVar(&n.tlsClientCA, "nats-tls-client-ca", "", "CA that NATS clients' certificates must chain to (mTLS)")
@@ -45,21 +45,21 @@ func (n *natsOptions) addFlags(f *pflag.FlagSet) {
 
 // embeddedConfig turns the flags into the embedded server's config. Bad
 // input is refused before anything starts.
-func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *slog.Logger) (events.EmbeddedConfig, error) {
+func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *slog.Logger) (natsserver.EmbeddedConfig, error) {
 	if stream == "" {
 		stream = "CLAIMSTREAM" // the store's default
 	}
 	cluster, err := n.clusterConfig()
 	if err != nil {
-		return events.EmbeddedConfig{}, err
+		return natsserver.EmbeddedConfig{}, err
 	}
-	ec := events.EmbeddedConfig{
+	ec := natsserver.EmbeddedConfig{
 		Dir:        dataDir,
 		NoSync:     noFsync,
 		Logger:     log,
 		ServerName: n.replicaName,
 		Cluster:    cluster,
-		Access: events.Access{
+		Access: natsserver.Access{
 			Streams:             []string{stream, stream + "_DEADLETTER"},
 			SubscriberConsumers: n.subscriberConsumers,
 		},
@@ -84,13 +84,13 @@ func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *
 		// An empty host would listen on every interface.
 		host = "0.0.0.0"
 	}
-	tls := events.ListenTLS{CertFile: n.tlsCert, KeyFile: n.tlsKey, ClientCAFile: n.tlsClientCA}
+	tls := natsserver.ListenTLS{CertFile: n.tlsCert, KeyFile: n.tlsKey, ClientCAFile: n.tlsClientCA}
 	switch {
 	case (n.tlsCert == "") != (n.tlsKey == ""):
 		return ec, errors.New("--nats-tls-cert and --nats-tls-key go together")
 	case n.tlsClientCA != "" && n.tlsCert == "":
 		return ec, errors.New("--nats-tls-client-ca needs --nats-tls-cert and --nats-tls-key")
-	case n.tlsCert == "" && !events.IsLoopback(host):
+	case n.tlsCert == "" && !natsserver.IsLoopback(host):
 		return ec, fmt.Errorf("--nats-listen %s is not a loopback address: the NATS client port needs TLS there (--nats-tls-cert and --nats-tls-key), or bind it to 127.0.0.1", n.listen)
 	}
 	// In flag order (not a map's): the first missing file is the one named.
@@ -113,7 +113,7 @@ func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *
 		if strings.TrimSpace(pw) == "" {
 			return ec, fmt.Errorf("--nats-subscriber-password-file %s is empty", n.subscriberPasswordFN)
 		}
-		ec.Access.Subscribers = []events.Subscriber{{User: n.subscriberUser, Password: pw}}
+		ec.Access.Subscribers = []natsserver.Subscriber{{User: n.subscriberUser, Password: pw}}
 		if err := ec.Access.Validate(); err != nil {
 			return ec, fmt.Errorf("--nats-subscriber-user: %w", err)
 		}
@@ -125,7 +125,7 @@ func (n *natsOptions) embeddedConfig(dataDir, stream string, noFsync bool, log *
 }
 
 // logListening says where the client port is and who may use it.
-func (n *natsOptions) logListening(log *slog.Logger, emb *events.Embedded) {
+func (n *natsOptions) logListening(log *slog.Logger, emb *natsserver.Embedded) {
 	if n.listen == "" {
 		return
 	}

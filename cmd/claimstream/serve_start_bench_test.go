@@ -24,7 +24,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -201,7 +203,7 @@ func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: data, NoSync: true})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: data, NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := events.OpenStore(ctx, js, events.StoreConfig{Stream: "CLAIMSTREAM"})
+	st, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{Stream: "CLAIMSTREAM"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -244,14 +246,14 @@ func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
 // bounded number in flight. The power facts are what serve's node
 // observer writes for every boot and shutdown; they make the cost index
 // hold its spans, as it does in a real pool (the data dir's v1 had none).
-func appendClaimLifecycles(ctx context.Context, st *events.Store, n int) error {
+func appendClaimLifecycles(ctx context.Context, st *eventlog.Store, n int) error {
 	pub := eventstest.NewBoundedPublisher(st.JetStream(), 0)
 	subj := st.Subjects()
 	at := time.Now().Add(-time.Duration(n+1) * time.Second).UTC()
 	count := 0
 	emit := func(d events.Data) error {
 		at = at.Add(time.Second)
-		m, err := events.Event{ID: fmt.Sprintf("bench-%d", count), Time: at, Data: d}.ToMsg(subj.Subject(events.AggregateOf(d), d.EventType()))
+		m, err := eventlog.ToMsg(events.Event{ID: fmt.Sprintf("bench-%d", count), Time: at, Data: d}, subj.Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers/sim"
 )
 
@@ -16,7 +16,7 @@ import (
 // simulated run wrote events ahead of the wall clock, and a clock restarted
 // from the wall clock would write new events before them and show negative
 // ages. A real clock, or a log that cannot be read, is left as it is.
-func resumeSimClock(ctx context.Context, clk clock.Clock, store *events.Store, log *slog.Logger) {
+func resumeSimClock(ctx context.Context, clk clock.Clock, store *eventlog.Store, log *slog.Logger) {
 	sc, ok := clk.(*sim.ScaledClock)
 	if !ok {
 		return

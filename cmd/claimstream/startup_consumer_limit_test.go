@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/provider/rest"
 )
@@ -31,8 +31,8 @@ func TestServeStartWaitsAtAConsumerLimitHeldByOthers(t *testing.T) {
 	stop()
 
 	o.apiAddress, o.metricsAddress, o.apiToken = freeAddr(t), freeAddr(t), "start-limit-token-0123456789abcdef0123"
-	opened := make(chan *events.Store, 1)
-	o.storeOpened = func(st *events.Store) {
+	opened := make(chan *eventlog.Store, 1)
+	o.storeOpened = func(st *eventlog.Store) {
 		// Someone else's consumers fill the stream before the views read.
 		ctx := context.Background()
 		u, err := st.ConsumerUsage(ctx)
@@ -63,7 +63,7 @@ func TestServeStartWaitsAtAConsumerLimitHeldByOthers(t *testing.T) {
 			t.Errorf("serve: %v", serveErr)
 		}
 	}()
-	var st *events.Store
+	var st *eventlog.Store
 	select {
 	case st = <-opened:
 	case <-exited:

@@ -11,7 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 )
 
 // The pool file loads while the plane starts, yet an invalid one still
@@ -33,7 +34,7 @@ func TestServeWithAnInvalidPoolFileWritesNothing(t *testing.T) {
 		t.Fatalf("the provider's address is taken after the refusal: %v", err)
 	}
 	l.Close()
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: dir, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestServeWithAnInvalidPoolFileWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{Stream: "CLAIMSTREAM"})
+	st, err := eventlog.OpenStore(context.Background(), js, eventlog.StoreConfig{Stream: "CLAIMSTREAM"})
 	if err != nil {
 		t.Fatal(err)
 	}

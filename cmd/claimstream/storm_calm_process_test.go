@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 )
 
@@ -43,7 +43,7 @@ func TestProcessCalmLoadOfThreeReplicas(t *testing.T) {
 	replicas := newThreeReplicas(t, "--speed", "20", "--config", stormPool(t, stormSlots), "--sinks", sinksFile)
 	// What the stream may hold at any moment, and what must remain when
 	// no read is in flight.
-	atMost := len(replicas)*(1+events.DefaultMaxReaders) + sinkDurables
+	atMost := len(replicas)*(1+eventlog.DefaultMaxReaders) + sinkDurables
 	atRest := len(replicas) + sinkDurables
 	metrics := map[*replicaProc]string{}
 	for _, r := range replicas {
@@ -76,7 +76,7 @@ func TestProcessCalmLoadOfThreeReplicas(t *testing.T) {
 			most, limit = max(most, n), l
 			if n > atMost {
 				t.Errorf("%s: the log's stream holds %d consumers under load, more than the %d the replicas may have at once (a views' reader and %d reads each, %d sink durables)",
-					r.name, n, atMost, events.DefaultMaxReaders, sinkDurables)
+					r.name, n, atMost, eventlog.DefaultMaxReaders, sinkDurables)
 			}
 		}
 	}

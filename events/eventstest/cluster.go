@@ -11,7 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/internal/freeport"
 )
 
@@ -22,7 +23,7 @@ const ClusterPassword = "test-route-secret"
 type ClusterOptions struct {
 	// Access is every server's access control (the same on all, as serve
 	// gives it).
-	Access events.Access
+	Access natsserver.Access
 	// Listen opens each server's client port on loopback (for Access's
 	// subscribers).
 	Listen bool
@@ -45,7 +46,7 @@ type ClusterServer struct {
 	Name  string
 	Dir   string
 	Route string // host:port of its route listener
-	*events.Embedded
+	*natsserver.Embedded
 }
 
 // StartCluster starts n servers in a cluster and waits (bounded) until
@@ -110,9 +111,9 @@ func freeLoopbackPort(t testing.TB) string {
 }
 
 // Config is the embedded config of server i, as serve would build it.
-func (c *Cluster) Config(i int) events.EmbeddedConfig {
+func (c *Cluster) Config(i int) natsserver.EmbeddedConfig {
 	s := c.Servers[i]
-	return events.EmbeddedConfig{
+	return natsserver.EmbeddedConfig{
 		Dir:        s.Dir,
 		ServerName: s.Name,
 		NoSync:     !c.opts.Sync,
@@ -120,7 +121,7 @@ func (c *Cluster) Config(i int) events.EmbeddedConfig {
 		Listen:     c.opts.Listen,
 		Host:       "127.0.0.1",
 		Port:       -1,
-		Cluster: events.ClusterConfig{
+		Cluster: natsserver.ClusterConfig{
 			Listen:   s.Route,
 			Routes:   c.routes,
 			Password: ClusterPassword,
@@ -130,7 +131,7 @@ func (c *Cluster) Config(i int) events.EmbeddedConfig {
 }
 
 func (c *Cluster) start(i int) error {
-	e, err := events.StartEmbedded(c.Config(i))
+	e, err := natsserver.StartEmbedded(c.Config(i))
 	if err != nil {
 		return fmt.Errorf("server %s: %w", c.Servers[i].Name, err)
 	}
@@ -263,19 +264,19 @@ func (c *Cluster) JetStream(i int) jetstream.JetStream {
 
 // Store opens the event store, replicated on every server of the cluster,
 // through server i.
-func (c *Cluster) Store(i int, cfg events.StoreConfig) *events.Store {
+func (c *Cluster) Store(i int, cfg eventlog.StoreConfig) *eventlog.Store {
 	c.t.Helper()
 	if cfg.Replicas == 0 {
 		cfg.Replicas = len(c.Servers)
 	}
-	var st *events.Store
+	var st *eventlog.Store
 	// Right after the meta leader, the peers may not all be known yet, and
 	// an R3 stream cannot be placed: retry, bounded.
 	CheckFor(c.t, 30*time.Second, 50*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error
-		st, err = events.OpenStore(ctx, c.JetStream(i), cfg)
+		st, err = eventlog.OpenStore(ctx, c.JetStream(i), cfg)
 		return err
 	})
 	return st

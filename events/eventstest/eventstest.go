@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/schemas"
 )
 
@@ -19,7 +21,7 @@ import (
 type Server struct {
 	t   testing.TB
 	Dir string
-	*events.Embedded
+	*natsserver.Embedded
 	NoSync bool
 }
 
@@ -49,7 +51,7 @@ func StartServerOn(t testing.TB, dir string) *Server {
 
 func (s *Server) start() {
 	s.t.Helper()
-	e, err := events.StartEmbedded(events.EmbeddedConfig{Dir: s.Dir, NoSync: s.NoSync})
+	e, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: s.Dir, NoSync: s.NoSync})
 	if err != nil {
 		s.t.Fatalf("start embedded nats: %v", err)
 	}
@@ -83,13 +85,13 @@ func (s *Server) Start() {
 }
 
 // Store opens the event store on the server.
-func (s *Server) Store() *events.Store {
+func (s *Server) Store() *eventlog.Store {
 	s.t.Helper()
 	js, err := jetstream.New(s.Conn)
 	if err != nil {
 		s.t.Fatalf("jetstream: %v", err)
 	}
-	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{})
+	st, err := eventlog.OpenStore(context.Background(), js, eventlog.StoreConfig{})
 	if err != nil {
 		s.t.Fatalf("open store: %v", err)
 	}
@@ -97,7 +99,7 @@ func (s *Server) Store() *events.Store {
 }
 
 // NewStore starts a server and opens a store on it.
-func NewStore(t testing.TB) (*events.Store, *Server) {
+func NewStore(t testing.TB) (*eventlog.Store, *Server) {
 	t.Helper()
 	s := StartServer(t)
 	st := s.Store()
@@ -144,7 +146,7 @@ func CheckFor(t testing.TB, total, interval time.Duration, fn func() error) {
 // decode or does not validate. Stores opened by this package and by the
 // handler harness run it when the test ends, so every event a test produces
 // is validated.
-func ValidateLog(t testing.TB, st *events.Store) {
+func ValidateLog(t testing.TB, st *eventlog.Store) {
 	t.Helper()
 	n := 0
 	// Events before the first expired (a test of retention): not damage.

@@ -11,17 +11,18 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 )
 
 // Backend is one deployment of the store under test.
 type Backend struct {
 	// NewStore opens a fresh, empty store (its own stream).
-	NewStore func(t *testing.T) *events.Store
+	NewStore func(t *testing.T) *eventlog.Store
 	// ChangeLeader moves the leadership of the store's stream to another
 	// server and returns once it has a new leader. Nil on a single server,
 	// which has no leader to change.
-	ChangeLeader func(t *testing.T, st *events.Store)
+	ChangeLeader func(t *testing.T, st *eventlog.Store)
 }
 
 // Run runs every behaviour of the suite as a subtest.
@@ -58,7 +59,7 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-func readAll(t *testing.T, st *events.Store) []events.Event {
+func readAll(t *testing.T, st *eventlog.Store) []events.Event {
 	t.Helper()
 	var out []events.Event
 	if err := st.Read(ctxFor(t), 1, 0, func(e events.Event) error { out = append(out, e); return nil }); err != nil {
@@ -82,14 +83,14 @@ func expectationConflict(t *testing.T, b Backend) {
 		t.Fatalf("append expecting 1: %v", err)
 	}
 	_, err := st.Append(ctx, slot, 1, Created("node-1", "c3"))
-	var ce *events.ConflictError
-	if !errors.Is(err, events.ErrConflict) || !errors.As(err, &ce) {
+	var ce *eventlog.ConflictError
+	if !errors.Is(err, eventlog.ErrConflict) || !errors.As(err, &ce) {
 		t.Fatalf("stale append: %v, want a conflict", err)
 	}
 	if ce.Code != 10071 && ce.Code != 10164 || ce.Aggregate != slot || ce.Expected != 1 {
 		t.Fatalf("conflict %+v", ce)
 	}
-	if _, err := st.Append(ctx, slot, 0, Created("node-1", "c4")); !errors.Is(err, events.ErrConflict) {
+	if _, err := st.Append(ctx, slot, 0, Created("node-1", "c4")); !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("append expecting an empty aggregate: %v, want a conflict", err)
 	}
 	if n := len(readAll(t, st)); n != 3 {
@@ -121,11 +122,11 @@ func concurrentSameExpectation(t *testing.T, b Backend) {
 			_, err := st.Append(ctx, slot, 1, Booting("race", "c0"))
 			mu.Lock()
 			defer mu.Unlock()
-			var ce *events.ConflictError
+			var ce *eventlog.ConflictError
 			switch {
 			case err == nil:
 				won++
-			case errors.As(err, &ce) && errors.Is(err, events.ErrConflict):
+			case errors.As(err, &ce) && errors.Is(err, eventlog.ErrConflict):
 				codes[ce.Code]++
 			default:
 				t.Errorf("writer: %v, want success or a conflict", err)
@@ -167,7 +168,7 @@ func retriedAppendDedupes(t *testing.T, b Backend) {
 		t.Fatalf("retry %+v, want a duplicate of seq %d", r2, r1.Last)
 	}
 	// A batch retried after its ack was lost: recognised by its ids.
-	batch := []events.Write{
+	batch := []eventlog.Write{
 		{Aggregate: events.SlotAggregate("a"), Expected: 0, Events: []events.Event{Created("a", "a1"), Booting("a", "a1")}},
 		{Aggregate: events.SlotAggregate("b"), Expected: 0, Events: []events.Event{Created("b", "b1")}},
 	}
@@ -205,18 +206,18 @@ func batchAllOrNothing(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	_, err := st.AppendWrites(ctx,
-		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1")}},
-		events.Write{Aggregate: bb, Expected: 0, Events: []events.Event{Created("b", "b2")}},
+		eventlog.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1")}},
+		eventlog.Write{Aggregate: bb, Expected: 0, Events: []events.Event{Created("b", "b2")}},
 	)
-	if !errors.Is(err, events.ErrConflict) {
+	if !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("stale batch: %v, want a conflict", err)
 	}
 	if n := len(readAll(t, st)); n != 1 {
 		t.Fatalf("after the refused batch the log holds %d, want 1", n)
 	}
 	res, err := st.AppendWrites(ctx,
-		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1"), Booting("a", "a1")}},
-		events.Write{Aggregate: bb, Expected: 1, Events: []events.Event{Booting("b", "b1")}},
+		eventlog.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1"), Booting("a", "a1")}},
+		eventlog.Write{Aggregate: bb, Expected: 1, Events: []events.Event{Booting("b", "b1")}},
 	)
 	if err != nil {
 		t.Fatalf("batch: %v", err)

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
@@ -29,7 +30,7 @@ var Start = time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 type Harness struct {
 	T       testing.TB
 	Server  *eventstest.Server
-	Store   *events.Store
+	Store   *eventlog.Store
 	Snaps   *projections.Snapshots
 	Views   *projections.Runner
 	Service *handlers.Service
@@ -38,7 +39,7 @@ type Harness struct {
 	cancel context.CancelFunc
 	done   chan error
 	// StoreConfig names the stream; tests that share a server use their own.
-	StoreConfig events.StoreConfig
+	StoreConfig eventlog.StoreConfig
 }
 
 // New starts a server, the store, the views and the service.
@@ -52,7 +53,7 @@ func New(t testing.TB) *Harness {
 }
 
 // OnServer opens a harness on an existing server with its own stream.
-func OnServer(t testing.TB, srv *eventstest.Server, cfg events.StoreConfig) *Harness {
+func OnServer(t testing.TB, srv *eventstest.Server, cfg eventlog.StoreConfig) *Harness {
 	t.Helper()
 	h := &Harness{T: t, Server: srv, Clock: clocktesting.NewFakeClock(Start), StoreConfig: cfg}
 	h.open()
@@ -68,7 +69,7 @@ func (h *Harness) open() {
 	if err != nil {
 		h.T.Fatal(err)
 	}
-	h.Store, err = events.OpenStore(ctx, js, h.StoreConfig)
+	h.Store, err = eventlog.OpenStore(ctx, js, h.StoreConfig)
 	if err != nil {
 		h.T.Fatal(err)
 	}
@@ -139,19 +140,19 @@ func (h *Harness) DeclareWith(group string, spec events.GroupSpec, slotSpec func
 		spec.Scaler = events.ScalerClusterAutoscaler
 	}
 	now := h.Clock.Now().UTC()
-	var ws []events.Write
+	var ws []eventlog.Write
 	h.Read(func(s *projections.State) {
 		var gseq uint64
 		if g := s.Groups[group]; g != nil {
 			gseq = g.Seq
 		}
-		ws = append(ws, events.Write{Aggregate: events.GroupAggregate(group), Expected: gseq, Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
+		ws = append(ws, eventlog.Write{Aggregate: events.GroupAggregate(group), Expected: gseq, Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
 		for _, sl := range slots {
 			var seq uint64
 			if x := s.Slots[sl]; x != nil {
 				seq = x.Seq
 			}
-			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Expected: seq, Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: slotSpec(sl)}}}})
+			ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl), Expected: seq, Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: slotSpec(sl)}}}})
 		}
 	})
 	res, err := h.Store.AppendWrites(context.Background(), ws...)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -14,7 +14,7 @@ import (
 // process has it: its own store, views, command service (with
 // its own group locks) and clock reading.
 type Replica struct {
-	Store   *events.Store
+	Store   *eventlog.Store
 	Views   *projections.Runner
 	Service *handlers.Service
 }
@@ -31,7 +31,7 @@ func (h *Harness) Replica(source string) *Replica {
 		h.T.Fatal(err)
 	}
 	r := &Replica{}
-	if r.Store, err = events.OpenStore(ctx, js, h.StoreConfig); err != nil {
+	if r.Store, err = eventlog.OpenStore(ctx, js, h.StoreConfig); err != nil {
 		h.T.Fatal(err)
 	}
 	r.Views = projections.NewRunner(r.Store, projections.RunnerOptions{Logger: quiet})

@@ -52,7 +52,7 @@ type Timing struct {
 }
 
 // DefaultTiming is short: the log fences every append by its leader's
-// LeaderElected (events.Fenced), so two replicas that both believe they
+// LeaderElected (eventlog.Fenced), so two replicas that both believe they
 // lead cannot both write, and a short lease only makes a failover fast.
 var DefaultTiming = Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -16,7 +16,7 @@ import (
 // Applier writes a pool file to the log through the command service, one
 // group at a time.
 //
-// One append holds at most events.MaxEventsPerAppend events, and a pool of
+// One append holds at most eventlog.MaxEventsPerAppend events, and a pool of
 // thousands of slots is more than that, so the file is not one decision:
 // each group is its own command (GroupCommand), locked on the group like
 // the group's other commands, and a group with more writes than one append
@@ -102,7 +102,7 @@ func (a *Applier) Apply(ctx context.Context, cfg *Config) (Applied, error) {
 }
 
 // GroupCommand applies the pool file to one group: the next decision of at
-// most events.MaxEventsPerAppend events of what ReconcileGroup returns.
+// most eventlog.MaxEventsPerAppend events of what ReconcileGroup returns.
 // Executed until it writes nothing, it applies the whole group.
 type GroupCommand struct {
 	Config *Config
@@ -113,17 +113,17 @@ type GroupCommand struct {
 // with the group's IncreaseSize, so the maxSize rule holds.
 func (c GroupCommand) LockKey(*projections.State) string { return c.Group }
 
-func (c GroupCommand) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+func (c GroupCommand) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
 	ws, err := ReconcileGroup(c.Config, s, c.Group, now)
 	if err != nil {
 		return nil, err
 	}
-	return firstAppend(ws, events.MaxEventsPerAppend), nil
+	return firstAppend(ws, eventlog.MaxEventsPerAppend), nil
 }
 
 // firstAppend is the longest prefix of ws with at most limit events (at
 // least one write: no write of the reconciler has more than two events).
-func firstAppend(ws []events.Write, limit int) []events.Write {
+func firstAppend(ws []eventlog.Write, limit int) []eventlog.Write {
 	n := 0
 	for i, w := range ws {
 		n += len(w.Events)

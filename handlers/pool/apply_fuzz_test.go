@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // FuzzApplyGroupByGroup: any pool file that parses, applied group by group
@@ -55,7 +55,7 @@ func FuzzApplyGroupByGroup(f *testing.F) {
 				if ws == nil {
 					break
 				}
-				if n := countEvents(ws); n > events.MaxEventsPerAppend {
+				if n := countEvents(ws); n > eventlog.MaxEventsPerAppend {
 					t.Fatalf("group %s: a decision of %d events", g, n)
 				}
 				p.apply(ws)
@@ -71,7 +71,7 @@ func FuzzApplyGroupByGroup(f *testing.F) {
 	})
 }
 
-func countEvents(ws []events.Write) int {
+func countEvents(ws []eventlog.Write) int {
 	n := 0
 	for _, w := range ws {
 		n += len(w.Events)

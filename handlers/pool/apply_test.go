@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
@@ -85,7 +86,7 @@ func TestApply10k(t *testing.T) {
 				srv.Restart()
 			}
 			baseline(t, srv)
-			h := handlerstest.OnServer(t, srv, events.StoreConfig{})
+			h := handlerstest.OnServer(t, srv, eventlog.StoreConfig{})
 			ctx := context.Background()
 			a := applier(h)
 			for _, step := range []struct {
@@ -131,7 +132,7 @@ func baseline(t *testing.T, srv *eventstest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{Stream: "BASELINE", Prefix: "base"})
+	st, err := eventlog.OpenStore(context.Background(), js, eventlog.StoreConfig{Stream: "BASELINE", Prefix: "base"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func baseline(t *testing.T, srv *eventstest.Server) {
 	began := time.Now()
 	n := 0
 	for len(ws) > 0 {
-		chunk := firstAppend(ws, events.MaxEventsPerAppend)
+		chunk := firstAppend(ws, eventlog.MaxEventsPerAppend)
 		res, err := st.AppendWrites(context.Background(), chunk...)
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +157,7 @@ func baseline(t *testing.T, srv *eventstest.Server) {
 		ws = ws[len(chunk):]
 	}
 	took := time.Since(began)
-	t.Logf("baseline, Store.AppendWrites in appends of %d: %d events in %v (%.0f events/s)", events.MaxEventsPerAppend, n, took.Round(time.Millisecond), float64(n)/took.Seconds())
+	t.Logf("baseline, Store.AppendWrites in appends of %d: %d events in %v (%.0f events/s)", eventlog.MaxEventsPerAppend, n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 }
 
 // TestApplyGroupLargerThanOneAppend: a group of 2,500 slots is written in
@@ -178,19 +179,19 @@ func TestApplyGroupLargerThanOneAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(res.Events); n != events.MaxEventsPerAppend {
-		t.Fatalf("first decision wrote %d events, want %d", n, events.MaxEventsPerAppend)
+	if n := len(res.Events); n != eventlog.MaxEventsPerAppend {
+		t.Fatalf("first decision wrote %d events, want %d", n, eventlog.MaxEventsPerAppend)
 	}
 	if _, ok := res.Events[0].Data.(events.GroupDeclared); !ok {
 		t.Fatalf("first event is %s, want the group first", res.Events[0].Type)
 	}
 	h.Read(func(s *projections.State) {
-		if g, ok := s.ActiveGroup("g-0"); !ok || len(g.Slots) != events.MaxEventsPerAppend-1 {
+		if g, ok := s.ActiveGroup("g-0"); !ok || len(g.Slots) != eventlog.MaxEventsPerAppend-1 {
 			t.Fatalf("half-applied group: %+v", g)
 		}
 		// Half applied is safe: the declared slots are claimable, the
 		// group's maxSize is what it has.
-		if got := s.MaxSize("g-0"); got != events.MaxEventsPerAppend-1 {
+		if got := s.MaxSize("g-0"); got != eventlog.MaxEventsPerAppend-1 {
 			t.Errorf("maxSize of the half-applied group %d", got)
 		}
 	})

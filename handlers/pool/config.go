@@ -16,7 +16,7 @@
 // Reconcile then turns a Config and the views into the config events that
 // make the views match the file, and Applier writes them through the
 // command service one group per decision (ReconcileGroup, GroupCommand),
-// each decision within events.MaxEventsPerAppend.
+// each decision within eventlog.MaxEventsPerAppend.
 package pool
 
 import (

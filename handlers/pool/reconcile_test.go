@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/schemas"
 )
@@ -29,7 +30,7 @@ func newPool(t *testing.T) *pool {
 	return &pool{t: t, s: projections.NewState(), last: map[events.Aggregate]uint64{}}
 }
 
-func (p *pool) apply(ws []events.Write) {
+func (p *pool) apply(ws []eventlog.Write) {
 	p.t.Helper()
 	for _, w := range ws {
 		if w.Expected != p.last[w.Aggregate] {
@@ -59,7 +60,7 @@ func (p *pool) apply(ws []events.Write) {
 }
 
 // reconcile parses src and applies what Reconcile returns.
-func (p *pool) reconcile(src string) []events.Write {
+func (p *pool) reconcile(src string) []eventlog.Write {
 	p.t.Helper()
 	cfg, err := Parse("pool.yaml", []byte(src))
 	if err != nil {
@@ -78,7 +79,7 @@ func (p *pool) claim(name, slot string) {
 	p.t.Helper()
 	sl := p.s.Slots[slot]
 	g := p.s.Groups[sl.Group]
-	p.apply([]events.Write{{
+	p.apply([]eventlog.Write{{
 		Aggregate: events.SlotAggregate(slot),
 		Expected:  sl.Seq,
 		Events: []events.Event{{Time: t0, Data: events.ClaimCreated{
@@ -93,7 +94,7 @@ func (p *pool) claim(name, slot string) {
 }
 
 // summary lists writes as "aggregate@expected: Type Type".
-func summary(ws []events.Write) []string {
+func summary(ws []eventlog.Write) []string {
 	var out []string
 	for _, w := range ws {
 		var types []string
@@ -148,7 +149,7 @@ func TestReconcile(t *testing.T) {
 		setup func(p *pool)
 		src   string
 		want  []string
-		check func(t *testing.T, p *pool, ws []events.Write)
+		check func(t *testing.T, p *pool, ws []eventlog.Write)
 	}{
 		{
 			name: "same file twice writes nothing",
@@ -158,7 +159,7 @@ func TestReconcile(t *testing.T) {
 			name: "a group spec change is one GroupChanged",
 			src:  edit(base, "maxNodeProvisionTime: 15m", "maxNodeProvisionTime: 20m"),
 			want: []string{"group/homelab@1: GroupChanged"},
-			check: func(t *testing.T, p *pool, ws []events.Write) {
+			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
 				if got := p.s.Groups["homelab"].Spec.MaxNodeProvisionTime; got.D() != 20*time.Minute {
 					t.Errorf("maxNodeProvisionTime = %s", got)
 				}
@@ -173,7 +174,7 @@ func TestReconcile(t *testing.T) {
 			name: "a removed slot is retired",
 			src:  withoutNode3,
 			want: []string{"slot/node-3.lan@5: SlotRetired"},
-			check: func(t *testing.T, p *pool, ws []events.Write) {
+			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
 				if !p.s.Slots["node-3.lan"].Retired {
 					t.Error("node-3.lan not retired")
 				}
@@ -187,7 +188,7 @@ func TestReconcile(t *testing.T) {
 			setup: func(p *pool) { p.claim("c-1", "node-3.lan") },
 			src:   withoutNode3,
 			want:  []string{"slot/node-3.lan@8: ClaimFailed SlotRetired"},
-			check: func(t *testing.T, p *pool, ws []events.Write) {
+			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
 				f := ws[0].Events[0].Data.(events.ClaimFailed)
 				wantRef := events.Ref{Claim: "c-1", Slot: "node-3.lan", Group: "homelab", Attempt: 1, Cause: "pool config pool.yaml"}
 				if f.Ref != wantRef || f.Reason != projections.ReasonSlotDeleted || !f.ForceShutdown {
@@ -209,7 +210,7 @@ func TestReconcile(t *testing.T) {
 			name: "a slot moved without a live claim is one SlotChanged",
 			src:  node3InBurst,
 			want: []string{"slot/node-3.lan@5: SlotChanged"},
-			check: func(t *testing.T, p *pool, ws []events.Write) {
+			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
 				if got := ws[0].Events[0].Data.Reference().Group; got != "burst" {
 					t.Errorf("SlotChanged names group %q", got)
 				}
@@ -226,7 +227,7 @@ func TestReconcile(t *testing.T) {
 				"  - name: burst\n    scaler: builtin\n    builtin: {maxNodes: 2}\n", "",
 				"  - name: burst-1\n    group: burst\n  - name: burst-2\n    group: burst\n", ""),
 			want: []string{"slot/burst-1@6: SlotRetired", "slot/burst-2@7: SlotRetired", "group/burst@2: GroupRetired"},
-			check: func(t *testing.T, p *pool, ws []events.Write) {
+			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
 				if !p.s.Groups["burst"].Retired {
 					t.Error("burst not retired")
 				}
@@ -367,7 +368,7 @@ func TestReconcileRefusals(t *testing.T) {
 		t.Errorf("views moved from seq %d to %d", before, p.s.Seq)
 	}
 	// Once the claim is over, the move goes through.
-	p.apply([]events.Write{{Aggregate: events.SlotAggregate("node-3.lan"), Expected: p.s.Slots["node-3.lan"].Seq,
+	p.apply([]eventlog.Write{{Aggregate: events.SlotAggregate("node-3.lan"), Expected: p.s.Slots["node-3.lan"].Seq,
 		Events: []events.Event{{Time: t0, Data: events.ClaimCancelled{
 			Ref: events.Ref{Claim: "c-7", Slot: "node-3.lan", Group: "homelab", Attempt: 1, Cause: "test"}, Reason: "test"}}}}})
 	ws = p.reconcile(moved)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
@@ -155,7 +156,7 @@ sinks:
 		t.Fatal(err)
 	}
 	zero := sha256.Sum256(nil)
-	m, err := events.WriteBackup(ctx, h.Server.Conn, h.Store.Stream(), f, func(context.Context, uint64) (string, error) {
+	m, err := eventlog.WriteBackup(ctx, h.Server.Conn, h.Store.Stream(), f, func(context.Context, uint64) (string, error) {
 		return hex.EncodeToString(zero[:]), nil
 	}, nil)
 	if err != nil {
@@ -173,7 +174,7 @@ sinks:
 	}
 	defer rf.Close()
 	restored := eventstest.StartServer(t)
-	if err := events.RestoreBackup(ctx, restored.Conn, rf, m); err != nil {
+	if err := eventlog.RestoreBackup(ctx, restored.Conn, rf, m); err != nil {
 		t.Fatal(err)
 	}
 	rjs, err := jetstream.New(restored.Conn)

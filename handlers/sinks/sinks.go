@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // Metrics is told of every delivery outcome; telemetry.Metrics implements
@@ -61,18 +62,18 @@ type DeadLetter struct {
 
 // DeadLetterStream is the stream of the event store's dead-letter records:
 // the store's stream name + "_DEADLETTER" (CLAIMSTREAM_DEADLETTER).
-func DeadLetterStream(store *events.Store) string { return store.Stream() + "_DEADLETTER" }
+func DeadLetterStream(store *eventlog.Store) string { return store.Stream() + "_DEADLETTER" }
 
 // DeadLetterSubject is the subject of a sink's records: <prefix>dl.<sink>
 // (csdl.<sink>).
-func DeadLetterSubject(store *events.Store, sink string) string {
+func DeadLetterSubject(store *eventlog.Store, sink string) string {
 	return store.Subjects().Prefix + "dl." + sink
 }
 
 // Dispatcher runs the sinks of one Config.
 type Dispatcher struct {
 	JS      jetstream.JetStream
-	Store   *events.Store
+	Store   *eventlog.Store
 	Config  Config
 	Clock   clock.Clock
 	Metrics Metrics
@@ -86,7 +87,7 @@ type Dispatcher struct {
 }
 
 // Run delivers until ctx ends; see Dispatcher.Run.
-func Run(ctx context.Context, js jetstream.JetStream, store *events.Store, cfg Config, clk clock.Clock, m Metrics) error {
+func Run(ctx context.Context, js jetstream.JetStream, store *eventlog.Store, cfg Config, clk clock.Clock, m Metrics) error {
 	d := &Dispatcher{JS: js, Store: store, Config: cfg, Clock: clk, Metrics: m}
 	return d.Run(ctx)
 }
@@ -474,7 +475,7 @@ func (w *worker) deadLetter(ctx context.Context, e events.Event, attempts int, c
 
 // ReadDeadLetters returns the dead-letter records of sink ("" for every
 // sink), oldest first.
-func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, store *events.Store, sink string) ([]DeadLetter, error) {
+func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, store *eventlog.Store, sink string) ([]DeadLetter, error) {
 	filter := store.Subjects().Prefix + "dl.>"
 	if sink != "" {
 		filter = DeadLetterSubject(store, sink)

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
@@ -96,7 +97,7 @@ func (r *receiver) triesOf(id string) int {
 }
 
 // want lists the ids of the log's events the sink receives, in log order.
-func want(t testing.TB, st *events.Store, s sinks.Sink) []string {
+func want(t testing.TB, st *eventlog.Store, s sinks.Sink) []string {
 	t.Helper()
 	var ids []string
 	err := st.Read(context.Background(), 1, 0, func(e events.Event) error {
@@ -178,7 +179,7 @@ func lifecycle(t testing.TB, h *handlerstest.Harness) []string {
 	return claims
 }
 
-func waitFor(t testing.TB, r *receiver, st *events.Store, s sinks.Sink) {
+func waitFor(t testing.TB, r *receiver, st *eventlog.Store, s sinks.Sink) {
 	t.Helper()
 	// Every write has landed when this is called: read the log once.
 	w := want(t, st, s)
@@ -190,7 +191,7 @@ func waitFor(t testing.TB, r *receiver, st *events.Store, s sinks.Sink) {
 	})
 }
 
-func checkOnceInOrder(t testing.TB, r *receiver, st *events.Store, s sinks.Sink) {
+func checkOnceInOrder(t testing.TB, r *receiver, st *eventlog.Store, s sinks.Sink) {
 	t.Helper()
 	got, w := r.got(), want(t, st, s)
 	if !slices.Equal(got, w) {

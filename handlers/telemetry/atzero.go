@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -142,7 +143,7 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeTLSReloads, descTLSReloads, counter, nil, labelled("server", "provider", "api")},
 		{scrapePoolFailures, descPoolFailures, counter, nil, labelled("reason", PoolFileReasons...)},
 		{scrapeKubeFailures, descKubeWriteFailures, counter, nil, labelled("what", "event", "status")},
-		{scrapeLogFailures, descLogFailures, counter, nil, labelled("reason", events.WriteFailureUnwritable, events.WriteFailureNoSpace, events.WriteFailureNoResponse, events.WriteFailureJetStream, events.WriteFailureOther)},
+		{scrapeLogFailures, descLogFailures, counter, nil, labelled("reason", eventlog.WriteFailureUnwritable, eventlog.WriteFailureNoSpace, eventlog.WriteFailureNoResponse, eventlog.WriteFailureJetStream, eventlog.WriteFailureOther)},
 		{scrapeSinkFailures, descSinkFailures, counter, nil, labelled("sink", sinks...)},
 		{scrapeSinkDelivered, descSinkDelivered, counter, nil, labelled("sink", sinks...)},
 		{scrapeSinkDead, descSinkDead, counter, nil, labelled("sink", sinks...)},

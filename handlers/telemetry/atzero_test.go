@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/buildinfo"
@@ -74,7 +75,7 @@ func TestZerosMatchTheInstruments(t *testing.T) {
 	h := handlerstest.New(t)
 	tel := newTel(t, h)
 	tel.Metrics.KnownSinks([]string{"alerts"})
-	if err := tel.Metrics.ObserveLogHealth(events.NewLogHealth(h.Clock.Now())); err != nil {
+	if err := tel.Metrics.ObserveLogHealth(eventlog.NewLogHealth(h.Clock.Now())); err != nil {
 		t.Fatal(err)
 	}
 	h.Declare("g", events.GroupSpec{}, "a")

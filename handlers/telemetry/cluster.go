@@ -5,7 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/natsserver"
 )
 
 // Instruments of the NATS cluster (three replicas).
@@ -39,7 +39,7 @@ func (m *Metrics) ObserveStreamLeader(ledHere func() bool) error {
 // ObserveCluster reports what this replica sees of the JetStream cluster:
 // the replicas it reaches (itself included) and whether JetStream has a
 // quorum (1) or not (0, writes stop).
-func (m *Metrics) ObserveCluster(status func() events.ClusterStatus) error {
+func (m *Metrics) ObserveCluster(status func() natsserver.ClusterStatus) error {
 	peers, err := m.meter.Int64ObservableGauge(InstClusterPeersCurrent, metric.WithDescription("Replicas of the NATS cluster this one is connected to, itself included."))
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // InstSkippedEntries counts log entries the store's readers skipped:
@@ -16,7 +16,7 @@ import (
 const InstSkippedEntries = "claimstream_log_entries_skipped"
 
 // ObserveStore reports the store's skipped entries as a counter.
-func (m *Metrics) ObserveStore(st *events.Store) error {
+func (m *Metrics) ObserveStore(st *eventlog.Store) error {
 	c, err := m.meter.Int64ObservableCounter(InstSkippedEntries,
 		metric.WithDescription("Log entries the readers skipped and did not fold, by reason (unknown_type, bad_entry)."))
 	if err != nil {

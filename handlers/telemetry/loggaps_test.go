@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
@@ -61,7 +62,7 @@ func TestScrapeShowsMissingSequencesAndRefusedEvents(t *testing.T) {
 }
 
 // logWithGroup starts a real server whose log holds one declared group.
-func logWithGroup(t *testing.T, group string) (*eventstest.Server, *events.Store, time.Time) {
+func logWithGroup(t *testing.T, group string) (*eventstest.Server, *eventlog.Store, time.Time) {
 	t.Helper()
 	srv := eventstest.StartServer(t)
 	st := srv.Store()

@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 const (
@@ -22,7 +22,7 @@ const (
 )
 
 // ObserveLogHealth exports the log's writability and its failed appends.
-func (m *Metrics) ObserveLogHealth(h *events.LogHealth) error {
+func (m *Metrics) ObserveLogHealth(h *eventlog.LogHealth) error {
 	writable, err := m.meter.Int64ObservableGauge(InstLogWritable, metric.WithDescription("1 while the event log can be written, 0 while appends are refused."))
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ const (
 )
 
 // ConsumerUsageFunc reads the consumer count and limit of each stream.
-type ConsumerUsageFunc func(ctx context.Context) map[string]events.ConsumerUsage
+type ConsumerUsageFunc func(ctx context.Context) map[string]eventlog.ConsumerUsage
 
 // ObserveConsumers exports each stream's consumer count and limit at every
 // scrape; a stream usage cannot read is left out of that scrape.

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -261,7 +262,7 @@ func (m *Metrics) OnEvent(e events.Event) {
 func (m *Metrics) OnAppend(ctx context.Context, took time.Duration, _ int, err error) {
 	outcome := "ok"
 	switch {
-	case errors.Is(err, events.ErrConflict):
+	case errors.Is(err, eventlog.ErrConflict):
 		outcome = "conflict"
 	case err != nil:
 		outcome = "error"

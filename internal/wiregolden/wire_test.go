@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/pool"
@@ -56,7 +57,7 @@ func TestStoredLogAndAnswersAreByteIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := eventstest.StartServerOn(t, dir)
-	h := handlerstest.OnServer(t, srv, events.StoreConfig{})
+	h := handlerstest.OnServer(t, srv, eventlog.StoreConfig{})
 	var last time.Time
 	t.Run("log", func(t *testing.T) { last = checkLog(t, srv) })
 	// Reads answer at a fixed instant after the story's last event.
@@ -94,7 +95,7 @@ func checkLog(t *testing.T, srv *eventstest.Server) time.Time {
 		if e.Err != nil {
 			t.Fatalf("seq %d: %v", seq, e.Err)
 		}
-		again, err := e.ToMsg(m.Subject)
+		again, err := eventlog.ToMsg(e, m.Subject)
 		if err != nil {
 			t.Fatalf("seq %d: encode: %v", seq, err)
 		}
@@ -265,7 +266,7 @@ func writeDataDir(t *testing.T, dst string) {
 			t.Fatal(err)
 		}
 		srv := eventstest.StartServerOn(t, src)
-		h := handlerstest.OnServer(t, srv, events.StoreConfig{})
+		h := handlerstest.OnServer(t, srv, eventlog.StoreConfig{})
 		w := sim.NewWorld(sim.WorldConfig{Views: h.Views, Service: h.Service, Clock: h.Clock, Seed: 1, Timing: sc.TimingOf(), Log: quiet})
 		if err := w.Start(context.Background()); err != nil {
 			t.Fatal(err)

@@ -7,14 +7,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
 // BackupContentType is the media type of GET /api/v1/backup.
 const BackupContentType = "application/vnd.claimstream.backup"
 
-// backup streams a backup file of the log (events.WriteBackup): only the
+// backup streams a backup file of the log (eventlog.WriteBackup): only the
 // process's own connection may take a JetStream snapshot, so an online
 // backup goes through here. Once bytes have gone out a failure cannot turn
 // into an error status: the connection is cut, and the file, missing its
@@ -24,7 +24,7 @@ func (s *server) backup(w http.ResponseWriter, r *http.Request) {
 	// A backup is as long as the log: exempt from the write timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	out := &lazyBackupWriter{w: w}
-	m, err := events.WriteBackup(r.Context(), s.store.JetStream().Conn(), s.store.Stream(), out, s.viewsDigestAt, nil)
+	m, err := eventlog.WriteBackup(r.Context(), s.store.JetStream().Conn(), s.store.Stream(), out, s.viewsDigestAt, nil)
 	if s.opts.OnBackup != nil {
 		s.opts.OnBackup(s.now(), m.SnapshotSize, err)
 	}
@@ -71,7 +71,7 @@ func (l *lazyBackupWriter) Write(b []byte) (int, error) {
 }
 
 // Backup writes a backup file of the log to w (GET /api/v1/backup). The
-// caller verifies it (events.VerifyBackup) before keeping it.
+// caller verifies it (eventlog.VerifyBackup) before keeping it.
 func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	resp, err := c.Do(ctx, http.MethodGet, "/api/v1/backup", nil, nil)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -34,7 +34,7 @@ func TestBackupEndpointRestoresTheSameViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	m, err := events.VerifyBackup(in)
+	m, err := eventlog.VerifyBackup(in)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -55,7 +55,7 @@ func TestBackupEndpointRestoresTheSameViews(t *testing.T) {
 	}
 
 	srv := eventstest.StartServer(t)
-	if err := events.RestoreBackup(ctx, srv.Conn, in, m); err != nil {
+	if err := eventlog.RestoreBackup(ctx, srv.Conn, in, m); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	st, err := projections.Rebuild(ctx, srv.Store(), 0)

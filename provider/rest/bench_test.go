@@ -16,6 +16,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -28,7 +30,7 @@ import (
 // once under the temp dir:
 //
 //	go test ./provider/rest -run '^$' -bench . -benchtime 20x
-func benchAPI(b *testing.B) (http.Handler, *events.Store, int) {
+func benchAPI(b *testing.B) (http.Handler, *eventlog.Store, int) {
 	b.Helper()
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("CLAIMSTREAM_BENCH_EVENTS")); err == nil && v > 0 {
@@ -38,7 +40,7 @@ func benchAPI(b *testing.B) (http.Handler, *events.Store, int) {
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err != nil {
 		b.Skipf("no bench log in %s: run go test ./projections -run '^$' -bench Rebuild -benchtime 1x first", dir)
 	}
-	srv, err := events.StartEmbedded(events.EmbeddedConfig{Dir: dir, NoSync: true})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{Dir: dir, NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func benchAPI(b *testing.B) (http.Handler, *events.Store, int) {
 		b.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	st, err := events.OpenStore(context.Background(), js, events.StoreConfig{Logger: quiet})
+	st, err := eventlog.OpenStore(context.Background(), js, eventlog.StoreConfig{Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/projections/cost"
 )
@@ -30,7 +31,7 @@ import (
 // from seq 1 would be. With KeepCopies, a start loads the newest saved
 // copy and folds only the events after it.
 type CostIndex struct {
-	store *events.Store
+	store *eventlog.Store
 	log   *slog.Logger
 
 	// catchMu: one fold of the log at a time.
@@ -72,7 +73,7 @@ func (e *CostIndexBuildingError) Error() string {
 
 // NewCostIndex indexes store's log. log (default slog's) is told when the
 // index is built and when it cannot follow the log.
-func NewCostIndex(store *events.Store, log *slog.Logger) *CostIndex {
+func NewCostIndex(store *eventlog.Store, log *slog.Logger) *CostIndex {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -182,7 +183,7 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 			return nil
 		})
 	}
-	if gaps := events.GapsOf(err); gaps != nil {
+	if gaps := eventlog.GapsOf(err); gaps != nil {
 		if x.refused == nil {
 			x.refused = &damagedLogError{err: err}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
@@ -22,7 +23,7 @@ import (
 // and off every hour from t0, in store st.
 type costLog struct {
 	t       *testing.T
-	st      *events.Store
+	st      *eventlog.Store
 	t0      time.Time
 	slotSeq uint64
 	on      bool
@@ -31,7 +32,7 @@ type costLog struct {
 
 var costLogT0 = time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 
-func newCostLog(t *testing.T, st *events.Store) *costLog {
+func newCostLog(t *testing.T, st *eventlog.Store) *costLog {
 	t.Helper()
 	ctx := context.Background()
 	p := func(v float64) *float64 { return &v }
@@ -64,7 +65,7 @@ func (l *costLog) power(n int) {
 	}
 }
 
-func openCostCopies(t *testing.T, st *events.Store) *projections.Checkpoints {
+func openCostCopies(t *testing.T, st *eventlog.Store) *projections.Checkpoints {
 	t.Helper()
 	cps, err := projections.OpenCheckpoints(context.Background(), st.JetStream(), "COST_COPIES_TEST", 1)
 	if err != nil {
@@ -207,7 +208,7 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := events.OpenStore(ctx, js, events.StoreConfig{MaxAge: time.Second})
+	st, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{MaxAge: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

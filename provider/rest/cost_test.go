@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
@@ -144,7 +145,7 @@ func TestCostOverAnExpiredLogIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := events.OpenStore(ctx, js, events.StoreConfig{MaxAge: time.Second})
+	st, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{MaxAge: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

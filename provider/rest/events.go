@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -147,7 +148,7 @@ func (s *server) scan(ctx context.Context, q eventQuery, fn func(events.Event) e
 		if from <= last {
 			err = s.store.Read(ctx, from, last, emit)
 		}
-		if gaps := events.GapsOf(err); gaps != nil {
+		if gaps := eventlog.GapsOf(err); gaps != nil {
 			// A damaged log is listed as it is: the operator reads
 			// around the gap the views and the log line name.
 			s.log.Warn("listing a log with a gap", "missing", gaps.String())

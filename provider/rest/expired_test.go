@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
@@ -31,7 +32,7 @@ func TestAuditAndReplayOfExpiredHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := events.OpenStore(ctx, js, events.StoreConfig{MaxAge: 2 * time.Second})
+	st, err := eventlog.OpenStore(ctx, js, eventlog.StoreConfig{MaxAge: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -107,7 +107,7 @@ func (c *savedCopies) list(ctx context.Context) ([]savedCopy, error) {
 // refuses as damaged (damaged: the error's text names the damage) are each
 // reported in one line and passed over for the next older one; with none
 // left, false.
-func (c *savedCopies) load(ctx context.Context, store *events.Store, last, first uint64, use func(in savedCopy, raw []byte) error, damaged error) (savedCopy, bool) {
+func (c *savedCopies) load(ctx context.Context, store *eventlog.Store, last, first uint64, use func(in savedCopy, raw []byte) error, damaged error) (savedCopy, bool) {
 	copies, err := c.list(ctx)
 	if err != nil {
 		c.log.Warn(fmt.Sprintf("cannot list the saved %s copies; building the %s from the log", c.what, c.what), "err", err)

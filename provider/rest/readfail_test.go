@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
@@ -26,7 +27,7 @@ import (
 // apiOverAStoppableLog serves the API (no auth) over a log of n slot
 // declarations on an embedded server the test may stop: every read of
 // the log then fails.
-func apiOverAStoppableLog(t *testing.T, n int) (*httptest.Server, *eventstest.Server, *events.Store) {
+func apiOverAStoppableLog(t *testing.T, n int) (*httptest.Server, *eventstest.Server, *eventlog.Store) {
 	t.Helper()
 	srv := eventstest.StartServer(t)
 	st := srv.Store()

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
@@ -52,7 +53,7 @@ type Options struct {
 	Source string
 	// LogHealth, when set, makes /readyz answer 503 while the event log
 	// cannot be written.
-	LogHealth *events.LogHealth
+	LogHealth *eventlog.LogHealth
 	// OnBackup, when set, is told of every backup served (backup.go).
 	OnBackup func(at time.Time, size int64, err error)
 	// Session, when set, accepts an /api request the bearer token does
@@ -91,7 +92,7 @@ type Options struct {
 type server struct {
 	views *projections.Runner
 	cmds  *handlers.Service
-	store *events.Store
+	store *eventlog.Store
 	clk   clock.PassiveClock
 	opts  Options
 	log   *slog.Logger
@@ -175,7 +176,7 @@ func Routes() []string {
 // New returns the API handler over the views, the command service and the
 // store. clk is the time the derived fields (overdue, free slots, next
 // attempt) are judged at.
-func New(views *projections.Runner, cmds *handlers.Service, store *events.Store, clk clock.PassiveClock, opts Options) http.Handler {
+func New(views *projections.Runner, cmds *handlers.Service, store *eventlog.Store, clk clock.PassiveClock, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -647,8 +648,8 @@ func StatusOf(code handlers.Code) int {
 
 func (s *server) fail(w http.ResponseWriter, err error) {
 	code := handlers.CodeOf(err)
-	var limit *events.ConsumerLimitError
-	if code == 0 && (errors.Is(err, events.ErrTooManyReaders) || errors.As(err, &limit)) {
+	var limit *eventlog.ConsumerLimitError
+	if code == 0 && (errors.Is(err, eventlog.ErrTooManyReaders) || errors.As(err, &limit)) {
 		// Reads in flight end by themselves: ask again shortly.
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, handlers.CodeUnavailable.String(), err.Error())
@@ -735,7 +736,7 @@ func (s *server) foldFailed(w http.ResponseWriter, r *http.Request, err error, w
 	}
 	var truncated *projections.TruncatedLogError
 	switch {
-	case events.GapsOf(err) != nil:
+	case eventlog.GapsOf(err) != nil:
 		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", "cannot "+what+" over a damaged log: "+err.Error())
 	case errors.As(err, &truncated):
 		writeError(w, http.StatusGone, "Expired", err.Error())

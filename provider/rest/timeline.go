@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -216,7 +217,7 @@ func (b *timelineBuilder) finish(st *projections.State, end time.Time) Timeline 
 // folds every event up to until, cutting each slot's phases into
 // intervals. end is when the still-open intervals stop (until, or now if
 // sooner).
-func BuildTimeline(ctx context.Context, store *events.Store, cps *projections.Checkpoints, since, until, end time.Time) (Timeline, error) {
+func BuildTimeline(ctx context.Context, store *eventlog.Store, cps *projections.Checkpoints, since, until, end time.Time) (Timeline, error) {
 	st, err := projections.ReplayUntil(ctx, store, cps, since)
 	if err != nil {
 		return Timeline{}, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/internal/claimname"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -23,7 +24,7 @@ import (
 // than MaxTimelineWindow before the newest event are dropped; a window that
 // reaches before what the index holds is folded from the log (BuildTimeline).
 type TimelineIndex struct {
-	store *events.Store
+	store *eventlog.Store
 	cps   *projections.Checkpoints
 	log   *slog.Logger
 
@@ -103,7 +104,7 @@ type indexFail struct {
 // NewTimelineIndex indexes store's log; cps (may be nil) serve the
 // windows the index no longer holds. log (default slog's) is told when the
 // index cannot follow the log.
-func NewTimelineIndex(store *events.Store, cps *projections.Checkpoints, log *slog.Logger) *TimelineIndex {
+func NewTimelineIndex(store *eventlog.Store, cps *projections.Checkpoints, log *slog.Logger) *TimelineIndex {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -239,7 +240,7 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 		folded++
 		return nil
 	})
-	if gaps := events.GapsOf(err); gaps != nil {
+	if gaps := eventlog.GapsOf(err); gaps != nil {
 		// Folded around the gap, as the views are; the timeline shows
 		// what the log holds.
 		err = nil
@@ -260,7 +261,7 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 // bounds b. It returns a nil state when there is none, or when the
 // checkpoints cannot be read (then the index folds the log from its
 // start, as it would without them).
-func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b events.Bounds) (*projections.State, projections.CheckpointInfo) {
+func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b eventlog.Bounds) (*projections.State, projections.CheckpointInfo) {
 	if x.cps == nil {
 		return nil, projections.CheckpointInfo{}
 	}

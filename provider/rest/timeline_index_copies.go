@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -41,7 +41,7 @@ func (x *TimelineIndex) KeepCopies(cps *projections.Checkpoints, o CopyOptions) 
 // continues (its seq at most b.Last, no expired event after it, its last
 // event's ID the log's) and reports whether it did; with none, x starts
 // from the log. The caller holds x.mu.
-func (x *TimelineIndex) loadCopy(ctx context.Context, b events.Bounds) bool {
+func (x *TimelineIndex) loadCopy(ctx context.Context, b eventlog.Bounds) bool {
 	c := x.copies
 	first := uint64(0)
 	if b.Truncated() {

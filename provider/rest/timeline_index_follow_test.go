@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -17,7 +18,7 @@ import (
 // followingIndex runs a views runner and a timeline index over st's log,
 // as serve does, until the test ends; it returns once the index follows
 // the runner.
-func followingIndex(t *testing.T, st *events.Store, log *slog.Logger) (*TimelineIndex, *projections.Runner) {
+func followingIndex(t *testing.T, st *eventlog.Store, log *slog.Logger) (*TimelineIndex, *projections.Runner) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	views := projections.NewRunner(st, projections.RunnerOptions{Logger: slog.New(slog.DiscardHandler)})
@@ -46,7 +47,7 @@ func waitFollowing(t *testing.T, idx *TimelineIndex) {
 }
 
 // appendFailedClaim appends a claim on slot that fails to boot.
-func appendFailedClaim(t *testing.T, st *events.Store, at time.Time, slot, claim string) time.Time {
+func appendFailedClaim(t *testing.T, st *eventlog.Store, at time.Time, slot, claim string) time.Time {
 	t.Helper()
 	r := events.Ref{Claim: claim, Slot: slot, Group: "g", Attempt: 1, Cause: "test"}
 	for _, d := range []events.Data{
@@ -56,7 +57,7 @@ func appendFailedClaim(t *testing.T, st *events.Store, at time.Time, slot, claim
 		events.ClaimFailed{Ref: r, Reason: "boot-timeout"},
 	} {
 		at = at.Add(time.Minute)
-		m, err := events.Event{ID: claim + "-" + string(d.EventType()), Time: at, Data: d}.ToMsg(st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
+		m, err := eventlog.ToMsg(events.Event{ID: claim + "-" + string(d.EventType()), Time: at, Data: d}, st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func appendFailedClaim(t *testing.T, st *events.Store, at time.Time, slot, claim
 
 // sameAsTheLogFold checks windows of the last hours against a fold of the
 // log: intervals, failures and event counts.
-func sameAsTheLogFold(t *testing.T, st *events.Store, idx *TimelineIndex, last time.Time) {
+func sameAsTheLogFold(t *testing.T, st *eventlog.Store, idx *TimelineIndex, last time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	for _, span := range []time.Duration{20 * time.Minute, 2 * time.Hour, 30 * time.Hour} {

@@ -12,20 +12,21 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
 
 // appendLifecycles appends n whole claim lifecycles on slots (declared
 // first when declare is set), one event a minute from at, to a real log.
-func appendLifecycles(t *testing.T, st *events.Store, at time.Time, slots, n int, declare bool, tag string) time.Time {
+func appendLifecycles(t *testing.T, st *eventlog.Store, at time.Time, slots, n int, declare bool, tag string) time.Time {
 	t.Helper()
 	ctx := context.Background()
 	pub := eventstest.NewBoundedPublisher(st.JetStream(), 0)
 	count := 0
 	emit := func(d events.Data) {
 		at = at.Add(time.Minute)
-		m, err := events.Event{ID: fmt.Sprintf("%s-%d", tag, count), Time: at, Data: d}.ToMsg(st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
+		m, err := eventlog.ToMsg(events.Event{ID: fmt.Sprintf("%s-%d", tag, count), Time: at, Data: d}, st.Subjects().Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +56,7 @@ func appendLifecycles(t *testing.T, st *events.Store, at time.Time, slots, n int
 }
 
 // checkpoint saves the views of the whole log as a checkpoint.
-func checkpoint(t *testing.T, st *events.Store, cps *projections.Checkpoints, last time.Time) projections.CheckpointInfo {
+func checkpoint(t *testing.T, st *eventlog.Store, cps *projections.Checkpoints, last time.Time) projections.CheckpointInfo {
 	t.Helper()
 	ctx := context.Background()
 	b, err := st.Bounds(ctx)

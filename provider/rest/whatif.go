@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/whatif"
 )
 
@@ -114,7 +114,7 @@ func (s *server) whatIf(w http.ResponseWriter, r *http.Request) {
 		}
 		status, code := http.StatusInternalServerError, "Internal"
 		switch {
-		case events.GapsOf(err) != nil:
+		case eventlog.GapsOf(err) != nil:
 			status, code = http.StatusPreconditionFailed, "FailedPrecondition"
 		case errors.Is(err, whatif.ErrEmptyWindow), errors.Is(err, whatif.ErrNothingToReplay),
 			errors.Is(err, whatif.ErrWindowTooLong), errors.Is(err, whatif.ErrRunTooLong):

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/browsertest"
 	"github.com/claimstream/claimstream/projections"
@@ -27,7 +28,7 @@ import (
 // shutdown, machine off, completed, collected), every seventh one failing
 // its startup Job instead, until n events; returns the week's start and
 // end.
-func weekLog(t *testing.T, st *events.Store, slots, n int) (time.Time, time.Time) {
+func weekLog(t *testing.T, st *eventlog.Store, slots, n int) (time.Time, time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	gen := eventstest.NewBoundedPublisher(st.JetStream(), 0)
@@ -42,7 +43,7 @@ func weekLog(t *testing.T, st *events.Store, slots, n int) (time.Time, time.Time
 			return
 		}
 		at = at.Add(step)
-		m, err := events.Event{ID: strconv.Itoa(count), Time: at, Data: d}.ToMsg(subj.Subject(events.AggregateOf(d), d.EventType()))
+		m, err := eventlog.ToMsg(events.Event{ID: strconv.Itoa(count), Time: at, Data: d}, subj.Subject(events.AggregateOf(d), d.EventType()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
@@ -71,14 +72,14 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 	c.WaitStreamStored("CLAIMSTREAM", last)
 
 	stopped := c.StopOthers(li)
-	cmd := handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca", RequestKey: "trace 4bf92f3577b34da6a3ce929d0e0e4736 g +1"}
+	cmd := decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca", RequestKey: "trace 4bf92f3577b34da6a3ce929d0e0e4736 g +1"}
 	actx, acancel := context.WithTimeout(ctx, 5*time.Second)
 	began := time.Now()
 	_, err = svc.Execute(actx, cmd)
 	took := time.Since(began)
 	acancel()
-	if err != nil && (!errors.Is(err, events.ErrOutcomeUnknown) || handlers.CodeOf(err) != 0 || errors.Is(err, events.ErrLogUnwritable)) {
-		t.Fatalf("IncreaseSize whose quorum was lost after the publish: %v (code %v), want success or outcome unknown\n%s", err, handlers.CodeOf(err), logs)
+	if err != nil && (!errors.Is(err, events.ErrOutcomeUnknown) || decide.CodeOf(err) != 0 || errors.Is(err, events.ErrLogUnwritable)) {
+		t.Fatalf("IncreaseSize whose quorum was lost after the publish: %v (code %v), want success or outcome unknown\n%s", err, decide.CodeOf(err), logs)
 	}
 	if s := health.Status(); s.Writable {
 		t.Fatalf("the monitor never saw the quorum lost: the append met no fault")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // actionLog is the reactors' Cluster in the reactor tests: it passes every
@@ -180,7 +181,7 @@ func TestForceShutdownRecordsBeforeCordonAndJob(t *testing.T) {
 	e := newRenv(t)
 	e.declare("g", events.GroupSpec{}, false, "a")
 	c := e.bootToReady("g", "a")
-	e.h.MustExec(handlers.FailClaim{Claim: c.Name, Reason: "MachineGone", ForceShutdown: true})
+	e.h.MustExec(decide.FailClaim{Claim: c.Name, Reason: "MachineGone", ForceShutdown: true})
 	e.passes()
 	mustFollow(t, e.acts.of("cordon"), "cordon", onSlot(events.TypeShutdownFired))
 	mustFollow(t, e.acts.of("createJob"), "createJob", func(job string, e events.Event) bool {
@@ -293,7 +294,7 @@ func TestDrainRecordsBeforeCordonEvictAndDelete(t *testing.T) {
 	e.bootToReady("g", "a")
 	e.runPod("web", "web-0", "a")
 	e.blockEvictions("web") // a budget that allows no eviction
-	e.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	e.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	e.passes()
 	e.step(time.Minute + time.Second)
 	e.passes()

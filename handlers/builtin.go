@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/scale"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -167,21 +168,21 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write,
 	}
 	switch {
 	case d.Create > 0:
-		ws, err := IncreaseSize{Group: g.Name, Delta: d.Create, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
+		ws, err := decide.IncreaseSize{Group: g.Name, Delta: d.Create, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
 		if err != nil {
 			return nil, err
 		}
-		writes = mergeWrites(append(writes, ws...))
+		writes = decide.MergeWrites(append(writes, ws...))
 	case len(d.Release) > 0:
-		refs := make([]NodeRef, len(d.Release))
+		refs := make([]decide.NodeRef, len(d.Release))
 		for i, slot := range d.Release {
-			refs[i] = NodeRef{Name: slot}
+			refs[i] = decide.NodeRef{Name: slot}
 		}
-		ws, err := DeleteNodes{Group: g.Name, Nodes: refs, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
+		ws, err := decide.DeleteNodes{Group: g.Name, Nodes: refs, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
 		if err != nil {
 			return nil, err
 		}
-		writes = mergeWrites(append(writes, ws...))
+		writes = decide.MergeWrites(append(writes, ws...))
 	}
 	return writes, nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -232,7 +233,7 @@ type base struct {
 func (b base) now() time.Time { return b.clock.Now().UTC() }
 
 // exec runs a command and logs what it wrote.
-func (b base) exec(ctx context.Context, reactor string, cmd Command) (Result, error) {
+func (b base) exec(ctx context.Context, reactor string, cmd decide.Command) (Result, error) {
 	res, err := b.svc.Execute(ctx, cmd)
 	if err != nil {
 		return res, fmt.Errorf("%T: %w", cmd, err)
@@ -297,7 +298,7 @@ func buildView(s *projections.State, slot string) slotView {
 	}
 	if c := s.LiveOfSlot(slot); c != nil {
 		v.Live = copyClaim(c)
-		v.LiveStopJobs = StopJobsFired(c)
+		v.LiveStopJobs = decide.StopJobsFired(c)
 	}
 	if n := len(sl.Claims); n > 0 {
 		if c := s.Claims[sl.Claims[n-1]]; c != nil {
@@ -375,7 +376,7 @@ func (b base) fireShutdownJob(ctx context.Context, reactor string, v slotView, j
 		b.log.Warn("slot declares no shutdown Job: its machine cannot be powered off", "slot", v.Slot.Name, "job", job)
 		return false, nil
 	}
-	return b.createObserved(ctx, reactor, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
+	return b.createObserved(ctx, reactor, b.jobRequest(v, job, claim, attempt, decide.OperationShutdown, v.Slot.Spec.Shutdown))
 }
 
 // shutdownObserved: the cluster showed the slot's shutdown Job job
@@ -401,12 +402,12 @@ func (b base) shutdownInFlight(ctx context.Context, reactor string, v slotView, 
 	timeout := v.timeouts().JobTimeout
 	st, ok := b.cluster.Job(job)
 	if !shutdownObserved(v, job) && v.Slot.Spec.Shutdown != nil && (ok || now.Before(at.Add(timeout))) {
-		created, err := b.recoverJob(ctx, reactor, b.jobRequest(v, job, claim, attempt, OperationShutdown, v.Slot.Spec.Shutdown))
+		created, err := b.recoverJob(ctx, reactor, b.jobRequest(v, job, claim, attempt, decide.OperationShutdown, v.Slot.Spec.Shutdown))
 		if err != nil {
 			return 0, err
 		}
 		if created {
-			b.log.Info(jobCreatedLine(OperationShutdown, true, true), "slot", v.Slot.Name, "claim", claim, "job", job)
+			b.log.Info(jobCreatedLine(decide.OperationShutdown, true, true), "slot", v.Slot.Name, "claim", claim, "job", job)
 		}
 		if !ok {
 			return projections.JobMonitorPollInterval, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -157,7 +158,7 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 		// the report in its message and its machine is forced off.
 		msg := fmt.Sprintf("startup Job %s reported an instance that cannot be read (%v): the host it bought cannot be matched", cl.StartupJob, err)
 		r.log.Warn("startup Job report unreadable: failing the claim", "slot", v.Slot.Name, "claim", cl.Name, "job", cl.StartupJob, "err", err)
-		_, err = r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseBooting, FailClaim: FailClaim{
+		_, err = r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhaseBooting, FailClaim: decide.FailClaim{
 			Claim: cl.Name, Reason: projections.ReasonStartupJobFailed, Message: msg, ForceShutdown: true,
 			Cause: "startup Job report unreadable",
 		}})
@@ -167,7 +168,7 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 		r.silent.readEmpty(v.Slot.Name, cl.StartupJob, r.now())
 		return nil
 	}
-	want := ExpectHost{Claim: cl.Name, Node: v.Slot.Name, ProviderID: v.Slot.ProviderID(), Address: v.Slot.Spec.Address, InstanceID: rep.InstanceID}
+	want := decide.ExpectHost{Claim: cl.Name, Node: v.Slot.Name, ProviderID: v.Slot.ProviderID(), Address: v.Slot.Spec.Address, InstanceID: rep.InstanceID}
 	if rep.ProviderID != "" {
 		want.ProviderID = rep.ProviderID
 	}
@@ -179,18 +180,6 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 	}
 	_, err = r.exec(ctx, r.Name(), want)
 	return err
-}
-
-// ExpectedHostOf is the host a claim in its boot window expects: the one
-// its startup Job reported (HostExpected), else its slot's own.
-func ExpectedHostOf(sl *projections.Slot, cl *projections.Claim) *projections.ExpectedHost {
-	if cl.Expected != nil {
-		return cl.Expected
-	}
-	if sl == nil || !cl.InBootWindow() || cl.DeadlineAt == nil {
-		return nil
-	}
-	return &projections.ExpectedHost{Node: sl.Name, ProviderID: sl.ProviderID(), Address: sl.Spec.Address, DeadlineAt: *cl.DeadlineAt}
 }
 
 // matchHost matches a Node to the claim that expects it: providerID first,
@@ -247,7 +236,7 @@ func (r *Hosts) joined(ctx context.Context, v slotView, cl *projections.Claim, n
 	// Job reported, or the slot's own machine under its own name and
 	// providerID.
 	if cl.Joined == nil {
-		if _, err := r.exec(ctx, r.Name(), JoinHost{Claim: cl.Name, Node: n.Name, MatchedBy: by}); err != nil {
+		if _, err := r.exec(ctx, r.Name(), decide.JoinHost{Claim: cl.Name, Node: n.Name, MatchedBy: by}); err != nil {
 			return err
 		}
 	}
@@ -302,7 +291,7 @@ func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	}
 	for _, key := range HostLossTaints {
 		if n.HasTaint(events.Taint{Key: key}) {
-			_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseReady, FailClaim: FailClaim{
+			_, err := r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhaseReady, FailClaim: decide.FailClaim{
 				Claim: cl.Name, Reason: projections.ReasonHostLost, ForceShutdown: true,
 				Message: fmt.Sprintf("the provider reports host %s gone (taint %s)", n.Name, key),
 				Cause:   "host loss: provider-initiated",
@@ -311,61 +300,4 @@ func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		}
 	}
 	return 0, nil
-}
-
-// --- deciders ----------------------------------------------------------------
-
-// ExpectHost records the host a booting claim expects (HostExpected), once,
-// and again when the instance id becomes known.
-type ExpectHost struct {
-	Claim      string
-	Node       string
-	ProviderID string
-	Address    string
-	InstanceID string
-}
-
-func (c ExpectHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
-
-// ClaimName is the claim the command is about (ClaimCommand).
-func (c ExpectHost) ClaimName() string { return c.Claim }
-
-func (c ExpectHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	cl := s.Claims[c.Claim]
-	if cl == nil || cl.Phase != projections.PhaseBooting || cl.DeadlineAt == nil {
-		return nil, nil
-	}
-	if e := cl.Expected; e != nil && (e.InstanceID != "" || c.InstanceID == "") {
-		return nil, nil
-	}
-	cause := "boot committed: expecting host " + c.Node
-	if c.InstanceID != "" {
-		cause = "startup Job reported instance " + c.InstanceID
-	}
-	return []events.Write{slotWrite(s, cl.Slot, now, events.HostExpected{
-		Ref: claimRef(cl, cause), Node: c.Node, ProviderID: c.ProviderID, Address: c.Address,
-		InstanceID: c.InstanceID, DeadlineAt: *cl.DeadlineAt,
-	})}, nil
-}
-
-// JoinHost records the Node matched to a claim (HostJoined), once.
-type JoinHost struct {
-	Claim     string
-	Node      string
-	MatchedBy string
-}
-
-func (c JoinHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
-
-// ClaimName is the claim the command is about (ClaimCommand).
-func (c JoinHost) ClaimName() string { return c.Claim }
-
-func (c JoinHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	cl := s.Claims[c.Claim]
-	if cl == nil || cl.Joined != nil || (cl.Phase != projections.PhaseBooting && cl.Phase != projections.PhaseReady) {
-		return nil, nil
-	}
-	return []events.Write{slotWrite(s, cl.Slot, now, events.HostJoined{
-		Ref: claimRef(cl, "node "+c.Node+" registered, matched by "+c.MatchedBy), Node: c.Node, MatchedBy: c.MatchedBy,
-	})}, nil
 }

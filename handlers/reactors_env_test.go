@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/projections"
@@ -117,7 +118,7 @@ func (e *renv) slot(name string) projections.Slot {
 
 func (e *renv) increase(group string, n int) {
 	e.t.Helper()
-	e.h.MustExec(handlers.IncreaseSize{Group: group, Delta: n, RequestedBy: "cluster-autoscaler"})
+	e.h.MustExec(decide.IncreaseSize{Group: group, Delta: n, RequestedBy: "cluster-autoscaler"})
 }
 
 func (e *renv) finishJob(name string, ok bool, reason string) {

@@ -3,9 +3,8 @@ package handlers
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -13,18 +12,11 @@ import (
 // then cordoned and tainted claimstream.dev/refused:NoExecute; the input
 // law, or the operator for a stray host, shuts its machine down.
 
-// StrayHostsSlot is the slot aggregate a group's stray hosts (Nodes that
-// carry the group's label and are no slot of it) are reported on: one per
-// group, never one per Node name, so strays cannot grow the views. Its name
-// is no valid slot name (slot names are DNS-1123 subdomains), so it never
-// meets a declared slot.
-func StrayHostsSlot(group string) string { return "~stray-hosts." + group }
-
 // refuseNode reports a refused Node once per Node object (append), then
 // cordons and taints it (act); both acts are idempotent and each one taken
 // is logged. slot is the slot the Node joined as, or StrayHostsSlot.
 func refuseNode(ctx context.Context, b base, reactor, slot, group string, n NodeView, why string) error {
-	if _, err := b.exec(ctx, reactor, RefuseHost{Slot: slot, Group: group, Node: n.Name, CreatedAt: n.CreatedAt, Why: why}); err != nil {
+	if _, err := b.exec(ctx, reactor, decide.RefuseHost{Slot: slot, Group: group, Node: n.Name, CreatedAt: n.CreatedAt, Why: why}); err != nil {
 		return err
 	}
 	if !n.Unschedulable {
@@ -87,7 +79,7 @@ func (r *Reactors) strayHostsOf(ctx context.Context, only string) error {
 			continue
 		}
 		why := fmt.Sprintf("node %s (providerID %s) says group %s, which has no slot of that name or providerID", n.Name, n.ProviderID, group)
-		if err := refuseNode(ctx, r.base, "hosts", StrayHostsSlot(group), group, n, why); err != nil {
+		if err := refuseNode(ctx, r.base, "hosts", decide.StrayHostsSlot(group), group, n, why); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -95,32 +87,6 @@ func (r *Reactors) strayHostsOf(ctx context.Context, only string) error {
 		return fmt.Errorf("stray hosts: %v", errs)
 	}
 	return nil
-}
-
-// RefuseHost reports a refused Node (HostJoinRefused), once per Node object
-// (a Node created after the last report is a new join). Slot is the slot's
-// name, or StrayHostsSlot when the Node is no slot.
-type RefuseHost struct {
-	Slot      string
-	Group     string
-	Node      string
-	CreatedAt time.Time
-	Why       string
-}
-
-func (c RefuseHost) LockKey(*projections.State) string { return c.Group }
-
-func (c RefuseHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
-	var seq uint64
-	if sl := s.Slots[c.Slot]; sl != nil {
-		seq = sl.Seq
-		if j := sl.LastJoinRefused; j != nil && j.By == c.Node && !j.At.Before(c.CreatedAt) {
-			return nil, nil
-		}
-	}
-	return []events.Write{{Aggregate: events.SlotAggregate(c.Slot), Expected: seq, Events: []events.Event{{Time: now, Data: events.HostJoinRefused{
-		Ref: events.Ref{Slot: c.Slot, Group: c.Group, Cause: "host join refused: " + c.Why}, Node: c.Node, Why: c.Why,
-	}}}}}, nil
 }
 
 // groupOfLabel is the active group whose LabelGroup value is label (the

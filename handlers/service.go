@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -103,7 +104,7 @@ func (r Result) Claims() []string {
 // seconds and would bury the traces that matter. The span starts (dated
 // from the start of Execute) before the first append, or at the end for a
 // refusal or an error.
-func (s *Service) Execute(ctx context.Context, cmd Command) (res Result, err error) {
+func (s *Service) Execute(ctx context.Context, cmd decide.Command) (res Result, err error) {
 	if s.Tracer == nil {
 		return s.execute(ctx, cmd, nil)
 	}
@@ -135,7 +136,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command) (res Result, err err
 
 // execute decides and appends; traced, when set, starts the command's span
 // before an append and returns the ctx that carries it.
-func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.Context) context.Context) (Result, error) {
+func (s *Service) execute(ctx context.Context, cmd decide.Command, traced func(context.Context) context.Context) (Result, error) {
 	var key string
 	s.views.Read(func(st *projections.State) { key = cmd.LockKey(st) })
 	unlock := s.lock(key)
@@ -168,7 +169,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 		if err := s.views.WritesRefused(); err != nil {
 			// Views built over a gap in the log may decide wrongly (a
 			// lost claim looks like a free slot): write nothing.
-			return res, refuse(CodeFailedPrecondition, "%v", err)
+			return res, decide.Refuse(decide.CodeFailedPrecondition, "%v", err)
 		}
 		if traced != nil {
 			ctx = traced(ctx)
@@ -177,7 +178,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 		if errors.Is(err, events.ErrConflict) {
 			res.Conflicts++
 			if res.Conflicts > s.MaxConflicts {
-				return res, refuse(CodeAborted, "gave up after %d concurrent writes to the same slots: %v", res.Conflicts, err)
+				return res, decide.Refuse(decide.CodeAborted, "gave up after %d concurrent writes to the same slots: %v", res.Conflicts, err)
 			}
 			// Somebody wrote first: wait until the views show it, decide again.
 			if err := s.catchUp(ctx); err != nil {
@@ -189,7 +190,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 			if s.OnFenced != nil {
 				s.OnFenced(err.Error())
 			}
-			return res, refuse(CodeUnavailable, "not the leader: %v; retry shortly, the new leader answers", err)
+			return res, decide.Refuse(decide.CodeUnavailable, "not the leader: %v; retry shortly, the new leader answers", err)
 		}
 		if err != nil {
 			return res, unavailableIfUnwritable(err)
@@ -218,7 +219,7 @@ func (s *Service) append(ctx context.Context, writes []events.Write) (events.App
 	if s.Fence != nil {
 		fe, seq := s.Fence()
 		if fe != epoch || seq == 0 {
-			return events.AppendResult{}, refuse(CodeUnavailable, "not the leader: this replica's term ended while the write was decided; retry shortly")
+			return events.AppendResult{}, decide.Refuse(decide.CodeUnavailable, "not the leader: this replica's term ended while the write was decided; retry shortly")
 		}
 		ctx = events.Fenced(ctx, seq)
 	}
@@ -260,7 +261,7 @@ type ClaimCommand interface {
 // startCommandSpan starts the span of one command. A command about one
 // claim, called with no span in ctx (as a reactor calls it), continues the
 // trace the claim was created in.
-func (s *Service) startCommandSpan(ctx context.Context, cmd Command, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+func (s *Service) startCommandSpan(ctx context.Context, cmd decide.Command, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	name := commandName(cmd)
 	attrs := []attribute.KeyValue{attribute.String("claimstream.command", name)}
 	if cc, ok := cmd.(ClaimCommand); ok {
@@ -282,7 +283,7 @@ func (s *Service) startCommandSpan(ctx context.Context, cmd Command, opts ...tra
 }
 
 // commandName is the type name of a command without its package.
-func commandName(cmd Command) string {
+func commandName(cmd decide.Command) string {
 	n := fmt.Sprintf("%T", cmd)
 	if i := strings.LastIndexByte(n, '.'); i >= 0 {
 		n = n[i+1:]

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
@@ -124,21 +124,21 @@ func mustLive(t testing.TB, h *handlerstest.Harness, slot string) string {
 // claimSlot makes a claim on exactly this slot.
 func claimSlot(t testing.TB, h *handlerstest.Harness, slot string) string {
 	t.Helper()
-	h.MustExec(handlers.ManualClaim{Slot: slot, By: "test"})
+	h.MustExec(decide.ManualClaim{Slot: slot, By: "test"})
 	return mustLive(t, h, slot)
 }
 
 func boot(t testing.TB, h *handlerstest.Harness, slot string) string {
 	t.Helper()
 	c := claimSlot(t, h, slot)
-	h.MustExec(handlers.BootClaim{Claim: c})
+	h.MustExec(decide.BootClaim{Claim: c})
 	return c
 }
 
 func ready(t testing.TB, h *handlerstest.Harness, slot string) string {
 	t.Helper()
 	c := boot(t, h, slot)
-	h.MustExec(handlers.MarkReady{Claim: c, Node: slot})
+	h.MustExec(decide.MarkReady{Claim: c, Node: slot})
 	return c
 }
 

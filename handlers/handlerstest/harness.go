@@ -16,6 +16,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -108,12 +109,12 @@ func (h *Harness) Restart() {
 }
 
 // Exec runs a command through the service.
-func (h *Harness) Exec(cmd handlers.Command) (handlers.Result, error) {
+func (h *Harness) Exec(cmd decide.Command) (handlers.Result, error) {
 	return h.Service.Execute(context.Background(), cmd)
 }
 
 // MustExec runs a command and fails the test on any error.
-func (h *Harness) MustExec(cmd handlers.Command) handlers.Result {
+func (h *Harness) MustExec(cmd decide.Command) handlers.Result {
 	h.T.Helper()
 	r, err := h.Exec(cmd)
 	if err != nil {

@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"fmt"
@@ -248,3 +248,65 @@ func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]events.Wr
 func (c FireShutdown) ClaimName() string   { return c.Claim }
 func (c LimitShutdown) ClaimName() string  { return c.Claim }
 func (c ObserveMachine) ClaimName() string { return c.Claim }
+
+// PauseSlotShutdown records the input law's pause (UnclaimedShutdownPaused)
+// once the slot's last ShutdownAttemptLimit claimless shutdowns did not
+// power the machine off: the claimless twin of LimitShutdown. After is the
+// slot's last shutdown Job the reactor saw; the pause ends
+// ShutdownAttemptResetGrace after it. Written once per pause.
+type PauseSlotShutdown struct {
+	Slot  string
+	After string
+}
+
+func (c PauseSlotShutdown) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
+
+func (c PauseSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	sl := s.Slots[c.Slot]
+	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil || sl.ShutdownPausedUntil != nil {
+		return nil, nil
+	}
+	last := sl.LastShutdown
+	if last == nil || last.Job != c.After || last.Claim != "" || last.Attempt < projections.ShutdownAttemptLimit {
+		return nil, nil
+	}
+	until := last.At.Add(projections.ShutdownAttemptResetGrace)
+	if !now.Before(until) {
+		return nil, nil
+	}
+	return []events.Write{slotWrite(s, sl.Name, now, events.UnclaimedShutdownPaused{
+		Ref:         events.Ref{Slot: sl.Name, Group: sl.Group, Cause: fmt.Sprintf("input law: %d shutdown Jobs finished and the machine no claim wants is still observed up", last.Attempt)},
+		Attempts:    last.Attempt,
+		PausedUntil: until,
+	})}, nil
+}
+
+// RequestNodeDelete records that a slot's NotReady Node is deleted after
+// its machine's shutdown (NodeDeleteRequested), once per shutdown: a delete
+// already recorded since the slot's last shutdown writes nothing.
+type RequestNodeDelete struct {
+	Slot        string
+	Node        string
+	ShutdownJob string
+}
+
+func (c RequestNodeDelete) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
+
+func (c RequestNodeDelete) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	sl := s.Slots[c.Slot]
+	if sl == nil || sl.Group == "" || sl.LastShutdown == nil || sl.LastShutdown.Job != c.ShutdownJob || s.LiveOfSlot(c.Slot) != nil {
+		return nil, nil
+	}
+	if d := sl.LastNodeDelete; d != nil && d.By == c.Node && !d.At.Before(sl.LastShutdown.At) {
+		return nil, nil
+	}
+	ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node cleanup: the machine's shutdown Job " + c.ShutdownJob + " finished and its Node is NotReady"}
+	if n := len(sl.Claims); n > 0 {
+		if cl := s.Claims[sl.Claims[n-1]]; cl != nil && cl.Phase.IsTerminal() {
+			ref.Claim, ref.Attempt = cl.Name, cl.Attempt
+		}
+	}
+	return []events.Write{slotWrite(s, sl.Name, now, events.NodeDeleteRequested{
+		Ref: ref, Node: c.Node, Why: "NotReady after the shutdown of its machine (it counts against cluster-autoscaler's unready gate)",
+	})}, nil
+}

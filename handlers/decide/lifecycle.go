@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"fmt"
@@ -81,7 +81,7 @@ func (c FailClaim) ClaimName() string { return c.Claim }
 
 func (c FailClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if c.Reason == "" {
-		return nil, refuse(CodeInvalidArgument, "reason: a failed claim needs a reason")
+		return nil, Refuse(CodeInvalidArgument, "reason: a failed claim needs a reason")
 	}
 	cl := s.Claims[c.Claim]
 	if cl == nil || !cl.IsLive() {

@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"fmt"
@@ -41,11 +41,11 @@ func (c IncreaseSize) LockKey(*projections.State) string { return c.Group }
 
 func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if c.Delta <= 0 {
-		return nil, refuse(CodeInvalidArgument, "delta must be positive, got %d", c.Delta)
+		return nil, Refuse(CodeInvalidArgument, "delta must be positive, got %d", c.Delta)
 	}
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok {
-		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
+		return nil, Refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
 	if _, ok := s.AcceptedWithin(c.Group, c.RequestKey, now); ok {
 		// A retry of a call that landed: its claims are in the views.
@@ -53,11 +53,11 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Writ
 	}
 	live := s.LiveInService(c.Group)
 	if maxSize := s.MaxSize(c.Group); live+c.Delta > maxSize {
-		return nil, refuse(CodeFailedPrecondition, "%s", tooLarge(s, c, live, maxSize))
+		return nil, Refuse(CodeFailedPrecondition, "%s", tooLarge(s, c, live, maxSize))
 	}
 	free := s.FreeSlots(c.Group, now)
 	if len(free) < c.Delta {
-		return nil, refuse(CodeFailedPrecondition, "no free node slot in group %s: want %d, %d free (%s)", c.Group, c.Delta, len(free), whyNotFree(s, g, now))
+		return nil, Refuse(CodeFailedPrecondition, "no free node slot in group %s: want %d, %d free (%s)", c.Group, c.Delta, len(free), whyNotFree(s, g, now))
 	}
 	// Healthier slots first: the fewest consecutive failed boots, then name.
 	sort.SliceStable(free, func(i, j int) bool {
@@ -142,11 +142,11 @@ func (c DecreaseTargetSize) LockKey(*projections.State) string { return c.Group 
 
 func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if c.Delta >= 0 {
-		return nil, refuse(CodeInvalidArgument, "delta must be negative, got %d", c.Delta)
+		return nil, Refuse(CodeInvalidArgument, "delta must be negative, got %d", c.Delta)
 	}
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok {
-		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
+		return nil, Refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
 	var pending []*projections.Claim
 	var booting, ready int
@@ -166,10 +166,10 @@ func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]event
 		return nil, nil
 	}
 	if target := s.TargetSize(c.Group); target+c.Delta < g.Spec.MinSize {
-		return nil, refuse(CodeFailedPrecondition, "decrease of group %s by %d would take its target size from %d to %d, under minSize %d", c.Group, -c.Delta, target, target+c.Delta, g.Spec.MinSize)
+		return nil, Refuse(CodeFailedPrecondition, "decrease of group %s by %d would take its target size from %d to %d, under minSize %d", c.Group, -c.Delta, target, target+c.Delta, g.Spec.MinSize)
 	}
 	if len(pending) < -c.Delta {
-		return nil, refuse(CodeUnavailable, "cannot decrease group %s by %d now: %d pending claims can be cancelled, %d booting and %d ready are past the cancelable phase (a boot ends at its deadline; remove a ready node with DeleteNodes)", c.Group, -c.Delta, len(pending), booting, ready)
+		return nil, Refuse(CodeUnavailable, "cannot decrease group %s by %d now: %d pending claims can be cancelled, %d booting and %d ready are past the cancelable phase (a boot ends at its deadline; remove a ready node with DeleteNodes)", c.Group, -c.Delta, len(pending), booting, ready)
 	}
 	// The newest requests go first: the oldest are closest to booting.
 	sort.SliceStable(pending, func(i, j int) bool { return pending[i].RequestedAt.After(pending[j].RequestedAt) })
@@ -210,24 +210,24 @@ func (c DeleteNodes) LockKey(*projections.State) string { return c.Group }
 
 func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if len(c.Nodes) == 0 {
-		return nil, refuse(CodeInvalidArgument, "nodes: at least one node is required")
+		return nil, Refuse(CodeInvalidArgument, "nodes: at least one node is required")
 	}
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok {
-		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
+		return nil, Refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
 	var slots []string
 	var names []string
 	for i, n := range c.Nodes {
 		if n.Name == "" && n.ProviderID == "" {
-			return nil, refuse(CodeInvalidArgument, "nodes[%d]: name and providerID are both empty", i)
+			return nil, Refuse(CodeInvalidArgument, "nodes[%d]: name and providerID are both empty", i)
 		}
 		sl, ok := s.SlotForNode(n.Name, n.ProviderID)
 		if !ok {
-			return nil, refuse(CodeNotFound, "nodes[%d]: node %q (providerID %q) is not a slot of any group", i, n.Name, n.ProviderID)
+			return nil, Refuse(CodeNotFound, "nodes[%d]: node %q (providerID %q) is not a slot of any group", i, n.Name, n.ProviderID)
 		}
 		if sl.Group != g.Name {
-			return nil, refuse(CodeInvalidArgument, "nodes[%d]: node %q belongs to group %s, not %s", i, sl.Name, sl.Group, g.Name)
+			return nil, Refuse(CodeInvalidArgument, "nodes[%d]: node %q belongs to group %s, not %s", i, sl.Name, sl.Group, g.Name)
 		}
 		if !slices.Contains(slots, sl.Name) {
 			slots = append(slots, sl.Name)
@@ -269,7 +269,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write
 	// deletes a failed instance every loop, and that must stay a no-op even
 	// in a group already under minSize.
 	if target := s.TargetSize(c.Group); removed > 0 && target-removed < g.Spec.MinSize {
-		return nil, refuse(CodeFailedPrecondition, "deleting %d nodes would take group %s to %d, under minSize %d", removed, c.Group, target-removed, g.Spec.MinSize)
+		return nil, Refuse(CodeFailedPrecondition, "deleting %d nodes would take group %s to %d, under minSize %d", removed, c.Group, target-removed, g.Spec.MinSize)
 	}
 	if removed > 0 {
 		writes = append(writes, sizeDecreased(g, now, cause, c.RequestedBy, req, removing))
@@ -296,23 +296,23 @@ func (c ManualClaim) LockKey(s *projections.State) string { return groupOfSlot(s
 func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
-		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
+		return nil, Refuse(CodeNotFound, "slot %q not found", c.Slot)
 	}
 	g, ok := s.ActiveGroup(sl.Group)
 	if !ok {
-		return nil, refuse(CodeFailedPrecondition, "slot %s is in group %s, which is not declared", sl.Name, sl.Group)
+		return nil, Refuse(CodeFailedPrecondition, "slot %s is in group %s, which is not declared", sl.Name, sl.Group)
 	}
 	if sl.Decommissioned != nil {
-		return nil, refuse(CodeFailedPrecondition, "slot %s is decommissioned (by %s at %s); recommission it first", sl.Name, sl.Decommissioned.By, sl.Decommissioned.At.Format(time.RFC3339))
+		return nil, Refuse(CodeFailedPrecondition, "slot %s is decommissioned (by %s at %s); recommission it first", sl.Name, sl.Decommissioned.By, sl.Decommissioned.At.Format(time.RFC3339))
 	}
 	if live := s.LiveOfSlot(sl.Name); live != nil {
-		return nil, refuse(CodeFailedPrecondition, "slot %s already has live claim %s (%s)", sl.Name, live.Name, live.Phase.Normal())
+		return nil, Refuse(CodeFailedPrecondition, "slot %s already has live claim %s (%s)", sl.Name, live.Name, live.Phase.Normal())
 	}
 	if s.Exhausted(sl.Name, now) {
-		return nil, refuse(CodeFailedPrecondition, "slot %s failed %d consecutive boots; it rests until %s", sl.Name, projections.MaxConsecutiveAttempts, sl.LastClaim.FinishedAt.Add(projections.ShutdownAttemptResetGrace).Format(time.RFC3339))
+		return nil, Refuse(CodeFailedPrecondition, "slot %s failed %d consecutive boots; it rests until %s", sl.Name, projections.MaxConsecutiveAttempts, sl.LastClaim.FinishedAt.Add(projections.ShutdownAttemptResetGrace).Format(time.RFC3339))
 	}
 	if live, maxSize := s.LiveInService(g.Name), s.MaxSize(g.Name); live+1 > maxSize {
-		return nil, refuse(CodeFailedPrecondition, "group %s is at maxSize %d", g.Name, maxSize)
+		return nil, Refuse(CodeFailedPrecondition, "group %s is at maxSize %d", g.Name, maxSize)
 	}
 	by := orUnknown(c.By)
 	cause := "manual claim by " + by
@@ -341,10 +341,10 @@ func (c DeleteClaim) LockKey(s *projections.State) string {
 func (c DeleteClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil {
-		return nil, refuse(CodeNotFound, "claim %q not found", c.Claim)
+		return nil, Refuse(CodeNotFound, "claim %q not found", c.Claim)
 	}
 	if !cl.IsLive() {
-		return nil, refuse(CodeFailedPrecondition, "claim %s already ended %s (%s)", cl.Name, cl.Phase, cl.Reason)
+		return nil, Refuse(CodeFailedPrecondition, "claim %s already ended %s (%s)", cl.Name, cl.Phase, cl.Reason)
 	}
 	by := orUnknown(c.By)
 	cause := "claim deleted by hand by " + by
@@ -376,7 +376,7 @@ func (c Decommission) LockKey(s *projections.State) string { return groupOfSlot(
 func (c Decommission) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
-		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
+		return nil, Refuse(CodeNotFound, "slot %q not found", c.Slot)
 	}
 	if sl.Decommissioned != nil {
 		return nil, nil
@@ -415,7 +415,7 @@ func (c Recommission) LockKey(s *projections.State) string { return groupOfSlot(
 func (c Recommission) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
-		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
+		return nil, Refuse(CodeNotFound, "slot %q not found", c.Slot)
 	}
 	if sl.Decommissioned == nil {
 		return nil, nil

@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"time"
@@ -45,10 +45,10 @@ func claimNames(writes []events.Write) []string {
 	return out
 }
 
-// mergeWrites joins the writes to one aggregate into the first of them
+// MergeWrites joins the writes to one aggregate into the first of them
 // (its expectation is the one the decider read): the built-in scaler's
 // ScaleDecided and the SizeIncreased of its claims share the group.
-func mergeWrites(writes []events.Write) []events.Write {
+func MergeWrites(writes []events.Write) []events.Write {
 	out := make([]events.Write, 0, len(writes))
 	at := map[events.Aggregate]int{}
 	for _, w := range writes {

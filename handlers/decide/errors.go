@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"errors"
@@ -50,7 +50,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
-func refuse(code Code, format string, args ...any) error {
+func Refuse(code Code, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 

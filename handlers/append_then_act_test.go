@@ -61,14 +61,18 @@ func (a *actionLog) record(verb, target string) {
 }
 
 // callerFile is the file of package handlers that asked for the action
-// (past the shared helpers).
+// (past the shared helpers of reactor.go), or refusal for the refusal of
+// a host (refuseNode).
 func callerFile() string {
 	pcs := make([]uintptr, 32)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
 	for {
 		f, more := frames.Next()
 		base := filepath.Base(f.File)
-		if strings.Contains(f.Function, "/handlers.") && !strings.HasSuffix(base, "_test.go") && base != "sideeffects.go" && base != "controller.go" {
+		if strings.HasSuffix(f.Function, "/handlers.refuseNode") {
+			return refusal
+		}
+		if strings.Contains(f.Function, "/handlers.") && !strings.HasSuffix(base, "_test.go") && base != "reactor.go" && base != "controller.go" {
 			return base
 		}
 		if !more {
@@ -113,15 +117,18 @@ func (a *actionLog) DeletePod(ctx context.Context, p handlers.PodView) error {
 	return a.Cluster.DeletePod(ctx, p)
 }
 
-// of lists the recorded actions of one verb. The refusal of a host
-// (refuse.go) is left out: its cordon follows HostJoinRefused, which
+// refusal is the by of an action the refusal of a host made.
+const refusal = "refuseNode"
+
+// of lists the recorded actions of one verb. The refusal of a host is left
+// out: its cordon follows HostJoinRefused, which
 // TestRefusalIsAppendedBeforeTheNodeIsTouched checks.
 func (a *actionLog) of(verb string) []action {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []action
 	for _, x := range a.acts {
-		if x.verb == verb && x.by != "refuse.go" {
+		if x.verb == verb && x.by != refusal {
 			out = append(out, x)
 		}
 	}

@@ -7,8 +7,9 @@
 // lock. Leadership (leadership.go) lets one replica act at a time.
 //
 // The reactors act on the cluster: each is a small struct with Name and
-// Reconcile(ctx, slot) (requeueAfter, error). The controller
-// (controller.go) runs them per slot from the work queue (queue.go); the
-// Cluster interface (cluster.go) is what they read and change,
-// handlers/kube its client-go implementation.
+// Reconcile(ctx, slot) (requeueAfter, error), in a file named for it
+// (boot.go, hosts.go, hostloss.go, ...), over the shared base of
+// reactor.go. The controller (controller.go) runs them per slot from the
+// work queue (queue.go); the Cluster interface (cluster.go) is what they
+// read and change, handlers/kube its client-go implementation.
 package handlers

@@ -13,13 +13,8 @@ import (
 )
 
 // Elastic hosts (docs/design.md): the host a booting claim expects, the match of
-// a registering Node to it, the refusal of a Node nothing expects, and the
-// loss of a host its provider reports gone.
-
-// Provider signals that a host is gone (a spot reclaim, a terminated or
-// shut-down instance): the cloud controller manager's shutdown taint and
-// the out-of-service taint.
-var HostLossTaints = []string{"node.cloudprovider.kubernetes.io/shutdown", "node.kubernetes.io/out-of-service"}
+// a registering Node to it and the refusal of a Node nothing expects; the
+// loss of a host its provider reports gone is HostLoss's (hostloss.go).
 
 // RefusedTaint is the taint a refused host gets.
 var RefusedTaint = events.Taint{Key: TaintRefused, Effect: "NoExecute"}
@@ -268,36 +263,4 @@ func HostConfig(group string, g events.GroupSpec, s events.SlotSpec) (map[string
 
 func (r *Hosts) refuse(ctx context.Context, v slotView, n NodeView, why string) error {
 	return refuseNode(ctx, r.base, r.Name(), v.Slot.Name, v.Slot.Group, n, why)
-}
-
-// HostLoss fails a ready claim whose provider reports its host gone (the
-// shutdown or out-of-service taint on its Node): the machine-gone path
-// (failed, force shutdown) at once, with the reason HostLost and the
-// signal recorded. A machine that just goes dark is MachineGone's, after
-// its grace.
-type HostLoss struct{ base }
-
-func (r *HostLoss) Name() string { return "hostloss" }
-
-func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
-	v := r.view(slot)
-	cl := v.Live
-	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown != nil || !v.GroupOK {
-		return 0, nil
-	}
-	n, ok := r.cluster.Node(v.Slot.NodeName())
-	if !ok {
-		return 0, nil
-	}
-	for _, key := range HostLossTaints {
-		if n.HasTaint(events.Taint{Key: key}) {
-			_, err := r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhaseReady, FailClaim: decide.FailClaim{
-				Claim: cl.Name, Reason: projections.ReasonHostLost, ForceShutdown: true,
-				Message: fmt.Sprintf("the provider reports host %s gone (taint %s)", n.Name, key),
-				Cause:   "host loss: provider-initiated",
-			}})
-			return 0, err
-		}
-	}
-	return 0, nil
 }

@@ -8,31 +8,9 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// The refusal of a host nothing expects: reported first (HostJoinRefused),
-// then cordoned and tainted claimstream.dev/refused:NoExecute; the input
-// law, or the operator for a stray host, shuts its machine down.
-
-// refuseNode reports a refused Node once per Node object (append), then
-// cordons and taints it (act); both acts are idempotent and each one taken
-// is logged. slot is the slot the Node joined as, or StrayHostsSlot.
-func refuseNode(ctx context.Context, b base, reactor, slot, group string, n NodeView, why string) error {
-	if _, err := b.exec(ctx, reactor, decide.RefuseHost{Slot: slot, Group: group, Node: n.Name, CreatedAt: n.CreatedAt, Why: why}); err != nil {
-		return err
-	}
-	if !n.Unschedulable {
-		if err := b.cluster.Cordon(ctx, n.Name); err != nil {
-			return fmt.Errorf("cordon refused node %s: %w", n.Name, err)
-		}
-		b.log.Info("cordoned a refused node", "reactor", reactor, "node", n.Name, "slot", slot, "group", group)
-	}
-	if !n.HasTaint(RefusedTaint) {
-		if err := b.cluster.AddNodeTaint(ctx, n.Name, RefusedTaint); err != nil {
-			return fmt.Errorf("taint refused node %s: %w", n.Name, err)
-		}
-		b.log.Info("tainted a refused node", "reactor", reactor, "node", n.Name, "taint", RefusedTaint.String(), "slot", slot, "group", group)
-	}
-	return nil
-}
+// Stray hosts: Nodes that carry a managed group's label and are no slot of
+// it are refused like a host nothing expects (refuseNode, reactor.go); the
+// operator shuts their machines down.
 
 // strayHosts refuses a Node that carries a managed group's label and is no
 // slot of any group (by name or providerID, the hosts startup Jobs

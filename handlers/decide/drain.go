@@ -19,7 +19,7 @@ type StartDrain struct {
 
 func (c StartDrain) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c StartDrain) ClaimName() string { return c.Claim }
 
 func (c StartDrain) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
@@ -41,7 +41,7 @@ type TimeOutDrain struct {
 
 func (c TimeOutDrain) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c TimeOutDrain) ClaimName() string { return c.Claim }
 
 func (c TimeOutDrain) Decide(s *projections.State, now time.Time) ([]events.Write, error) {

@@ -50,6 +50,8 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
+// Refuse is a refusal with code and a message formatted from format and
+// args, returned by a decider that writes nothing.
 func Refuse(code Code, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }

@@ -31,7 +31,7 @@ type ExpectHost struct {
 
 func (c ExpectHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c ExpectHost) ClaimName() string { return c.Claim }
 
 func (c ExpectHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
@@ -61,7 +61,7 @@ type JoinHost struct {
 
 func (c JoinHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c JoinHost) ClaimName() string { return c.Claim }
 
 func (c JoinHost) Decide(s *projections.State, now time.Time) ([]events.Write, error) {

@@ -36,7 +36,7 @@ type ObserveJob struct {
 
 func (c ObserveJob) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c ObserveJob) ClaimName() string { return c.Claim }
 
 func (c ObserveJob) Decide(s *projections.State, now time.Time) ([]events.Write, error) {

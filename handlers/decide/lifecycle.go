@@ -23,7 +23,7 @@ type BootClaim struct {
 
 func (c BootClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c BootClaim) ClaimName() string { return c.Claim }
 
 func (c BootClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
@@ -53,7 +53,7 @@ type MarkReady struct {
 
 func (c MarkReady) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c MarkReady) ClaimName() string { return c.Claim }
 
 func (c MarkReady) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
@@ -76,7 +76,7 @@ type FailClaim struct {
 
 func (c FailClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c FailClaim) ClaimName() string { return c.Claim }
 
 func (c FailClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
@@ -99,7 +99,7 @@ type ExpireDeadline struct {
 
 func (c ExpireDeadline) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c ExpireDeadline) ClaimName() string { return c.Claim }
 
 func (c ExpireDeadline) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
@@ -121,7 +121,7 @@ type CompleteClaim struct {
 
 func (c CompleteClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c CompleteClaim) ClaimName() string { return c.Claim }
 
 func (c CompleteClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
@@ -144,7 +144,7 @@ type CollectClaim struct {
 
 func (c CollectClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c CollectClaim) ClaimName() string { return c.Claim }
 
 func (c CollectClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {

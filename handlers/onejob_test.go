@@ -59,7 +59,7 @@ func newLagging(t *testing.T) *lagging {
 	})
 	e.f.StampCreation(func() time.Time { return h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cl = kube.New(e.f, kube.Options{Namespace: ns, Versions: e.f.Versions(ns), Clock: h.Clock})
+	e.cl = e.f.NewCluster(kube.Options{Namespace: ns, Clock: h.Clock})
 	e.cl.Start(ctx)
 	t.Cleanup(func() { cancel(); e.cl.Shutdown() })
 	if !e.cl.WaitForSync(ctx) {

@@ -43,7 +43,7 @@ func newRenv(t *testing.T) *renv {
 	e := &renv{t: t, h: handlerstest.New(t), f: kube.NewFake()}
 	e.f.StampCreation(func() time.Time { return e.h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cl = kube.New(e.f, kube.Options{Namespace: ns, Versions: e.f.Versions(ns), Lag: e.f.RealLag})
+	e.cl = e.f.NewCluster(kube.Options{Namespace: ns})
 	e.cl.Start(ctx)
 	t.Cleanup(func() { cancel(); e.cl.Shutdown() })
 	if !e.cl.WaitForSync(ctx) {

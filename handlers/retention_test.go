@@ -28,7 +28,7 @@ func TestAlwaysOnClaimOutlivesItsEvents(t *testing.T) {
 	e.f.StampCreation(func() time.Time { return e.h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e.cl = kube.New(e.f, kube.Options{Namespace: ns, Versions: e.f.Versions(ns), Lag: e.f.RealLag})
+	e.cl = e.f.NewCluster(kube.Options{Namespace: ns})
 	e.cl.Start(ctx)
 	t.Cleanup(func() { cancel(); e.cl.Shutdown() })
 	if !e.cl.WaitForSync(ctx) {

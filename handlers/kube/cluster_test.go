@@ -20,7 +20,7 @@ func start(t *testing.T) (*kube.Fake, *kube.Cluster) {
 	t.Helper()
 	f := kube.NewFake()
 	f.StampCreation(func() time.Time { return time.Unix(1000, 0) }, nil)
-	c := kube.New(f, kube.Options{Namespace: "ns", Versions: f.Versions("ns"), Lag: f.RealLag})
+	c := f.NewCluster(kube.Options{Namespace: "ns"})
 	ctx, cancel := context.WithCancel(context.Background())
 	c.Start(ctx)
 	t.Cleanup(func() { cancel(); c.Shutdown() })

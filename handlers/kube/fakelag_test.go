@@ -25,7 +25,7 @@ func lagged(t *testing.T, delay time.Duration) (*kube.Fake, *kube.Cluster, *cloc
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	f := kube.NewFakeWith(kube.FakeOptions{Clock: clk, WatchDelay: delay})
-	c := kube.New(f, kube.Options{Namespace: "ns", Versions: f.Versions("ns"), Clock: clk})
+	c := f.NewCluster(kube.Options{Namespace: "ns", Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	c.Start(ctx)
 	t.Cleanup(func() { cancel(); c.Shutdown() })

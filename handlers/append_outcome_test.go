@@ -15,6 +15,7 @@ import (
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
@@ -73,14 +74,14 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 	c.WaitStreamStored("CLAIMSTREAM", last)
 
 	stopped := c.StopOthers(li)
-	cmd := handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca", RequestKey: "trace 4bf92f3577b34da6a3ce929d0e0e4736 g +1"}
+	cmd := decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca", RequestKey: "trace 4bf92f3577b34da6a3ce929d0e0e4736 g +1"}
 	actx, acancel := context.WithTimeout(ctx, 5*time.Second)
 	began := time.Now()
 	_, err = svc.Execute(actx, cmd)
 	took := time.Since(began)
 	acancel()
-	if err != nil && (!errors.Is(err, eventlog.ErrOutcomeUnknown) || handlers.CodeOf(err) != 0 || errors.Is(err, eventlog.ErrLogUnwritable)) {
-		t.Fatalf("IncreaseSize whose quorum was lost after the publish: %v (code %v), want success or outcome unknown\n%s", err, handlers.CodeOf(err), logs)
+	if err != nil && (!errors.Is(err, eventlog.ErrOutcomeUnknown) || decide.CodeOf(err) != 0 || errors.Is(err, eventlog.ErrLogUnwritable)) {
+		t.Fatalf("IncreaseSize whose quorum was lost after the publish: %v (code %v), want success or outcome unknown\n%s", err, decide.CodeOf(err), logs)
 	}
 	if s := health.Status(); s.Writable {
 		t.Fatalf("the monitor never saw the quorum lost: the append met no fault")
@@ -127,10 +128,10 @@ func TestAnIncreaseSizeWhoseQuorumIsLostAfterThePublishIsNotARefusal(t *testing.
 // declareOn writes a group of slots to st and waits for views.
 func declareOn(t *testing.T, st *eventlog.Store, views *projections.Runner, now time.Time, group string, slots ...string) {
 	t.Helper()
-	ws := []eventlog.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
+	ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
 		Ref: events.Ref{Group: group, Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler}}}}}}
 	for _, sl := range slots {
-		ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
+		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
 			Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + sl}}}}})
 	}
 	res, err := st.AppendWrites(context.Background(), ws...)

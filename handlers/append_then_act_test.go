@@ -19,6 +19,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // actionLog is the reactors' Cluster in the reactor tests: it passes every
@@ -61,14 +62,18 @@ func (a *actionLog) record(verb, target string) {
 }
 
 // callerFile is the file of package handlers that asked for the action
-// (past the shared helpers).
+// (past the shared helpers of reactor.go), or refusal for the refusal of
+// a host (refuseNode).
 func callerFile() string {
 	pcs := make([]uintptr, 32)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
 	for {
 		f, more := frames.Next()
 		base := filepath.Base(f.File)
-		if strings.Contains(f.Function, "/handlers.") && !strings.HasSuffix(base, "_test.go") && base != "sideeffects.go" && base != "controller.go" {
+		if strings.HasSuffix(f.Function, "/handlers.refuseNode") {
+			return refusal
+		}
+		if strings.Contains(f.Function, "/handlers.") && !strings.HasSuffix(base, "_test.go") && base != "reactor.go" && base != "controller.go" {
 			return base
 		}
 		if !more {
@@ -113,15 +118,18 @@ func (a *actionLog) DeletePod(ctx context.Context, p handlers.PodView) error {
 	return a.Cluster.DeletePod(ctx, p)
 }
 
-// of lists the recorded actions of one verb. The refusal of a host
-// (refuse.go) is left out: its cordon follows HostJoinRefused, which
+// refusal is the by of an action the refusal of a host made.
+const refusal = "refuseNode"
+
+// of lists the recorded actions of one verb. The refusal of a host is left
+// out: its cordon follows HostJoinRefused, which
 // TestRefusalIsAppendedBeforeTheNodeIsTouched checks.
 func (a *actionLog) of(verb string) []action {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []action
 	for _, x := range a.acts {
-		if x.verb == verb && x.by != "refuse.go" {
+		if x.verb == verb && x.by != refusal {
 			out = append(out, x)
 		}
 	}
@@ -181,7 +189,7 @@ func TestForceShutdownRecordsBeforeCordonAndJob(t *testing.T) {
 	e := newRenv(t)
 	e.declare("g", events.GroupSpec{}, false, "a")
 	c := e.bootToReady("g", "a")
-	e.h.MustExec(handlers.FailClaim{Claim: c.Name, Reason: "MachineGone", ForceShutdown: true})
+	e.h.MustExec(decide.FailClaim{Claim: c.Name, Reason: "MachineGone", ForceShutdown: true})
 	e.passes()
 	mustFollow(t, e.acts.of("cordon"), "cordon", onSlot(events.TypeShutdownFired))
 	mustFollow(t, e.acts.of("createJob"), "createJob", func(job string, e events.Event) bool {
@@ -294,7 +302,7 @@ func TestDrainRecordsBeforeCordonEvictAndDelete(t *testing.T) {
 	e.bootToReady("g", "a")
 	e.runPod("web", "web-0", "a")
 	e.blockEvictions("web") // a budget that allows no eviction
-	e.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	e.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	e.passes()
 	e.step(time.Minute + time.Second)
 	e.passes()

@@ -5,7 +5,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -21,9 +21,9 @@ func TestIncreaseSizeTooLargeForOneAppendIsRefusedClearly(t *testing.T) {
 	var before uint64
 	h.Read(func(s *projections.State) { before = s.Seq })
 
-	_, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: eventlog.MaxEventsPerAppend, RequestedBy: "ca"})
-	if handlers.CodeOf(err) != handlers.CodeInvalidArgument {
-		t.Fatalf("IncreaseSize of %d: got %v (code %v), want InvalidArgument", eventlog.MaxEventsPerAppend, err, handlers.CodeOf(err))
+	_, err := h.Exec(decide.IncreaseSize{Group: "g", Delta: eventlog.MaxEventsPerAppend, RequestedBy: "ca"})
+	if decide.CodeOf(err) != decide.CodeInvalidArgument {
+		t.Fatalf("IncreaseSize of %d: got %v (code %v), want InvalidArgument", eventlog.MaxEventsPerAppend, err, decide.CodeOf(err))
 	}
 	var after uint64
 	h.Read(func(s *projections.State) { after = s.Seq })
@@ -32,7 +32,7 @@ func TestIncreaseSizeTooLargeForOneAppendIsRefusedClearly(t *testing.T) {
 	}
 	// The claims, the group's SizeIncreased and ScaleRequested: one append.
 	most := eventlog.MaxEventsPerAppend - 2
-	res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: most, RequestedBy: "ca"})
+	res := h.MustExec(decide.IncreaseSize{Group: "g", Delta: most, RequestedBy: "ca"})
 	if n := len(res.Claims()); n != most {
 		t.Fatalf("IncreaseSize of %d created %d claims", most, n)
 	}

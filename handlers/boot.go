@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -37,7 +38,7 @@ func (r *Boot) Reconcile(ctx context.Context, slot string) (time.Duration, error
 	switch {
 	case cl.IsPending() && cl.WantsMachine():
 		if v.Slot.Spec.Startup == nil {
-			_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhasePending, FailClaim: FailClaim{
+			_, err := r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhasePending, FailClaim: decide.FailClaim{
 				Claim: cl.Name, Reason: projections.ReasonStartupJobFailed,
 				Message: fmt.Sprintf("slot %s declares no startup Job: it cannot boot", slot),
 				Cause:   "boot: the slot has no startup pod spec",
@@ -50,18 +51,18 @@ func (r *Boot) Reconcile(ctx context.Context, slot string) (time.Duration, error
 				return projections.JobMonitorPollInterval, nil
 			}
 		}
-		res, err := r.exec(ctx, r.Name(), BootClaim{Claim: cl.Name, Cause: "boot: pending claim, startup Job follows"})
+		res, err := r.exec(ctx, r.Name(), decide.BootClaim{Claim: cl.Name, Cause: "boot: pending claim, startup Job follows"})
 		if err != nil {
 			return 0, err
 		}
 		for _, e := range res.Events {
 			if d, ok := e.Data.(events.ClaimBooting); ok {
-				req := r.jobRequest(v, d.StartupJob, cl.Name, d.Attempt, OperationStartup, v.Slot.Spec.Startup)
+				req := r.jobRequest(v, d.StartupJob, cl.Name, d.Attempt, decide.OperationStartup, v.Slot.Spec.Startup)
 				created, err := r.createObserved(ctx, r.Name(), req)
 				if err != nil {
 					return 0, err
 				}
-				r.log.Info(jobCreatedLine(OperationStartup, created, false), "slot", slot, "claim", cl.Name, "attempt", d.Attempt, "job", d.StartupJob)
+				r.log.Info(jobCreatedLine(decide.OperationStartup, created, false), "slot", slot, "claim", cl.Name, "attempt", d.Attempt, "job", d.StartupJob)
 			}
 		}
 		return 0, nil
@@ -74,12 +75,12 @@ func (r *Boot) Reconcile(ctx context.Context, slot string) (time.Duration, error
 				return 0, nil // the Job ran; the readiness gate has the claim
 			}
 		}
-		created, err := r.recoverJob(ctx, r.Name(), r.jobRequest(v, cl.StartupJob, cl.Name, cl.Attempt, OperationStartup, v.Slot.Spec.Startup))
+		created, err := r.recoverJob(ctx, r.Name(), r.jobRequest(v, cl.StartupJob, cl.Name, cl.Attempt, decide.OperationStartup, v.Slot.Spec.Startup))
 		if err != nil {
 			return 0, err
 		}
 		if created {
-			r.log.Info(jobCreatedLine(OperationStartup, true, true), "slot", slot, "claim", cl.Name, "attempt", cl.Attempt, "job", cl.StartupJob)
+			r.log.Info(jobCreatedLine(decide.OperationStartup, true, true), "slot", slot, "claim", cl.Name, "attempt", cl.Attempt, "job", cl.StartupJob)
 		}
 		return 0, nil
 	}

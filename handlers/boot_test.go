@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -20,7 +21,7 @@ func TestBootCreatesOneLabelledStartupJob(t *testing.T) {
 	e.passes()
 	e.passes() // a second pass writes nothing and creates nothing
 	c := e.claim("a.lan")
-	if c.Phase != projections.PhaseBooting || c.Attempt != 1 || c.StartupJob != handlers.JobName(c.Name, "start", 1) {
+	if c.Phase != projections.PhaseBooting || c.Attempt != 1 || c.StartupJob != decide.JobName(c.Name, "start", 1) {
 		t.Fatalf("claim: %s attempt %d job %s", c.Phase, c.Attempt, c.StartupJob)
 	}
 	list, _ := e.f.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
@@ -28,7 +29,7 @@ func TestBootCreatesOneLabelledStartupJob(t *testing.T) {
 		t.Fatalf("%d Jobs", len(list.Items))
 	}
 	j := list.Items[0]
-	want := map[string]string{handlers.LabelClaim: c.Name, handlers.LabelSlot: "a.lan", handlers.LabelAttempt: "1", handlers.LabelOperation: handlers.OperationStartup}
+	want := map[string]string{handlers.LabelClaim: c.Name, handlers.LabelSlot: "a.lan", handlers.LabelAttempt: "1", handlers.LabelOperation: decide.OperationStartup}
 	for k, v := range want {
 		if j.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, j.Labels[k], v)
@@ -60,7 +61,7 @@ func TestBootAlreadyExistsIsSuccess(t *testing.T) {
 	e.increase("g", 1)
 	c := e.claim("a")
 	// Someone (a previous process) created the Job already.
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: handlers.JobName(c.Name, "start", 1), Namespace: ns, Labels: map[string]string{handlers.LabelClaim: c.Name}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: decide.JobName(c.Name, "start", 1), Namespace: ns, Labels: map[string]string{handlers.LabelClaim: c.Name}}}
 	if _, err := e.f.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestBootAttemptBound(t *testing.T) {
 		e.increase("g", 1)
 		e.passes()
 		c := e.claim("a")
-		if c.Attempt != i || c.StartupJob != handlers.JobName(c.Name, "start", i) {
+		if c.Attempt != i || c.StartupJob != decide.JobName(c.Name, "start", i) {
 			t.Fatalf("claim %d: attempt %d job %s", i, c.Attempt, c.StartupJob)
 		}
 		e.finishJob(c.StartupJob, false, "BackoffLimitExceeded")
@@ -98,13 +99,13 @@ func TestBootAttemptBound(t *testing.T) {
 		}
 		// Let the force shutdown finish before the next claim.
 		for name := range e.jobs() {
-			if name == handlers.JobName(c.Name, "stop", 1) {
+			if name == decide.JobName(c.Name, "stop", 1) {
 				e.finishJob(name, true, "")
 			}
 		}
 	}
 	// A 4th claim by hand on the resting slot is refused; none boots a 4th time.
-	if _, err := e.h.Exec(handlers.ManualClaim{Slot: "a", By: "op"}); handlers.CodeOf(err) != handlers.CodeFailedPrecondition {
+	if _, err := e.h.Exec(decide.ManualClaim{Slot: "a", By: "op"}); decide.CodeOf(err) != decide.CodeFailedPrecondition {
 		t.Fatalf("4th claim: %v", err)
 	}
 	n := 0
@@ -132,7 +133,7 @@ func TestBootWaitsForAShutdownInFlight(t *testing.T) {
 	if c2 := e.claim("a"); c2.Phase != projections.PhasePending {
 		t.Fatalf("booted while the power-off runs: %s", c2.Phase)
 	}
-	e.finishJob(handlers.JobName(c.Name, "stop", 1), true, "")
+	e.finishJob(decide.JobName(c.Name, "stop", 1), true, "")
 	e.passes()
 	if c2 := e.claim("a"); c2.Phase != projections.PhaseBooting || c2.Attempt != 2 {
 		t.Fatalf("after the power-off: %s attempt %d", c2.Phase, c2.Attempt)

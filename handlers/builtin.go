@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/scale"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -112,7 +112,7 @@ type ScaleGroup struct {
 
 func (c ScaleGroup) LockKey(*projections.State) string { return c.Group }
 
-func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok || g.Spec.Scaler != events.ScalerBuiltin || c.Obs == nil {
 		return nil, nil
@@ -157,9 +157,9 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]eventlog.Writ
 		if demand == nil {
 			return nil, nil
 		}
-		return []eventlog.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{*demand}}}, nil
+		return []events.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{*demand}}}, nil
 	}
-	writes := []eventlog.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{{Time: now, Data: events.ScaleDecided{
+	writes := []events.Write{{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{{Time: now, Data: events.ScaleDecided{
 		Ref:    events.Ref{Group: g.Name, Cause: "built-in scaler: " + string(d.Action)},
 		Demand: d.Demand, Target: d.Target, Nodes: d.Nodes, Action: string(d.Action), Reason: d.Reason, Slots: d.Slots,
 	}}}}}
@@ -168,21 +168,21 @@ func (c ScaleGroup) Decide(s *projections.State, now time.Time) ([]eventlog.Writ
 	}
 	switch {
 	case d.Create > 0:
-		ws, err := IncreaseSize{Group: g.Name, Delta: d.Create, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
+		ws, err := decide.IncreaseSize{Group: g.Name, Delta: d.Create, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
 		if err != nil {
 			return nil, err
 		}
-		writes = mergeWrites(append(writes, ws...))
+		writes = decide.MergeWrites(append(writes, ws...))
 	case len(d.Release) > 0:
-		refs := make([]NodeRef, len(d.Release))
+		refs := make([]decide.NodeRef, len(d.Release))
 		for i, slot := range d.Release {
-			refs[i] = NodeRef{Name: slot}
+			refs[i] = decide.NodeRef{Name: slot}
 		}
-		ws, err := DeleteNodes{Group: g.Name, Nodes: refs, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
+		ws, err := decide.DeleteNodes{Group: g.Name, Nodes: refs, RequestedBy: BuiltinRequester, Call: events.CallDecide}.Decide(s, now)
 		if err != nil {
 			return nil, err
 		}
-		writes = mergeWrites(append(writes, ws...))
+		writes = decide.MergeWrites(append(writes, ws...))
 	}
 	return writes, nil
 }

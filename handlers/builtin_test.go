@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -54,7 +54,7 @@ func TestBuiltinScalerKeepsAManualClaim(t *testing.T) {
 	e := newRenv(t)
 	spec := events.GroupSpec{Scaler: events.ScalerBuiltin, Builtin: &events.BuiltinScaler{PodsPerNode: 1, MaxNodes: 2, Hold: events.Duration(time.Minute)}}
 	e.declare("g", spec, false, "m", "s")
-	e.h.MustExec(handlers.ManualClaim{Slot: "m", By: "carol", Reason: "burn-in"})
+	e.h.MustExec(decide.ManualClaim{Slot: "m", By: "carol", Reason: "burn-in"})
 	e.passes()
 	c := e.claim("m")
 	e.finishJob(c.StartupJob, true, "")

@@ -126,9 +126,6 @@ const (
 	LabelAttempt   = "claimstream.dev/attempt"
 	LabelOperation = "claimstream.dev/operation"
 
-	OperationStartup  = "startup"
-	OperationShutdown = "shutdown"
-
 	EnvSlot       = "CLAIMSTREAM_SLOT"
 	EnvClaim      = "CLAIMSTREAM_CLAIM"
 	EnvOperation  = "CLAIMSTREAM_OPERATION"

@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"time"
+
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // Collector drops terminal claims from the live views once their TTL has
@@ -27,7 +29,7 @@ func (r *Collector) Reconcile(ctx context.Context, slot string) (time.Duration, 
 			}
 			continue
 		}
-		if _, err := r.exec(ctx, r.Name(), CollectClaim{Claim: cl.Name}); err != nil {
+		if _, err := r.exec(ctx, r.Name(), decide.CollectClaim{Claim: cl.Name}); err != nil {
 			return 0, err
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 func TestCollector(t *testing.T) {
@@ -13,7 +13,7 @@ func TestCollector(t *testing.T) {
 	e.declare("g", events.GroupSpec{ClaimTTL: events.Duration(10 * time.Minute)}, false, "a")
 	e.increase("g", 1)
 	c := e.claim("a")
-	e.h.MustExec(handlers.DecreaseTargetSize{Group: "g", Delta: -1, RequestedBy: "ca"})
+	e.h.MustExec(decide.DecreaseTargetSize{Group: "g", Delta: -1, RequestedBy: "ca"})
 	if d := e.passes(); d <= 0 || d > 10*time.Minute+time.Second {
 		t.Fatalf("requeue %s", d)
 	}

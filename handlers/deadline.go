@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"time"
+
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // Deadline fails a claim in the boot window (pending or booting) past its
@@ -22,6 +24,6 @@ func (r *Deadline) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	if !cl.Overdue(now) {
 		return after(now, *cl.DeadlineAt), nil
 	}
-	_, err := r.exec(ctx, r.Name(), ExpireDeadline{Claim: cl.Name})
+	_, err := r.exec(ctx, r.Name(), decide.ExpireDeadline{Claim: cl.Name})
 	return 0, err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/scale"
 )
@@ -38,7 +39,7 @@ func groupFacts(t *testing.T, h *handlerstest.Harness, group string) []events.Ev
 func TestSizeCallsAreRecordedAcceptedOrRefused(t *testing.T) {
 	h := handlerstest.New(t)
 	h.Declare("g", events.GroupSpec{MaxSize: 2}, "a", "b", "c")
-	res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
+	res := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
 	var inAppend *events.ScaleRequested
 	for _, e := range res.Events {
 		if d, ok := e.Data.(events.ScaleRequested); ok {
@@ -50,7 +51,7 @@ func TestSizeCallsAreRecordedAcceptedOrRefused(t *testing.T) {
 	}
 	refused := func() {
 		t.Helper()
-		if _, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"}); handlers.CodeOf(err) != handlers.CodeFailedPrecondition {
+		if _, err := h.Exec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"}); decide.CodeOf(err) != decide.CodeFailedPrecondition {
 			t.Fatalf("want a maxSize refusal, got %v", err)
 		}
 	}
@@ -76,8 +77,8 @@ func TestSizeCallsAreRecordedAcceptedOrRefused(t *testing.T) {
 	}
 	// The built-in scaler's own calls are not demand facts (its demand is
 	// the pods: DemandObserved).
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "cluster-autoscaler"})
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "b"}}, RequestedBy: handlers.BuiltinRequester, Call: events.CallDecide})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "cluster-autoscaler"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "b"}}, RequestedBy: handlers.BuiltinRequester, Call: events.CallDecide})
 	facts = groupFacts(t, h, "g")
 	if len(facts) != 4 || facts[3].Data.(events.ScaleRequested).Call != events.CallDeleteNodes {
 		t.Fatalf("facts: %+v, want one more, the DeleteNodes of cluster-autoscaler", facts)

@@ -1,16 +1,15 @@
-// Package handlers decides and acts.
+// Package handlers acts on the deciders of handlers/decide.
 //
-// A Command decides: Decide(views, now) returns the writes that carry the
-// decision out, each with the expectation of the aggregate it read, or a
-// *Error (InvalidArgument, NotFound, FailedPrecondition, Unavailable) that
-// says why nothing may change. Deciders are pure: no I/O, time only as an
-// argument. commands.go holds the requests from outside (IncreaseSize,
-// DecreaseTargetSize, DeleteNodes, manual claims, delete-claim,
-// decommission); lifecycle.go the moves the reactors make (boot, ready,
-// fail, deadline, complete, collect).
+// The Service carries a decide.Command out: it decides from the in-memory
+// views, appends, and on a conflict waits for the views to show what was
+// written first and decides again. Commands on one group run one at a time
+// inside the process; across processes the store's expectations are the
+// lock. Leadership (leadership.go) lets one replica act at a time.
 //
-// The Service carries a command out: it decides from the in-memory views,
-// appends, and on a conflict waits for the views to show what was written
-// first and decides again. Commands on one group run one at a time inside
-// the process; across processes the store's expectations are the lock.
+// The reactors act on the cluster: each is a small struct with Name and
+// Reconcile(ctx, slot) (requeueAfter, error), in a file named for it
+// (boot.go, hosts.go, hostloss.go, ...), over the shared base of
+// reactor.go. The controller (controller.go) runs them per slot from the
+// work queue (queue.go); the Cluster interface (cluster.go) is what they
+// read and change, handlers/kube its client-go implementation.
 package handlers

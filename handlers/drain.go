@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -85,7 +85,7 @@ func (r *Drain) drain(ctx context.Context, v slotView, cl *projections.Claim) (t
 	drain := cl.Drain
 	if drain == nil {
 		timeout, policy := DrainSettings(v.Group)
-		if _, err := r.exec(ctx, r.Name(), StartDrain{Claim: cl.Name, Node: node, Pods: keys, Timeout: timeout, Policy: policy}); err != nil {
+		if _, err := r.exec(ctx, r.Name(), decide.StartDrain{Claim: cl.Name, Node: node, Pods: keys, Timeout: timeout, Policy: policy}); err != nil {
 			return 0, false, err
 		}
 		if drain = r.recordedDrain(slot, cl.Name); drain == nil {
@@ -107,7 +107,7 @@ func (r *Drain) drain(ctx context.Context, v slotView, cl *projections.Claim) (t
 	}
 	remaining := drain.Remaining
 	if drain.TimedOutAt == nil {
-		if _, err := r.exec(ctx, r.Name(), TimeOutDrain{Claim: cl.Name, Remaining: keys}); err != nil {
+		if _, err := r.exec(ctx, r.Name(), decide.TimeOutDrain{Claim: cl.Name, Remaining: keys}); err != nil {
 			return 0, false, err
 		}
 		if d := r.recordedDrain(slot, cl.Name); d == nil || d.TimedOutAt == nil {
@@ -190,51 +190,4 @@ func (r *Drain) evict(ctx context.Context, slot, claim string, pods []PodView) e
 		r.log.Info("drain: evictions requested", "slot", slot, "claim", claim, "evicted", asked, "blockedByBudget", blocked)
 	}
 	return nil
-}
-
-// StartDrain records the start of a drain (DrainStarted), once per claim.
-type StartDrain struct {
-	Claim   string
-	Node    string
-	Pods    []string
-	Timeout time.Duration
-	Policy  string
-}
-
-func (c StartDrain) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
-
-// ClaimName is the claim the command is about (ClaimCommand).
-func (c StartDrain) ClaimName() string { return c.Claim }
-
-func (c StartDrain) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
-	cl := s.Claims[c.Claim]
-	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown == nil || cl.Drain != nil {
-		return nil, nil
-	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.DrainStarted{
-		Ref:  claimRef(cl, fmt.Sprintf("drain before scale-down (%s by %s)", cl.ScaleDown.Request.Call, cl.ScaleDown.RequestedBy)),
-		Node: c.Node, Pods: c.Pods, Timeout: events.Duration(c.Timeout), Policy: c.Policy,
-	})}, nil
-}
-
-// TimeOutDrain records a drain past its timeout (DrainTimedOut), once.
-type TimeOutDrain struct {
-	Claim     string
-	Remaining []string
-}
-
-func (c TimeOutDrain) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
-
-// ClaimName is the claim the command is about (ClaimCommand).
-func (c TimeOutDrain) ClaimName() string { return c.Claim }
-
-func (c TimeOutDrain) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
-	cl := s.Claims[c.Claim]
-	if cl == nil || cl.Drain == nil || cl.Drain.TimedOutAt != nil || cl.Phase != projections.PhaseReady {
-		return nil, nil
-	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.DrainTimedOut{
-		Ref:  claimRef(cl, fmt.Sprintf("drain of %s passed its timeout of %s", cl.Drain.Node, cl.Drain.Timeout)),
-		Node: cl.Drain.Node, Policy: cl.Drain.Policy, Remaining: c.Remaining,
-	})}, nil
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -20,7 +20,7 @@ func TestDrainEnforcesTheRecordedPolicy(t *testing.T) {
 	e.bootToReady("g", "a")
 	e.runPod("web", "web-0", "a")
 	e.blockEvictions("web")
-	e.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	e.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	e.passes()
 	if c := e.claim("a"); c.Drain == nil || c.Drain.Policy != events.DrainForce || c.Drain.Timeout.D() != time.Minute {
 		t.Fatalf("drain %+v, want force after 1m", c.Drain)

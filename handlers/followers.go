@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"time"
+
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // FollowerReadWait bounds how long a follower waits for its views to reach
@@ -20,7 +22,7 @@ func (l *Leadership) FreshReads(ctx context.Context) error {
 	}
 	last, err := l.store.LastSeq(ctx)
 	if err != nil {
-		return refuse(CodeUnavailable, "cannot read the log's last sequence: %v", err)
+		return decide.Refuse(decide.CodeUnavailable, "cannot read the log's last sequence: %v", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, FollowerReadWait)
 	defer cancel()
@@ -29,7 +31,7 @@ func (l *Leadership) FreshReads(ctx context.Context) error {
 			return ctx.Err()
 		}
 		seq := l.views.Seq()
-		return refuse(CodeUnavailable, "views %d events behind the log (at seq %d of %d after %s); retry shortly", last-min(seq, last), seq, last, FollowerReadWait)
+		return decide.Refuse(decide.CodeUnavailable, "views %d events behind the log (at seq %d of %d after %s); retry shortly", last-min(seq, last), seq, last, FollowerReadWait)
 	}
 	return nil
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
+	"github.com/claimstream/claimstream/handlers/decide/decidetest"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -20,14 +21,14 @@ import (
 func TestTwoWritersOnOneGroupStateCannotJointlyPassMaxSize(t *testing.T) {
 	h := handlerstest.New(t)
 	h.Declare("g", events.GroupSpec{MaxSize: 5}, handlerstest.Slots("s", 8)...)
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 4, RequestedBy: "ca"})
-	var increase, manual []eventlog.Write
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 4, RequestedBy: "ca"})
+	var increase, manual []events.Write
 	h.Read(func(s *projections.State) {
 		var err error
-		if increase, err = (handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}).Decide(s, h.Clock.Now()); err != nil {
+		if increase, err = (decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}).Decide(s, h.Clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if manual, err = (handlers.ManualClaim{Slot: "s-7", By: "alice"}).Decide(s, h.Clock.Now()); err != nil {
+		if manual, err = (decide.ManualClaim{Slot: "s-7", By: "alice"}).Decide(s, h.Clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -52,10 +53,10 @@ func TestTwoServicesRacingIncreaseSizeNeverExceedMaxSize(t *testing.T) {
 	created := 0
 	for i := range 24 {
 		svc := h.Service
-		var cmd handlers.Command = handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}
+		var cmd decide.Command = decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}
 		if i%2 == 1 {
 			svc = other.Service
-			cmd = handlers.ManualClaim{Slot: fmt.Sprintf("s-%d", 11-i/2), By: "alice"}
+			cmd = decide.ManualClaim{Slot: fmt.Sprintf("s-%d", 11-i/2), By: "alice"}
 		}
 		wg.Add(1)
 		go func() {
@@ -65,7 +66,7 @@ func TestTwoServicesRacingIncreaseSizeNeverExceedMaxSize(t *testing.T) {
 			defer mu.Unlock()
 			if err == nil {
 				created += len(res.Claims())
-			} else if handlers.CodeOf(err) != handlers.CodeFailedPrecondition {
+			} else if decide.CodeOf(err) != decide.CodeFailedPrecondition {
 				t.Errorf("unexpected error: %v", err)
 			}
 		}()
@@ -82,7 +83,7 @@ func TestTwoServicesRacingIncreaseSizeNeverExceedMaxSize(t *testing.T) {
 		if live := s.LiveInService("g"); live != 5 || created != 5 {
 			t.Fatalf("%d live claims, %d created; maxSize 5", live, created)
 		}
-		if err := checkInvariants(s); err != nil {
+		if err := decidetest.CheckInvariants(s); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -8,18 +8,13 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
 // Elastic hosts (docs/design.md): the host a booting claim expects, the match of
-// a registering Node to it, the refusal of a Node nothing expects, and the
-// loss of a host its provider reports gone.
-
-// Provider signals that a host is gone (a spot reclaim, a terminated or
-// shut-down instance): the cloud controller manager's shutdown taint and
-// the out-of-service taint.
-var HostLossTaints = []string{"node.cloudprovider.kubernetes.io/shutdown", "node.kubernetes.io/out-of-service"}
+// a registering Node to it and the refusal of a Node nothing expects; the
+// loss of a host its provider reports gone is HostLoss's (hostloss.go).
 
 // RefusedTaint is the taint a refused host gets.
 var RefusedTaint = events.Taint{Key: TaintRefused, Effect: "NoExecute"}
@@ -158,7 +153,7 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 		// the report in its message and its machine is forced off.
 		msg := fmt.Sprintf("startup Job %s reported an instance that cannot be read (%v): the host it bought cannot be matched", cl.StartupJob, err)
 		r.log.Warn("startup Job report unreadable: failing the claim", "slot", v.Slot.Name, "claim", cl.Name, "job", cl.StartupJob, "err", err)
-		_, err = r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseBooting, FailClaim: FailClaim{
+		_, err = r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhaseBooting, FailClaim: decide.FailClaim{
 			Claim: cl.Name, Reason: projections.ReasonStartupJobFailed, Message: msg, ForceShutdown: true,
 			Cause: "startup Job report unreadable",
 		}})
@@ -168,7 +163,7 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 		r.silent.readEmpty(v.Slot.Name, cl.StartupJob, r.now())
 		return nil
 	}
-	want := ExpectHost{Claim: cl.Name, Node: v.Slot.Name, ProviderID: v.Slot.ProviderID(), Address: v.Slot.Spec.Address, InstanceID: rep.InstanceID}
+	want := decide.ExpectHost{Claim: cl.Name, Node: v.Slot.Name, ProviderID: v.Slot.ProviderID(), Address: v.Slot.Spec.Address, InstanceID: rep.InstanceID}
 	if rep.ProviderID != "" {
 		want.ProviderID = rep.ProviderID
 	}
@@ -180,18 +175,6 @@ func (r *Hosts) expect(ctx context.Context, v slotView, cl *projections.Claim) e
 	}
 	_, err = r.exec(ctx, r.Name(), want)
 	return err
-}
-
-// ExpectedHostOf is the host a claim in its boot window expects: the one
-// its startup Job reported (HostExpected), else its slot's own.
-func ExpectedHostOf(sl *projections.Slot, cl *projections.Claim) *projections.ExpectedHost {
-	if cl.Expected != nil {
-		return cl.Expected
-	}
-	if sl == nil || !cl.InBootWindow() || cl.DeadlineAt == nil {
-		return nil
-	}
-	return &projections.ExpectedHost{Node: sl.Name, ProviderID: sl.ProviderID(), Address: sl.Spec.Address, DeadlineAt: *cl.DeadlineAt}
 }
 
 // matchHost matches a Node to the claim that expects it: providerID first,
@@ -248,7 +231,7 @@ func (r *Hosts) joined(ctx context.Context, v slotView, cl *projections.Claim, n
 	// Job reported, or the slot's own machine under its own name and
 	// providerID.
 	if cl.Joined == nil {
-		if _, err := r.exec(ctx, r.Name(), JoinHost{Claim: cl.Name, Node: n.Name, MatchedBy: by}); err != nil {
+		if _, err := r.exec(ctx, r.Name(), decide.JoinHost{Claim: cl.Name, Node: n.Name, MatchedBy: by}); err != nil {
 			return err
 		}
 	}
@@ -280,93 +263,4 @@ func HostConfig(group string, g events.GroupSpec, s events.SlotSpec) (map[string
 
 func (r *Hosts) refuse(ctx context.Context, v slotView, n NodeView, why string) error {
 	return refuseNode(ctx, r.base, r.Name(), v.Slot.Name, v.Slot.Group, n, why)
-}
-
-// HostLoss fails a ready claim whose provider reports its host gone (the
-// shutdown or out-of-service taint on its Node): the machine-gone path
-// (failed, force shutdown) at once, with the reason HostLost and the
-// signal recorded. A machine that just goes dark is MachineGone's, after
-// its grace.
-type HostLoss struct{ base }
-
-func (r *HostLoss) Name() string { return "hostloss" }
-
-func (r *HostLoss) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
-	v := r.view(slot)
-	cl := v.Live
-	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown != nil || !v.GroupOK {
-		return 0, nil
-	}
-	n, ok := r.cluster.Node(v.Slot.NodeName())
-	if !ok {
-		return 0, nil
-	}
-	for _, key := range HostLossTaints {
-		if n.HasTaint(events.Taint{Key: key}) {
-			_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseReady, FailClaim: FailClaim{
-				Claim: cl.Name, Reason: projections.ReasonHostLost, ForceShutdown: true,
-				Message: fmt.Sprintf("the provider reports host %s gone (taint %s)", n.Name, key),
-				Cause:   "host loss: provider-initiated",
-			}})
-			return 0, err
-		}
-	}
-	return 0, nil
-}
-
-// --- deciders ----------------------------------------------------------------
-
-// ExpectHost records the host a booting claim expects (HostExpected), once,
-// and again when the instance id becomes known.
-type ExpectHost struct {
-	Claim      string
-	Node       string
-	ProviderID string
-	Address    string
-	InstanceID string
-}
-
-func (c ExpectHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
-
-// ClaimName is the claim the command is about (ClaimCommand).
-func (c ExpectHost) ClaimName() string { return c.Claim }
-
-func (c ExpectHost) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
-	cl := s.Claims[c.Claim]
-	if cl == nil || cl.Phase != projections.PhaseBooting || cl.DeadlineAt == nil {
-		return nil, nil
-	}
-	if e := cl.Expected; e != nil && (e.InstanceID != "" || c.InstanceID == "") {
-		return nil, nil
-	}
-	cause := "boot committed: expecting host " + c.Node
-	if c.InstanceID != "" {
-		cause = "startup Job reported instance " + c.InstanceID
-	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.HostExpected{
-		Ref: claimRef(cl, cause), Node: c.Node, ProviderID: c.ProviderID, Address: c.Address,
-		InstanceID: c.InstanceID, DeadlineAt: *cl.DeadlineAt,
-	})}, nil
-}
-
-// JoinHost records the Node matched to a claim (HostJoined), once.
-type JoinHost struct {
-	Claim     string
-	Node      string
-	MatchedBy string
-}
-
-func (c JoinHost) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
-
-// ClaimName is the claim the command is about (ClaimCommand).
-func (c JoinHost) ClaimName() string { return c.Claim }
-
-func (c JoinHost) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
-	cl := s.Claims[c.Claim]
-	if cl == nil || cl.Joined != nil || (cl.Phase != projections.PhaseBooting && cl.Phase != projections.PhaseReady) {
-		return nil, nil
-	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.HostJoined{
-		Ref: claimRef(cl, "node "+c.Node+" registered, matched by "+c.MatchedBy), Node: c.Node, MatchedBy: c.MatchedBy,
-	})}, nil
 }

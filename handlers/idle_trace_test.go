@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // The built-in scaler ticks (and the slots' passes run) every few seconds;
@@ -41,7 +41,7 @@ func TestIdleTicksMakeNoSpans(t *testing.T) {
 	}
 
 	// A command that writes makes its span, dated from its start.
-	e.h.MustExec(handlers.IncreaseSize{Group: "b", Delta: 1, RequestedBy: "test"})
+	e.h.MustExec(decide.IncreaseSize{Group: "b", Delta: 1, RequestedBy: "test"})
 	var cmd sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
 		if s.Name() == "claimstream.command IncreaseSize" {
@@ -52,7 +52,7 @@ func TestIdleTicksMakeNoSpans(t *testing.T) {
 		t.Fatal("no span for a command that wrote")
 	}
 	// A refusal makes its span too, with the error.
-	if _, err := e.h.Exec(handlers.IncreaseSize{Group: "nope", Delta: 1, RequestedBy: "test"}); err == nil {
+	if _, err := e.h.Exec(decide.IncreaseSize{Group: "nope", Delta: 1, RequestedBy: "test"}); err == nil {
 		t.Fatal("IncreaseSize of an unknown group was not refused")
 	}
 	last := rec.Ended()[len(rec.Ended())-1]

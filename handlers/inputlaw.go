@@ -2,11 +2,9 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -39,7 +37,7 @@ func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, e
 		r.log.Warn("slot declares no shutdown Job: the input law cannot power its machine off", "slot", slot)
 		return projections.ReconcilePeriod, nil
 	}
-	res, err := r.exec(ctx, r.Name(), FireSlotShutdown{Slot: slot, After: after0})
+	res, err := r.exec(ctx, r.Name(), decide.FireSlotShutdown{Slot: slot, After: after0})
 	if err != nil {
 		return 0, err
 	}
@@ -49,7 +47,7 @@ func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, e
 			// Paused after ShutdownAttemptLimit shutdowns that did not
 			// land: say so in the log, once per pause (an alert's event).
 			until := last.At.Add(projections.ShutdownAttemptResetGrace)
-			if _, err := r.exec(ctx, r.Name(), PauseSlotShutdown{Slot: slot, After: last.Job}); err != nil {
+			if _, err := r.exec(ctx, r.Name(), decide.PauseSlotShutdown{Slot: slot, After: last.Job}); err != nil {
 				return 0, err
 			}
 			// The shutdowns in the log took it out of service: a Node that
@@ -69,38 +67,6 @@ func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	if err != nil {
 		return 0, err
 	}
-	r.log.Info(jobCreatedLine(OperationShutdown, created, false), "slot", slot, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force, "why", "input law")
+	r.log.Info(jobCreatedLine(decide.OperationShutdown, created, false), "slot", slot, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force, "why", "input law")
 	return projections.JobMonitorPollInterval, nil
-}
-
-// PauseSlotShutdown records the input law's pause (UnclaimedShutdownPaused)
-// once the slot's last ShutdownAttemptLimit claimless shutdowns did not
-// power the machine off: the claimless twin of LimitShutdown. After is the
-// slot's last shutdown Job the reactor saw; the pause ends
-// ShutdownAttemptResetGrace after it. Written once per pause.
-type PauseSlotShutdown struct {
-	Slot  string
-	After string
-}
-
-func (c PauseSlotShutdown) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
-
-func (c PauseSlotShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
-	sl := s.Slots[c.Slot]
-	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil || sl.ShutdownPausedUntil != nil {
-		return nil, nil
-	}
-	last := sl.LastShutdown
-	if last == nil || last.Job != c.After || last.Claim != "" || last.Attempt < projections.ShutdownAttemptLimit {
-		return nil, nil
-	}
-	until := last.At.Add(projections.ShutdownAttemptResetGrace)
-	if !now.Before(until) {
-		return nil, nil
-	}
-	return []eventlog.Write{slotWrite(s, sl.Name, now, events.UnclaimedShutdownPaused{
-		Ref:         events.Ref{Slot: sl.Name, Group: sl.Group, Cause: fmt.Sprintf("input law: %d shutdown Jobs finished and the machine no claim wants is still observed up", last.Attempt)},
-		Attempts:    last.Attempt,
-		PausedUntil: until,
-	})}, nil
 }

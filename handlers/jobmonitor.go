@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -34,7 +35,7 @@ func (r *JobMonitor) Reconcile(ctx context.Context, slot string) (time.Duration,
 		return 0, nil
 	}
 	fail := func(reason, msg string) error {
-		_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseBooting, FailClaim: FailClaim{
+		_, err := r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhaseBooting, FailClaim: decide.FailClaim{
 			Claim: cl.Name, Reason: reason, Message: msg, ForceShutdown: true,
 			Cause: "job monitor: startup Job " + job.Name + " " + reason,
 		}})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -39,7 +40,7 @@ func TestJobMonitor(t *testing.T) {
 			if c.Phase != projections.PhaseFailed || c.Reason != tc.reason || !c.ForceShutdown {
 				t.Fatalf("%s/%s force=%t", c.Phase, c.Reason, c.ForceShutdown)
 			}
-			if !e.jobs()[handlers.JobName(c.Name, "stop", 1)] || c.LastShutdownJob == "" {
+			if !e.jobs()[decide.JobName(c.Name, "stop", 1)] || c.LastShutdownJob == "" {
 				t.Fatalf("no force shutdown Job: %v", e.jobs())
 			}
 		})

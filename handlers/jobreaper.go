@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -70,12 +71,12 @@ type loggedJob struct {
 func logged(v slotView, name string) (loggedJob, bool) {
 	for _, c := range []*projections.Claim{v.Live, v.Newest} {
 		if c != nil && c.StartupJob == name {
-			return loggedJob{op: OperationStartup, claim: c.Name, attempt: c.Attempt, observed: c.StartupJobObserved,
+			return loggedJob{op: decide.OperationStartup, claim: c.Name, attempt: c.Attempt, observed: c.StartupJobObserved,
 				outcome: c.StartupJobOutcome, hold: c.Phase == projections.PhaseBooting}, true
 		}
 	}
 	if ls := v.Slot.LastShutdown; ls != nil && ls.Job == name {
-		return loggedJob{op: OperationShutdown, claim: ls.Claim, attempt: ls.Attempt, observed: ls.Observed, outcome: ls.Outcome}, true
+		return loggedJob{op: decide.OperationShutdown, claim: ls.Claim, attempt: ls.Attempt, observed: ls.Observed, outcome: ls.Outcome}, true
 	}
 	return loggedJob{}, false
 }
@@ -85,13 +86,13 @@ func logged(v slotView, name string) (loggedJob, bool) {
 func (r *JobReaper) reap(ctx context.Context, v slotView, st JobState) (time.Duration, error) {
 	op := st.Labels[LabelOperation]
 	spec := v.Slot.Spec.Startup
-	if op == OperationShutdown {
+	if op == decide.OperationShutdown {
 		spec = v.Slot.Spec.Shutdown
 	}
 	lj, named := logged(v, st.Name)
 	if named && lj.outcome == nil {
 		outcome, finished, reason := jobOutcome(st)
-		_, err := r.exec(ctx, r.Name(), ObserveJob{
+		_, err := r.exec(ctx, r.Name(), decide.ObserveJob{
 			Slot: v.Slot.Name, Claim: lj.claim, Job: st.Name, Operation: lj.op,
 			Outcome: outcome, FinishedAt: finished, Reason: reason,
 			Cause: "job reaper: " + lj.op + " Job " + outcome,

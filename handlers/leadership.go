@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -162,20 +163,20 @@ func (l *Leadership) notLeader(cur projections.Leader) error {
 	l.mu.Unlock()
 	switch {
 	case cur.Replica == "":
-		return refuse(CodeUnavailable, "not the leader: no replica has been elected yet; retry shortly")
+		return decide.Refuse(decide.CodeUnavailable, "not the leader: no replica has been elected yet; retry shortly")
 	case cur.Replica == l.lease.Identity() && epoch == 0:
 		// The log's last leader is this replica, which leads no epoch now.
 		switch {
 		case l.lease.Leading():
-			return refuse(CodeUnavailable, "not the leader yet: this replica led epoch %d, holds the lease again and is electing itself for the next epoch; retry shortly", cur.Epoch)
+			return decide.Refuse(decide.CodeUnavailable, "not the leader yet: this replica led epoch %d, holds the lease again and is electing itself for the next epoch; retry shortly", cur.Epoch)
 		case led == cur.Epoch:
-			return refuse(CodeUnavailable, "not the leader: this replica led epoch %d, stepped down and has not re-established its lease; no other replica has been elected since; retry shortly", cur.Epoch)
+			return decide.Refuse(decide.CodeUnavailable, "not the leader: this replica led epoch %d, stepped down and has not re-established its lease; no other replica has been elected since; retry shortly", cur.Epoch)
 		}
-		return refuse(CodeUnavailable, "not the leader: this replica led epoch %d before it restarted and has not re-established its lease; no other replica has been elected since; retry shortly", cur.Epoch)
+		return decide.Refuse(decide.CodeUnavailable, "not the leader: this replica led epoch %d before it restarted and has not re-established its lease; no other replica has been elected since; retry shortly", cur.Epoch)
 	case cur.Replica == l.lease.Identity():
-		return refuse(CodeUnavailable, "not the leader: this replica's lease lapsed (it led epoch %d); retry shortly, a leader is being elected", cur.Epoch)
+		return decide.Refuse(decide.CodeUnavailable, "not the leader: this replica's lease lapsed (it led epoch %d); retry shortly, a leader is being elected", cur.Epoch)
 	}
-	return refuse(CodeUnavailable, "not the leader: %s (%s) leads epoch %d; send writes to it", cur.Replica, leaderAddress(cur), cur.Epoch)
+	return decide.Refuse(decide.CodeUnavailable, "not the leader: %s (%s) leads epoch %d; send writes to it", cur.Replica, leaderAddress(cur), cur.Epoch)
 }
 
 func leaderAddress(cur projections.Leader) string {

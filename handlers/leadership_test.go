@@ -14,6 +14,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
@@ -96,7 +97,7 @@ func TestTwoReplicasCannotBothWinOneEpoch(t *testing.T) {
 	if _, err := second.Permit(); err != nil {
 		t.Fatalf("the epoch-2 leader is refused: %v", err)
 	}
-	if _, err := first.Permit(); handlers.CodeOf(err) != handlers.CodeUnavailable {
+	if _, err := first.Permit(); decide.CodeOf(err) != decide.CodeUnavailable {
 		t.Fatalf("the epoch-1 leader may still write: %v", err)
 	}
 	if err := first.Prove(context.Background()); !errors.Is(err, handlers.ErrDeposed) {
@@ -122,8 +123,8 @@ func TestFollowerWritesAreRefusedNamingTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := h.Views.Seq()
-	_, err := b.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
-	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "not the leader: claimstream-1 (provider 10.0.0.5:8086, API 10.0.0.5:8087) leads epoch 1") {
+	_, err := b.Service.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	if decide.CodeOf(err) != decide.CodeUnavailable || !strings.Contains(err.Error(), "not the leader: claimstream-1 (provider 10.0.0.5:8086, API 10.0.0.5:8087) leads epoch 1") {
 		t.Fatalf("follower write: %v", err)
 	}
 	if last, _ := h.Store.LastSeq(context.Background()); last != before {
@@ -131,15 +132,15 @@ func TestFollowerWritesAreRefusedNamingTheLeader(t *testing.T) {
 	}
 	// A command the follower's views would refuse or find nothing to do
 	// for gets the same answer: it is not the follower's to decide.
-	for _, cmd := range []handlers.Command{
-		handlers.IncreaseSize{Group: "g", Delta: 99, RequestedBy: "ca"},
-		handlers.DecreaseTargetSize{Group: "g", Delta: -1, RequestedBy: "ca"},
+	for _, cmd := range []decide.Command{
+		decide.IncreaseSize{Group: "g", Delta: 99, RequestedBy: "ca"},
+		decide.DecreaseTargetSize{Group: "g", Delta: -1, RequestedBy: "ca"},
 	} {
-		if _, err := b.Service.Execute(context.Background(), cmd); handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "not the leader") {
+		if _, err := b.Service.Execute(context.Background(), cmd); decide.CodeOf(err) != decide.CodeUnavailable || !strings.Contains(err.Error(), "not the leader") {
 			t.Fatalf("follower %T: %v, want Unavailable naming the leader", cmd, err)
 		}
 	}
-	res, err := h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	res, err := h.Service.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +166,11 @@ func TestLapsedLeaseRefusesEveryAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Service.Gate = l.Permit
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	lease.leading.Store(false)
 	before := h.Views.Seq()
-	_, err := h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
-	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "lease lapsed") {
+	_, err := h.Service.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	if decide.CodeOf(err) != decide.CodeUnavailable || !strings.Contains(err.Error(), "lease lapsed") {
 		t.Fatalf("write with a lapsed lease: %v", err)
 	}
 	if last, _ := h.Store.LastSeq(context.Background()); last != before {
@@ -191,7 +192,7 @@ func TestDeposedLeaderDoesNotAct(t *testing.T) {
 	}
 	e.r = handlers.NewReactors(handlers.ReactorsConfig{Views: e.h.Views, Service: e.h.Service, Cluster: e.acts, Clock: e.h.Clock, Namespace: ns, Log: rquiet, Fence: old.Prove})
 	e.declare("g", events.GroupSpec{}, false, "a", "b")
-	e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	e.h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	e.pass() // the old leader boots the claim: its Job is created
 	jobs, err := e.f.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(jobs.Items) != 1 {
@@ -206,7 +207,7 @@ func TestDeposedLeaderDoesNotAct(t *testing.T) {
 	if _, err := handlers.NewLeadership(newTestLease("claimstream-1", true), b.Store, b.Views, e.h.Clock, nil).Elect(context.Background(), "", "", "test", nil); err != nil {
 		t.Fatal(err)
 	}
-	e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	e.h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	// ... but it acts on nothing.
 	ctx := context.Background()
 	if err := e.cl.Settle(ctx); err != nil {
@@ -246,9 +247,9 @@ func TestFollowerReadsWaitForTheLogsEnd(t *testing.T) {
 	if err := follower.FreshReads(context.Background()); err != nil {
 		t.Fatalf("views at the log's end refused: %v", err)
 	}
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "ca"}) // 2 claims, SizeIncreased and ScaleRequested
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "ca"}) // 2 claims, SizeIncreased and ScaleRequested
 	err := follower.FreshReads(context.Background())
-	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "views 4 events behind the log") {
+	if decide.CodeOf(err) != decide.CodeUnavailable || !strings.Contains(err.Error(), "views 4 events behind the log") {
 		t.Fatalf("stale follower read: %v", err)
 	}
 	// A follower whose views run catches up within the bound.
@@ -273,7 +274,7 @@ func TestTheLogRefusesTheAppendOfADeposedLeader(t *testing.T) {
 	}
 	h.Service.Fence, h.Service.OnFenced = la.Fence, la.Fenced
 	h.Service.Gate = la.Permit
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 
 	lb := handlers.NewLeadership(newTestLease("claimstream-1", true), b.Store, b.Views, h.Clock, nil)
 	electOnce := sync.Once{}
@@ -292,8 +293,8 @@ func TestTheLogRefusesTheAppendOfADeposedLeader(t *testing.T) {
 		return epoch, seq
 	}
 	before, _ := h.Store.LastSeq(context.Background())
-	_, err := h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
-	if handlers.CodeOf(err) != handlers.CodeUnavailable || !strings.Contains(err.Error(), "a newer leader was elected") {
+	_, err := h.Service.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	if decide.CodeOf(err) != decide.CodeUnavailable || !strings.Contains(err.Error(), "a newer leader was elected") {
 		t.Fatalf("the deposed leader's write: %v, want Unavailable saying a newer leader was elected", err)
 	}
 	if last, _ := h.Store.LastSeq(context.Background()); last != before+1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -67,8 +68,8 @@ func TestWritesAreRefusedOverAGapInTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = svc.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
-	if handlers.CodeOf(err) != handlers.CodeFailedPrecondition {
+	_, err = svc.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	if decide.CodeOf(err) != decide.CodeFailedPrecondition {
 		t.Fatalf("want a FailedPrecondition refusal, got %v", err)
 	}
 	for _, want := range []string{"sequence 9 is missing from the log", "--accept-log-gaps", "writes refused"} {
@@ -84,7 +85,7 @@ func TestWritesAreRefusedOverAGapInTheLog(t *testing.T) {
 func TestWritesOverAGapGoOnWhenAccepted(t *testing.T) {
 	st, _ := logMissingASlot(t)
 	svc := serviceOver(t, st, true)
-	res, err := svc.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	res, err := svc.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	if err != nil {
 		t.Fatalf("gaps accepted, yet: %v", err)
 	}

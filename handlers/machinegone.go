@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -26,12 +27,12 @@ func (r *MachineGone) Reconcile(ctx context.Context, slot string) (time.Duration
 	on := v.Slot.PoweredOn()
 	switch {
 	case on && cl.MachineOffSince != nil:
-		_, err := r.exec(ctx, r.Name(), ObserveMachine{Claim: cl.Name, On: true, Cause: "machine-gone watch: node " + v.Slot.NodeName() + " Ready again"})
+		_, err := r.exec(ctx, r.Name(), decide.ObserveMachine{Claim: cl.Name, On: true, Cause: "machine-gone watch: node " + v.Slot.NodeName() + " Ready again"})
 		return 0, err
 	case on:
 		return 0, nil
 	case cl.MachineOffSince == nil:
-		_, err := r.exec(ctx, r.Name(), ObserveMachine{Claim: cl.Name, Cause: "machine-gone watch: node " + v.Slot.NodeName() + " " + offWhy(v)})
+		_, err := r.exec(ctx, r.Name(), decide.ObserveMachine{Claim: cl.Name, Cause: "machine-gone watch: node " + v.Slot.NodeName() + " " + offWhy(v)})
 		return projections.MachineGoneGrace(v.Group), err
 	}
 	grace := projections.MachineGoneGrace(v.Group)
@@ -40,7 +41,7 @@ func (r *MachineGone) Reconcile(ctx context.Context, slot string) (time.Duration
 	if now.Before(end) {
 		return after(now, end), nil
 	}
-	_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseReady, FailClaim: FailClaim{
+	_, err := r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhaseReady, FailClaim: decide.FailClaim{
 		Claim: cl.Name, Reason: projections.ReasonMachineGone, ForceShutdown: true,
 		Message: fmt.Sprintf("machine observed off since %s, longer than %s", cl.MachineOffSince.Format(time.RFC3339), grace),
 		Cause:   "machine-gone watch: bound passed",

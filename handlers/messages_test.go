@@ -7,6 +7,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 )
 
@@ -15,10 +16,10 @@ import (
 func TestDecreaseUnderMinSizeNamesBothSizes(t *testing.T) {
 	h := handlerstest.New(t)
 	h.Declare("beta", events.GroupSpec{MinSize: 1}, handlerstest.Slots("b", 3)...)
-	h.MustExec(handlers.IncreaseSize{Group: "beta", Delta: 2, RequestedBy: "ca"})
-	_, err := h.Exec(handlers.DecreaseTargetSize{Group: "beta", Delta: -2, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "beta", Delta: 2, RequestedBy: "ca"})
+	_, err := h.Exec(decide.DecreaseTargetSize{Group: "beta", Delta: -2, RequestedBy: "ca"})
 	want := "decrease of group beta by 2 would take its target size from 2 to 0, under minSize 1"
-	if handlers.CodeOf(err) != handlers.CodeFailedPrecondition || err.Error() != want {
+	if decide.CodeOf(err) != decide.CodeFailedPrecondition || err.Error() != want {
 		t.Fatalf("refusal %q, want %q", err, want)
 	}
 }
@@ -30,11 +31,11 @@ func TestIncreaseOverMaxSizeExplainsClaimsTheTargetSizeDoesNotCount(t *testing.T
 	e := newRenv(t)
 	e.declare("g", events.GroupSpec{}, false, "a")
 	e.bootToReady("g", "a")
-	e.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
-	_, err := e.h.Exec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	e.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	_, err := e.h.Exec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	want := "size increase of group g by 1 too large: 1 of its slots in service hold live claims, and 1 + 1 > maxSize 1 " +
 		"(target size 0: 1 of those claims are marked for scale-down, which the target size no longer counts, and hold their slots until their machine is off)"
-	if handlers.CodeOf(err) != handlers.CodeFailedPrecondition || err == nil || err.Error() != want {
+	if decide.CodeOf(err) != decide.CodeFailedPrecondition || err == nil || err.Error() != want {
 		t.Fatalf("refusal %q, want %q", err, want)
 	}
 }
@@ -54,7 +55,7 @@ func TestNotLeaderRefusalSaysWhyTheLastLeaderDoesNotLead(t *testing.T) {
 	check := func(l *handlers.Leadership, want string) {
 		t.Helper()
 		_, err := l.Permit()
-		if handlers.CodeOf(err) != handlers.CodeUnavailable || err == nil || !strings.Contains(err.Error(), want) {
+		if decide.CodeOf(err) != decide.CodeUnavailable || err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("refusal %v, want %q", err, want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // slotName draws a valid slot name: a DNS-1123 subdomain of up to 253
@@ -62,12 +63,12 @@ func TestNamesAreValidKubernetesNames(t *testing.T) {
 			t.Fatalf("%q and %q share the label value %q", slot, other, lv)
 		}
 
-		claim := handlers.ClaimName(slot, seq, now)
+		claim := decide.ClaimName(slot, seq, now)
 		noErrs(t, "claim name", claim, validation.IsValidLabelValue(claim))
 		noErrs(t, "claim name", claim, validation.IsDNS1123Subdomain(claim))
 
 		n := rapid.IntRange(1, 1<<20).Draw(t, "attempt")
-		for _, job := range []string{handlers.JobName(claim, "start", n), handlers.JobName(claim, "stop", n), handlers.SlotJobName(slot, seq)} {
+		for _, job := range []string{decide.JobName(claim, "start", n), decide.JobName(claim, "stop", n), decide.SlotJobName(slot, seq)} {
 			noErrs(t, "job name", job, validation.IsDNS1123Subdomain(job))
 			noErrs(t, "job name as a label value", job, validation.IsValidLabelValue(job))
 			if !strings.Contains(job, ".") {

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // NodeCleanup deletes the NotReady Node object of a powered-off machine once
@@ -37,7 +35,7 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 	if job, ok := r.cluster.Job(v.Slot.LastShutdown.Job); ok && !job.Finished() {
 		return 0, nil
 	}
-	res, err := r.exec(ctx, r.Name(), RequestNodeDelete{Slot: slot, Node: node.Name, ShutdownJob: v.Slot.LastShutdown.Job})
+	res, err := r.exec(ctx, r.Name(), decide.RequestNodeDelete{Slot: slot, Node: node.Name, ShutdownJob: v.Slot.LastShutdown.Job})
 	if err != nil {
 		return 0, err
 	}
@@ -56,34 +54,4 @@ func (r *NodeCleanup) Reconcile(ctx context.Context, slot string) (time.Duration
 		r.log.Debug("deleted again a Node the cache still shows", "slot", slot, "node", node.Name)
 	}
 	return 0, nil
-}
-
-// RequestNodeDelete records that a slot's NotReady Node is deleted after
-// its machine's shutdown (NodeDeleteRequested), once per shutdown: a delete
-// already recorded since the slot's last shutdown writes nothing.
-type RequestNodeDelete struct {
-	Slot        string
-	Node        string
-	ShutdownJob string
-}
-
-func (c RequestNodeDelete) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
-
-func (c RequestNodeDelete) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
-	sl := s.Slots[c.Slot]
-	if sl == nil || sl.Group == "" || sl.LastShutdown == nil || sl.LastShutdown.Job != c.ShutdownJob || s.LiveOfSlot(c.Slot) != nil {
-		return nil, nil
-	}
-	if d := sl.LastNodeDelete; d != nil && d.By == c.Node && !d.At.Before(sl.LastShutdown.At) {
-		return nil, nil
-	}
-	ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node cleanup: the machine's shutdown Job " + c.ShutdownJob + " finished and its Node is NotReady"}
-	if n := len(sl.Claims); n > 0 {
-		if cl := s.Claims[sl.Claims[n-1]]; cl != nil && cl.Phase.IsTerminal() {
-			ref.Claim, ref.Attempt = cl.Name, cl.Attempt
-		}
-	}
-	return []eventlog.Write{slotWrite(s, sl.Name, now, events.NodeDeleteRequested{
-		Ref: ref, Node: c.Node, Why: "NotReady after the shutdown of its machine (it counts against cluster-autoscaler's unready gate)",
-	})}, nil
 }

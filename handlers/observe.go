@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // Observer records the slot's Node as the cluster's caches show it
@@ -25,9 +26,9 @@ func (r *Observer) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	if n, ok := r.cluster.Node(v.Slot.NodeName()); ok {
 		st, readySince = n.State(), n.ReadySince
 	}
-	if NodeStatesEqual(v.Slot.Node, st) && v.Slot.PoweredOnRecorded() == poweredOn(st) {
+	if decide.NodeStatesEqual(v.Slot.Node, st) && v.Slot.PoweredOnRecorded() == decide.PoweredOn(st) {
 		return 0, nil
 	}
-	_, err := r.exec(ctx, r.Name(), ObserveNode{Slot: slot, Node: st, ReadySince: readySince})
+	_, err := r.exec(ctx, r.Name(), decide.ObserveNode{Slot: slot, Node: st, ReadySince: readySince})
 	return 0, err
 }

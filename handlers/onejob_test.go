@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/projections"
@@ -58,7 +59,7 @@ func newLagging(t *testing.T) *lagging {
 	})
 	e.f.StampCreation(func() time.Time { return h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cl = kube.New(e.f, kube.Options{Namespace: ns, Versions: e.f.Versions(ns), Clock: h.Clock})
+	e.cl = e.f.NewCluster(kube.Options{Namespace: ns, Clock: h.Clock})
 	e.cl.Start(ctx)
 	t.Cleanup(func() { cancel(); e.cl.Shutdown() })
 	if !e.cl.WaitForSync(ctx) {
@@ -154,9 +155,9 @@ func TestBootAndShutdownPostEachJobOnce(t *testing.T) {
 		t.Fatalf("claim %s, want ready", c.Phase)
 	}
 	cordons := l.count("patch nodes/a")
-	l.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	l.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	l.reconcile(5)
-	job := handlers.JobName(c.Name, "stop", 1)
+	job := decide.JobName(c.Name, "stop", 1)
 	if n := l.count("create jobs/" + job); n != 1 {
 		t.Fatalf("shutdown Job POSTed %d times, want 1", n)
 	}
@@ -232,7 +233,7 @@ func TestCrashBetweenBootingAndCreateGetsItsJobOnce(t *testing.T) {
 	l.declare("g", events.GroupSpec{}, false, "a")
 	l.increase("g", 1)
 	c := l.claim("a")
-	l.h.MustExec(handlers.BootClaim{Claim: c.Name, Cause: "the process died after this append"})
+	l.h.MustExec(decide.BootClaim{Claim: c.Name, Cause: "the process died after this append"})
 	c = l.claim("a")
 	if c.Phase != projections.PhaseBooting || c.StartupJobObserved || len(l.jobs()) != 0 {
 		t.Fatalf("claim %s observed %v, jobs %v", c.Phase, c.StartupJobObserved, l.jobs())
@@ -286,10 +287,10 @@ func TestShutdownJobGoneIsNotFollowedAtOnce(t *testing.T) {
 					Shutdown: &events.JobSpec{PodSpec: testPodSpec, TTLSecondsAfterFinished: &ttl}}
 			}, "a")
 			c := l.bootToReady("g", "a")
-			l.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+			l.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 			l.reconcile(3)
 			l.catchUp()
-			first, next := handlers.JobName(c.Name, "stop", 1), handlers.JobName(c.Name, "stop", 2)
+			first, next := decide.JobName(c.Name, "stop", 1), decide.JobName(c.Name, "stop", 2)
 			if !l.jobs()[first] {
 				t.Fatalf("shutdown Job %s not created: %v", first, l.jobs())
 			}
@@ -360,12 +361,12 @@ func TestCrashAfterCreateThenTTLGetsNoSecondJob(t *testing.T) {
 	}, "a")
 	l.increase("g", 1)
 	c := l.claim("a")
-	l.h.MustExec(handlers.BootClaim{Claim: c.Name, Cause: "the process dies after the create"})
+	l.h.MustExec(decide.BootClaim{Claim: c.Name, Cause: "the process dies after the create"})
 	c = l.claim("a")
 	// The create the dead process made, as it made it.
 	job, err := kube.BuildJob(ns, handlers.JobRequest{
-		Name: c.StartupJob, Namespace: ns, Slot: "a", Claim: c.Name, Attempt: c.Attempt, Operation: handlers.OperationStartup,
-		Labels:      map[string]string{handlers.LabelClaim: c.Name, handlers.LabelSlot: "a", handlers.LabelOperation: handlers.OperationStartup},
+		Name: c.StartupJob, Namespace: ns, Slot: "a", Claim: c.Name, Attempt: c.Attempt, Operation: decide.OperationStartup,
+		Labels:      map[string]string{handlers.LabelClaim: c.Name, handlers.LabelSlot: "a", handlers.LabelOperation: decide.OperationStartup},
 		Annotations: map[string]string{handlers.AnnotationSlot: "a"}, Spec: *startup,
 	})
 	if err != nil {
@@ -465,10 +466,10 @@ func TestShutdownJobWaitsItsTTLFromItsOutcome(t *testing.T) {
 	}, "a")
 	c := l.bootToReady("g", "a")
 	l.catchUp()
-	l.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	l.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	l.catchUp()
 	l.passes()
-	job := handlers.JobName(c.Name, "stop", 1)
+	job := decide.JobName(c.Name, "stop", 1)
 	l.finishJob(job, true, "")
 	l.setReady("a", false)
 	l.catchUp()
@@ -511,10 +512,10 @@ func TestSupersededAndCollectedJobsGoByTheirTTL(t *testing.T) {
 			Shutdown: &events.JobSpec{PodSpec: testPodSpec, TTLSecondsAfterFinished: &ttl}}
 	}, "a")
 	c := l.bootToReady("g", "a")
-	l.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	l.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	l.catchUp()
 	l.passes()
-	first, second := handlers.JobName(c.Name, "stop", 1), handlers.JobName(c.Name, "stop", 2)
+	first, second := decide.JobName(c.Name, "stop", 1), decide.JobName(c.Name, "stop", 2)
 	end1 := l.h.Clock.Now()
 	l.finishJob(first, true, "") // the machine stays up
 	for l.count("create jobs/"+second) == 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // powerFacts reads the slot's MachinePoweredOn/Off events in log order.
@@ -52,7 +53,7 @@ func TestPowerFactsOfAClaimedMachine(t *testing.T) {
 		t.Fatalf("on = %+v, want at %s from the node condition, claim %s", facts[0], readyAt, c.Name)
 	}
 
-	e.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "cluster-autoscaler"})
+	e.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "cluster-autoscaler"})
 	e.passes()
 	for j := range e.jobs() {
 		e.finishJob(j, true, "")

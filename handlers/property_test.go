@@ -20,7 +20,8 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
+	"github.com/claimstream/claimstream/handlers/decide/decidetest"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	poolfile "github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
@@ -62,20 +63,20 @@ func TestPropertyInvariants(t *testing.T) {
 			})
 			return name
 		}
-		exec := func(cmd handlers.Command) {
-			if _, err := h.Exec(cmd); err != nil && handlers.CodeOf(err) == 0 {
+		exec := func(cmd decide.Command) {
+			if _, err := h.Exec(cmd); err != nil && decide.CodeOf(err) == 0 {
 				rt.Fatalf("%#v: %v", cmd, err)
 			}
 		}
 		check := func() {
 			h.Read(func(s *projections.State) {
-				if err := checkInvariants(s); err != nil {
+				if err := decidetest.CheckInvariants(s); err != nil {
 					rt.Fatal(err)
 				}
 				// The slot's Node, under whatever name, maps back to it.
 				for _, name := range allSlots {
 					sl := s.Slots[name]
-					for _, ref := range []handlers.NodeRef{{Name: sl.NodeName()}, {ProviderID: sl.CurrentProviderID()}} {
+					for _, ref := range []decide.NodeRef{{Name: sl.NodeName()}, {ProviderID: sl.CurrentProviderID()}} {
 						if got, ok := s.SlotForNode(ref.Name, ref.ProviderID); !ok || got.Name != name {
 							rt.Fatalf("node %+v of slot %s maps to %v", ref, name, got)
 						}
@@ -83,55 +84,55 @@ func TestPropertyInvariants(t *testing.T) {
 				}
 			})
 			if live, rebuilt := h.Canonical(), h.Rebuilt(); !bytes.Equal(live, rebuilt) {
-				rt.Fatalf("invariant 6: rebuild differs from the live views:\n%s", diff(string(rebuilt), string(live)))
+				rt.Fatalf("invariant 6: rebuild differs from the live views:\n%s", decidetest.Diff(string(rebuilt), string(live)))
 			}
 		}
 
 		rt.Repeat(map[string]func(*rapid.T){
 			"increase": func(t *rapid.T) {
-				exec(handlers.IncreaseSize{Group: group.Draw(t, "group"), Delta: rapid.IntRange(-1, 4).Draw(t, "delta"), RequestedBy: "ca"})
+				exec(decide.IncreaseSize{Group: group.Draw(t, "group"), Delta: rapid.IntRange(-1, 4).Draw(t, "delta"), RequestedBy: "ca"})
 			},
 			"decrease": func(t *rapid.T) {
-				exec(handlers.DecreaseTargetSize{Group: group.Draw(t, "group"), Delta: rapid.IntRange(-3, 0).Draw(t, "delta"), RequestedBy: "ca"})
+				exec(decide.DecreaseTargetSize{Group: group.Draw(t, "group"), Delta: rapid.IntRange(-3, 0).Draw(t, "delta"), RequestedBy: "ca"})
 			},
 			"delete": func(t *rapid.T) {
 				picked := rapid.SliceOfNDistinct(slot, 1, 3, func(s string) string { return s }).Draw(t, "nodes")
-				var nodes []handlers.NodeRef
+				var nodes []decide.NodeRef
 				for _, sl := range picked {
 					switch rapid.IntRange(0, 2).Draw(t, "by") {
 					case 0:
-						nodes = append(nodes, handlers.NodeRef{Name: "homelab://" + sl, ProviderID: "homelab://" + sl})
+						nodes = append(nodes, decide.NodeRef{Name: "homelab://" + sl, ProviderID: "homelab://" + sl})
 					case 1:
-						nodes = append(nodes, handlers.NodeRef{Name: sl})
+						nodes = append(nodes, decide.NodeRef{Name: sl})
 					default: // the Node cluster-autoscaler sees: maybe a host under another name
 						h.Read(func(s *projections.State) {
-							nodes = append(nodes, handlers.NodeRef{Name: s.Slots[sl].NodeName(), ProviderID: s.Slots[sl].CurrentProviderID()})
+							nodes = append(nodes, decide.NodeRef{Name: s.Slots[sl].NodeName(), ProviderID: s.Slots[sl].CurrentProviderID()})
 						})
 					}
 				}
-				exec(handlers.DeleteNodes{Group: group.Draw(t, "group"), Nodes: nodes, RequestedBy: "ca"})
+				exec(decide.DeleteNodes{Group: group.Draw(t, "group"), Nodes: nodes, RequestedBy: "ca"})
 			},
-			"manual":       func(t *rapid.T) { exec(handlers.ManualClaim{Slot: slot.Draw(t, "slot"), By: "alice"}) },
-			"deleteClaim":  func(t *rapid.T) { exec(handlers.DeleteClaim{Claim: claimOf(slot.Draw(t, "slot")), By: "alice"}) },
-			"decommission": func(t *rapid.T) { exec(handlers.Decommission{Slot: slot.Draw(t, "slot"), By: "ops"}) },
-			"recommission": func(t *rapid.T) { exec(handlers.Recommission{Slot: slot.Draw(t, "slot"), By: "ops"}) },
-			"boot":         func(t *rapid.T) { exec(handlers.BootClaim{Claim: claimOf(slot.Draw(t, "slot"))}) },
+			"manual":       func(t *rapid.T) { exec(decide.ManualClaim{Slot: slot.Draw(t, "slot"), By: "alice"}) },
+			"deleteClaim":  func(t *rapid.T) { exec(decide.DeleteClaim{Claim: claimOf(slot.Draw(t, "slot")), By: "alice"}) },
+			"decommission": func(t *rapid.T) { exec(decide.Decommission{Slot: slot.Draw(t, "slot"), By: "ops"}) },
+			"recommission": func(t *rapid.T) { exec(decide.Recommission{Slot: slot.Draw(t, "slot"), By: "ops"}) },
+			"boot":         func(t *rapid.T) { exec(decide.BootClaim{Claim: claimOf(slot.Draw(t, "slot"))}) },
 			"expectHost": func(t *rapid.T) {
 				// The startup Job reports a host under another name.
 				sl := slot.Draw(t, "slot")
 				id := "i-" + strings.ReplaceAll(sl, ".", "-")
-				exec(handlers.ExpectHost{Claim: claimOf(sl), Node: "ip-" + id, ProviderID: "aws:///eu-west-1a/" + id, InstanceID: id})
+				exec(decide.ExpectHost{Claim: claimOf(sl), Node: "ip-" + id, ProviderID: "aws:///eu-west-1a/" + id, InstanceID: id})
 			},
 			"ready": func(t *rapid.T) {
 				sl := slot.Draw(t, "slot")
-				exec(handlers.MarkReady{Claim: claimOf(sl), Node: sl})
+				exec(decide.MarkReady{Claim: claimOf(sl), Node: sl})
 			},
 			"fail": func(t *rapid.T) {
-				exec(handlers.FailClaim{Claim: claimOf(slot.Draw(t, "slot")), Reason: rapid.SampledFrom([]string{projections.ReasonStartupJobFailed, projections.ReasonJobTimeout, projections.ReasonReadinessGateTimeout, projections.ReasonMachineGone}).Draw(t, "reason"), ForceShutdown: true})
+				exec(decide.FailClaim{Claim: claimOf(slot.Draw(t, "slot")), Reason: rapid.SampledFrom([]string{projections.ReasonStartupJobFailed, projections.ReasonJobTimeout, projections.ReasonReadinessGateTimeout, projections.ReasonMachineGone}).Draw(t, "reason"), ForceShutdown: true})
 			},
-			"expire":   func(t *rapid.T) { exec(handlers.ExpireDeadline{Claim: claimOf(slot.Draw(t, "slot"))}) },
-			"complete": func(t *rapid.T) { exec(handlers.CompleteClaim{Claim: claimOf(slot.Draw(t, "slot"))}) },
-			"collect":  func(t *rapid.T) { exec(handlers.CollectClaim{Claim: claimOf(slot.Draw(t, "slot"))}) },
+			"expire":   func(t *rapid.T) { exec(decide.ExpireDeadline{Claim: claimOf(slot.Draw(t, "slot"))}) },
+			"complete": func(t *rapid.T) { exec(decide.CompleteClaim{Claim: claimOf(slot.Draw(t, "slot"))}) },
+			"collect":  func(t *rapid.T) { exec(decide.CollectClaim{Claim: claimOf(slot.Draw(t, "slot"))}) },
 			"advance": func(t *rapid.T) {
 				h.Clock.Step(rapid.SampledFrom([]time.Duration{time.Second, time.Minute, 5 * time.Minute, 13 * time.Minute, 31 * time.Minute, 2 * time.Hour}).Draw(t, "by"))
 			},
@@ -240,7 +241,7 @@ func TestPropertyPoolAboveBatchLimit(t *testing.T) {
 			})
 		}
 		if live, rebuilt := h.Canonical(), h.Rebuilt(); !bytes.Equal(live, rebuilt) {
-			rt.Fatalf("invariant 6: rebuild differs from the live views:\n%s", diff(string(rebuilt), string(live)))
+			rt.Fatalf("invariant 6: rebuild differs from the live views:\n%s", decidetest.Diff(string(rebuilt), string(live)))
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/projections"
@@ -42,7 +43,7 @@ func newRenv(t *testing.T) *renv {
 	e := &renv{t: t, h: handlerstest.New(t), f: kube.NewFake()}
 	e.f.StampCreation(func() time.Time { return e.h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cl = kube.New(e.f, kube.Options{Namespace: ns, Versions: e.f.Versions(ns), Lag: e.f.RealLag})
+	e.cl = e.f.NewCluster(kube.Options{Namespace: ns})
 	e.cl.Start(ctx)
 	t.Cleanup(func() { cancel(); e.cl.Shutdown() })
 	if !e.cl.WaitForSync(ctx) {
@@ -117,7 +118,7 @@ func (e *renv) slot(name string) projections.Slot {
 
 func (e *renv) increase(group string, n int) {
 	e.t.Helper()
-	e.h.MustExec(handlers.IncreaseSize{Group: group, Delta: n, RequestedBy: "cluster-autoscaler"})
+	e.h.MustExec(decide.IncreaseSize{Group: group, Delta: n, RequestedBy: "cluster-autoscaler"})
 }
 
 func (e *renv) finishJob(name string, ok bool, reason string) {

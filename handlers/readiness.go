@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -49,7 +50,7 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 				return fmt.Errorf("uncordon %s: %w", name, err)
 			}
 		}
-		_, err := r.exec(ctx, r.Name(), FailInPhase{Phase: projections.PhaseBooting, FailClaim: FailClaim{
+		_, err := r.exec(ctx, r.Name(), decide.FailInPhase{Phase: projections.PhaseBooting, FailClaim: decide.FailClaim{
 			Claim: cl.Name, Reason: projections.ReasonReadinessGateTimeout, Message: msg, ForceShutdown: true,
 			Cause: "readiness gate timed out",
 		}})
@@ -89,7 +90,7 @@ func (r *ReadinessGate) Reconcile(ctx context.Context, slot string) (time.Durati
 				return 0, fmt.Errorf("uncordon %s: %w", name, err)
 			}
 		}
-		_, err := r.exec(ctx, r.Name(), MarkReady{Claim: cl.Name, Node: node.Name, Cause: "readiness gate passed: node Ready and free of the readiness taints"})
+		_, err := r.exec(ctx, r.Name(), decide.MarkReady{Claim: cl.Name, Node: node.Name, Cause: "readiness gate passed: node Ready and free of the readiness taints"})
 		return 0, err
 	}
 	since := node.CreatedAt

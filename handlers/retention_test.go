@@ -12,6 +12,7 @@ import (
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/projections"
@@ -28,7 +29,7 @@ func TestAlwaysOnClaimOutlivesItsEvents(t *testing.T) {
 	e.f.StampCreation(func() time.Time { return e.h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e.cl = kube.New(e.f, kube.Options{Namespace: ns, Versions: e.f.Versions(ns), Lag: e.f.RealLag})
+	e.cl = e.f.NewCluster(kube.Options{Namespace: ns})
 	e.cl.Start(ctx)
 	t.Cleanup(func() { cancel(); e.cl.Shutdown() })
 	if !e.cl.WaitForSync(ctx) {
@@ -90,7 +91,7 @@ func TestAlwaysOnClaimOutlivesItsEvents(t *testing.T) {
 		t.Fatalf("the machine of a ready claim was shut down: %+v, jobs %v", sl.LastShutdown, e.jobs())
 	}
 	// A later move of the claim: scaled down by cluster-autoscaler.
-	res, err := svc.Execute(ctx, handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "cluster-autoscaler"})
+	res, err := svc.Execute(ctx, decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "cluster-autoscaler"})
 	if err != nil {
 		t.Fatalf("scale-down of the claim after its events expired: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -40,7 +41,7 @@ func (r *ScaleDown) Reconcile(ctx context.Context, slot string) (time.Duration, 
 func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.Claim) (time.Duration, error) {
 	slot := v.Slot.NodeName()
 	if !v.Slot.PoweredOn() {
-		_, err := r.exec(ctx, r.Name(), CompleteClaim{Claim: cl.Name, Reason: projections.ReasonScaledDown, Cause: "scale-down landed: machine observed off"})
+		_, err := r.exec(ctx, r.Name(), decide.CompleteClaim{Claim: cl.Name, Reason: projections.ReasonScaledDown, Cause: "scale-down landed: machine observed off"})
 		return 0, err
 	}
 	// ScaleDownRequested, in the log, took the machine out of service.
@@ -62,19 +63,19 @@ func (r *ScaleDown) scaleDown(ctx context.Context, v slotView, cl *projections.C
 		}
 	}
 	if cl.ShutdownAttempts >= projections.ShutdownAttemptLimit {
-		_, err := r.exec(ctx, r.Name(), LimitShutdown{Claim: cl.Name})
+		_, err := r.exec(ctx, r.Name(), decide.LimitShutdown{Claim: cl.Name})
 		return projections.ShutdownAttemptResetGrace, err
 	}
 	if v.Slot.Spec.Shutdown == nil {
 		r.log.Warn("slot declares no shutdown Job: its scale-down cannot power the machine off", "slot", slot, "claim", cl.Name)
 		return projections.ReconcilePeriod, nil
 	}
-	return r.fire(ctx, v, cl, FireShutdown{Claim: cl.Name, After: cl.LastShutdownJob, Cause: "scale-down: " + cl.ScaleDown.Request.Call + " by " + cl.ScaleDown.RequestedBy})
+	return r.fire(ctx, v, cl, decide.FireShutdown{Claim: cl.Name, After: cl.LastShutdownJob, Cause: "scale-down: " + cl.ScaleDown.Request.Call + " by " + cl.ScaleDown.RequestedBy})
 }
 
 // fire appends the ShutdownFired of cmd, then cordons the Node and creates
 // the Job it names.
-func (r *ScaleDown) fire(ctx context.Context, v slotView, cl *projections.Claim, cmd FireShutdown) (time.Duration, error) {
+func (r *ScaleDown) fire(ctx context.Context, v slotView, cl *projections.Claim, cmd decide.FireShutdown) (time.Duration, error) {
 	res, err := r.exec(ctx, r.Name(), cmd)
 	if err != nil {
 		return 0, err
@@ -87,7 +88,7 @@ func (r *ScaleDown) fire(ctx context.Context, v slotView, cl *projections.Claim,
 		if err != nil {
 			return 0, err
 		}
-		r.log.Info(jobCreatedLine(OperationShutdown, created, false), "slot", v.Slot.Name, "claim", cl.Name, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force)
+		r.log.Info(jobCreatedLine(decide.OperationShutdown, created, false), "slot", v.Slot.Name, "claim", cl.Name, "job", d.Job, "shutdownAttempt", d.ShutdownAttempt, "force", d.Force)
 	}
 	return projections.JobMonitorPollInterval, nil
 }
@@ -111,5 +112,5 @@ func (r *ScaleDown) forceShutdown(ctx context.Context, v slotView, cl *projectio
 		r.log.Warn("slot declares no shutdown Job: a failed claim's machine cannot be forced off", "slot", v.Slot.Name, "claim", cl.Name)
 		return 0, nil
 	}
-	return r.fire(ctx, v, cl, FireShutdown{Claim: cl.Name, Force: true, Cause: "force shutdown: claim failed " + cl.Reason})
+	return r.fire(ctx, v, cl, decide.FireShutdown{Claim: cl.Name, Force: true, Cause: "force shutdown: claim failed " + cl.Reason})
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -13,9 +14,9 @@ func TestScaleDownCordonsShutsDownCompletesAndDeletesTheNode(t *testing.T) {
 	e := newRenv(t)
 	e.declare("g", events.GroupSpec{}, false, "a")
 	c := e.bootToReady("g", "a")
-	e.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	e.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	e.passes()
-	job := handlers.JobName(c.Name, "stop", 1)
+	job := decide.JobName(c.Name, "stop", 1)
 	if n, _ := e.cl.Node("a"); !n.Unschedulable || !e.jobs()[job] {
 		t.Fatalf("cordoned %t, jobs %v", n.Unschedulable, e.jobs())
 	}
@@ -42,10 +43,10 @@ func TestScaleDownBoundedAttemptsPauseAndRetry(t *testing.T) {
 	e := newRenv(t)
 	e.declare("g", events.GroupSpec{}, false, "a")
 	c := e.bootToReady("g", "a")
-	e.h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	e.h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	for n := 1; n <= 3; n++ {
 		e.passes()
-		job := handlers.JobName(c.Name, "stop", n)
+		job := decide.JobName(c.Name, "stop", n)
 		if !e.jobs()[job] {
 			t.Fatalf("shutdown %d: no Job %s (%v)", n, job, e.jobs())
 		}
@@ -68,7 +69,7 @@ func TestScaleDownBoundedAttemptsPauseAndRetry(t *testing.T) {
 	}
 	e.step(time.Second)
 	e.passes()
-	if !e.jobs()[handlers.JobName(c.Name, "stop", 4)] {
+	if !e.jobs()[decide.JobName(c.Name, "stop", 4)] {
 		t.Fatalf("no retry after the pause: %v", e.jobs())
 	}
 	if got := e.claim("a"); got.ShutdownAttempts != 1 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -104,7 +105,7 @@ func (r Result) Claims() []string {
 // seconds and would bury the traces that matter. The span starts (dated
 // from the start of Execute) before the first append, or at the end for a
 // refusal or an error.
-func (s *Service) Execute(ctx context.Context, cmd Command) (res Result, err error) {
+func (s *Service) Execute(ctx context.Context, cmd decide.Command) (res Result, err error) {
 	if s.Tracer == nil {
 		return s.execute(ctx, cmd, nil)
 	}
@@ -136,7 +137,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command) (res Result, err err
 
 // execute decides and appends; traced, when set, starts the command's span
 // before an append and returns the ctx that carries it.
-func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.Context) context.Context) (Result, error) {
+func (s *Service) execute(ctx context.Context, cmd decide.Command, traced func(context.Context) context.Context) (Result, error) {
 	var key string
 	s.views.Read(func(st *projections.State) { key = cmd.LockKey(st) })
 	unlock := s.lock(key)
@@ -151,10 +152,10 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 		}
 	}
 	for {
-		var writes []eventlog.Write
+		var writes []events.Write
 		var err error
 		now := s.clock.Now().UTC()
-		var refused []eventlog.Write
+		var refused []events.Write
 		s.views.Read(func(st *projections.State) {
 			if writes, err = cmd.Decide(st, now); err != nil {
 				refused = s.refusalWrite(st, cmd, now, err)
@@ -169,7 +170,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 		if err := s.views.WritesRefused(); err != nil {
 			// Views built over a gap in the log may decide wrongly (a
 			// lost claim looks like a free slot): write nothing.
-			return res, refuse(CodeFailedPrecondition, "%v", err)
+			return res, decide.Refuse(decide.CodeFailedPrecondition, "%v", err)
 		}
 		if traced != nil {
 			ctx = traced(ctx)
@@ -178,7 +179,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 		if errors.Is(err, eventlog.ErrConflict) {
 			res.Conflicts++
 			if res.Conflicts > s.MaxConflicts {
-				return res, refuse(CodeAborted, "gave up after %d concurrent writes to the same slots: %v", res.Conflicts, err)
+				return res, decide.Refuse(decide.CodeAborted, "gave up after %d concurrent writes to the same slots: %v", res.Conflicts, err)
 			}
 			// Somebody wrote first: wait until the views show it, decide again.
 			if err := s.catchUp(ctx); err != nil {
@@ -190,7 +191,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 			if s.OnFenced != nil {
 				s.OnFenced(err.Error())
 			}
-			return res, refuse(CodeUnavailable, "not the leader: %v; retry shortly, the new leader answers", err)
+			return res, decide.Refuse(decide.CodeUnavailable, "not the leader: %v; retry shortly, the new leader answers", err)
 		}
 		if err != nil {
 			return res, unavailableIfUnwritable(err)
@@ -204,7 +205,7 @@ func (s *Service) execute(ctx context.Context, cmd Command, traced func(context.
 }
 
 // append stamps and appends one decision, in its own span when traced.
-func (s *Service) append(ctx context.Context, writes []eventlog.Write) (eventlog.AppendResult, error) {
+func (s *Service) append(ctx context.Context, writes []events.Write) (eventlog.AppendResult, error) {
 	var epoch uint64
 	if s.Gate != nil {
 		var err error
@@ -219,7 +220,7 @@ func (s *Service) append(ctx context.Context, writes []eventlog.Write) (eventlog
 	if s.Fence != nil {
 		fe, seq := s.Fence()
 		if fe != epoch || seq == 0 {
-			return eventlog.AppendResult{}, refuse(CodeUnavailable, "not the leader: this replica's term ended while the write was decided; retry shortly")
+			return eventlog.AppendResult{}, decide.Refuse(decide.CodeUnavailable, "not the leader: this replica's term ended while the write was decided; retry shortly")
 		}
 		ctx = eventlog.Fenced(ctx, seq)
 	}
@@ -261,7 +262,7 @@ type ClaimCommand interface {
 // startCommandSpan starts the span of one command. A command about one
 // claim, called with no span in ctx (as a reactor calls it), continues the
 // trace the claim was created in.
-func (s *Service) startCommandSpan(ctx context.Context, cmd Command, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+func (s *Service) startCommandSpan(ctx context.Context, cmd decide.Command, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	name := commandName(cmd)
 	attrs := []attribute.KeyValue{attribute.String("claimstream.command", name)}
 	if cc, ok := cmd.(ClaimCommand); ok {
@@ -283,7 +284,7 @@ func (s *Service) startCommandSpan(ctx context.Context, cmd Command, opts ...tra
 }
 
 // commandName is the type name of a command without its package.
-func commandName(cmd Command) string {
+func commandName(cmd decide.Command) string {
 	n := fmt.Sprintf("%T", cmd)
 	if i := strings.LastIndexByte(n, '.'); i >= 0 {
 		n = n[i+1:]
@@ -310,7 +311,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 	return s.views.WaitFor(ctx, last)
 }
 
-func (s *Service) stamp(ctx context.Context, writes []eventlog.Write, epoch uint64) {
+func (s *Service) stamp(ctx context.Context, writes []events.Write, epoch uint64) {
 	tp := ""
 	switch {
 	case s.TraceParent != nil:

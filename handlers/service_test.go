@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
+	"github.com/claimstream/claimstream/handlers/decide/decidetest"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -26,13 +27,13 @@ func TestConcurrentIncreaseSizeFillsExactlyTheSlots(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+			_, err := h.Exec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				ok++
-			case handlers.CodeOf(err) == handlers.CodeFailedPrecondition:
+			case decide.CodeOf(err) == decide.CodeFailedPrecondition:
 				refused++
 			default:
 				t.Errorf("unexpected error: %v", err)
@@ -44,7 +45,7 @@ func TestConcurrentIncreaseSizeFillsExactlyTheSlots(t *testing.T) {
 		t.Fatalf("%d succeeded, %d refused; want 10 and 90", ok, refused)
 	}
 	h.Read(func(s *projections.State) {
-		if err := checkInvariants(s); err != nil {
+		if err := decidetest.CheckInvariants(s); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(s.LiveClaims("g")); n != 10 || s.TargetSize("g") != 10 {
@@ -72,13 +73,13 @@ func TestTwoWritersNeverClaimOneSlotTwice(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := svc.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+			res, err := svc.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 			mu.Lock()
 			defer mu.Unlock()
 			conflicts += res.Conflicts
 			if err == nil {
 				created += len(res.Claims())
-			} else if handlers.CodeOf(err) != handlers.CodeFailedPrecondition {
+			} else if decide.CodeOf(err) != decide.CodeFailedPrecondition {
 				t.Errorf("unexpected error: %v", err)
 			}
 		}()
@@ -89,7 +90,7 @@ func TestTwoWritersNeverClaimOneSlotTwice(t *testing.T) {
 	}
 	t.Logf("%d conflicts were resolved by deciding again", conflicts)
 	h.Read(func(s *projections.State) {
-		if err := checkInvariants(s); err != nil {
+		if err := decidetest.CheckInvariants(s); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -100,15 +101,15 @@ func TestTwoWritersNeverClaimOneSlotTwice(t *testing.T) {
 func TestStaleDecisionIsRefusedByTheStore(t *testing.T) {
 	h := handlerstest.New(t)
 	h.Declare("g", events.GroupSpec{}, "a")
-	var stale []eventlog.Write
+	var stale []events.Write
 	h.Read(func(s *projections.State) {
 		var err error
-		stale, err = handlers.IncreaseSize{Group: "g", Delta: 1}.Decide(s, h.Clock.Now())
+		stale, err = decide.IncreaseSize{Group: "g", Delta: 1}.Decide(s, h.Clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 	})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "first"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "first"})
 	if _, err := h.Store.AppendWrites(context.Background(), stale...); err == nil {
 		t.Fatal("a second claim on slot a was appended from a stale view")
 	}
@@ -117,27 +118,27 @@ func TestStaleDecisionIsRefusedByTheStore(t *testing.T) {
 func TestRebuildEqualsIncrementalAndSurvivesRestart(t *testing.T) {
 	h := handlerstest.New(t)
 	h.Declare("g", events.GroupSpec{MinSize: 0}, "a", "b.lan", "c")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "ca"})
 	var claims []string
 	h.Read(func(s *projections.State) {
 		for _, c := range s.LiveClaims("g") {
 			claims = append(claims, c.Name)
 		}
 	})
-	h.MustExec(handlers.BootClaim{Claim: claims[0]})
-	h.MustExec(handlers.MarkReady{Claim: claims[0], Node: "a"})
-	h.MustExec(handlers.BootClaim{Claim: claims[1]})
+	h.MustExec(decide.BootClaim{Claim: claims[0]})
+	h.MustExec(decide.MarkReady{Claim: claims[0], Node: "a"})
+	h.MustExec(decide.BootClaim{Claim: claims[1]})
 	h.Clock.Step(13 * time.Minute)
-	h.MustExec(handlers.ExpireDeadline{Claim: claims[1]})
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	h.MustExec(decide.ExpireDeadline{Claim: claims[1]})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	if err := h.Views.SnapshotNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.MustExec(handlers.DecreaseTargetSize{Group: "g", Delta: -1, RequestedBy: "ca"})
+	h.MustExec(decide.DecreaseTargetSize{Group: "g", Delta: -1, RequestedBy: "ca"})
 
 	live := h.Canonical()
 	if rebuilt := h.Rebuilt(); !bytes.Equal(live, rebuilt) {
-		t.Fatalf("rebuild from zero differs from the incremental views:\n%s", diff(string(rebuilt), string(live)))
+		t.Fatalf("rebuild from zero differs from the incremental views:\n%s", decidetest.Diff(string(rebuilt), string(live)))
 	}
 	lastBefore := h.Views.Seq()
 	h.Restart()
@@ -145,8 +146,8 @@ func TestRebuildEqualsIncrementalAndSurvivesRestart(t *testing.T) {
 		t.Fatalf("after restart the views are at seq %d, before %d", h.Views.Seq(), lastBefore)
 	}
 	if after := h.Canonical(); !bytes.Equal(live, after) {
-		t.Fatalf("views after restart (snapshot + tail) differ:\n%s", diff(string(live), string(after)))
+		t.Fatalf("views after restart (snapshot + tail) differ:\n%s", decidetest.Diff(string(live), string(after)))
 	}
 	// And the restarted pool still takes decisions with the right expectations.
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 }

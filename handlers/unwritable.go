@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // unavailableIfUnwritable turns an append refused because the log cannot be
@@ -18,10 +19,10 @@ import (
 // caller's to split: InvalidArgument, with the limit, and nothing written.
 func unavailableIfUnwritable(err error) error {
 	if errors.Is(err, eventlog.ErrLogUnwritable) {
-		return &Error{Code: CodeUnavailable, Msg: err.Error()}
+		return &decide.Error{Code: decide.CodeUnavailable, Msg: err.Error()}
 	}
 	if errors.Is(err, eventlog.ErrAppendTooLarge) {
-		return &Error{Code: CodeInvalidArgument, Msg: fmt.Sprintf("%v: one call changes at most %d slots at once (each is an event, and the group records the call); ask for fewer", err, eventlog.MaxEventsPerAppend-2)}
+		return &decide.Error{Code: decide.CodeInvalidArgument, Msg: fmt.Sprintf("%v: one call changes at most %d slots at once (each is an event, and the group records the call); ask for fewer", err, eventlog.MaxEventsPerAppend-2)}
 	}
 	return err
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -18,8 +17,8 @@ func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
 	views, append := runningViews(t)
 	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	append(
-		eventlog.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 1}}}}},
-		eventlog.Write{Aggregate: events.SlotAggregate("s"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "s", Group: "g", Cause: "test"}}}}},
+		events.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 1}}}}},
+		events.Write{Aggregate: events.SlotAggregate("s"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "s", Group: "g", Cause: "test"}}}}},
 	)
 	b := base{views: views, cache: &viewCache{}}
 	if v := b.view("s"); !v.Exists || !v.Active || v.Live != nil {
@@ -30,7 +29,7 @@ func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
 		return seq
 	}
 	ref := events.Ref{Claim: "c1", Slot: "s", Group: "g", Attempt: 1, Cause: "test"}
-	append(eventlog.Write{Aggregate: events.SlotAggregate("s"), Expected: slotSeq(), Events: []events.Event{{Time: at, Data: events.ClaimCreated{
+	append(events.Write{Aggregate: events.SlotAggregate("s"), Expected: slotSeq(), Events: []events.Event{{Time: at, Data: events.ClaimCreated{
 		Ref: ref, RequestedAt: at, RequestedBy: "test", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
 		DeadlineAt: at.Add(12 * time.Minute), Budget: events.Duration(12 * time.Minute), TTL: events.Duration(time.Hour),
 	}}}})
@@ -48,7 +47,7 @@ func TestSlotViewIsBuiltOncePerFoldedEvent(t *testing.T) {
 		t.Errorf("reading an unchanged slot's view allocates %.0f times, want at most 1", allocs)
 	}
 
-	append(eventlog.Write{Aggregate: events.SlotAggregate("s"), Expected: slotSeq(), Events: []events.Event{{Time: at.Add(time.Second), Data: events.ClaimBooting{Ref: ref, StartupJob: "c1-start-1"}}}})
+	append(events.Write{Aggregate: events.SlotAggregate("s"), Expected: slotSeq(), Events: []events.Event{{Time: at.Add(time.Second), Data: events.ClaimBooting{Ref: ref, StartupJob: "c1-start-1"}}}})
 	if v := b.view("s"); v.Live == nil || v.Live.Phase == phase {
 		t.Fatalf("after ClaimBooting the view still shows phase %v", phase)
 	}
@@ -62,9 +61,9 @@ func TestSlotViewIsKeptUntilItsSlotsEvent(t *testing.T) {
 	views, append := runningViews(t)
 	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	append(
-		eventlog.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 2}}}}},
-		eventlog.Write{Aggregate: events.SlotAggregate("s"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "s", Group: "g", Cause: "test"}}}}},
-		eventlog.Write{Aggregate: events.SlotAggregate("u"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "u", Group: "g", Cause: "test"}}}}},
+		events.Write{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 2}}}}},
+		events.Write{Aggregate: events.SlotAggregate("s"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "s", Group: "g", Cause: "test"}}}}},
+		events.Write{Aggregate: events.SlotAggregate("u"), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "u", Group: "g", Cause: "test"}}}}},
 	)
 	b := base{views: views, cache: newViewCache(views)}
 	verify := verifyViewCache
@@ -79,7 +78,7 @@ func TestSlotViewIsKeptUntilItsSlotsEvent(t *testing.T) {
 	claim := func(slot, name string) {
 		t.Helper()
 		ref := events.Ref{Claim: name, Slot: slot, Group: "g", Attempt: 1, Cause: "test"}
-		append(eventlog.Write{Aggregate: events.SlotAggregate(slot), Expected: slotSeq(slot), Events: []events.Event{{Time: at, Data: events.ClaimCreated{
+		append(events.Write{Aggregate: events.SlotAggregate(slot), Expected: slotSeq(slot), Events: []events.Event{{Time: at, Data: events.ClaimCreated{
 			Ref: ref, RequestedAt: at, RequestedBy: "test", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
 			DeadlineAt: at.Add(12 * time.Minute), Budget: events.Duration(12 * time.Minute), TTL: events.Duration(time.Hour),
 		}}}})
@@ -95,7 +94,7 @@ func TestSlotViewIsKeptUntilItsSlotsEvent(t *testing.T) {
 	if v := b.view("s"); v.Live == nil || v.Live.Name != "c-s" {
 		t.Fatalf("after ClaimCreated on s its view has live %v, want c-s", v.Live)
 	}
-	append(eventlog.Write{Aggregate: events.GroupAggregate("g"), Expected: 1, Events: []events.Event{{Time: at, Data: events.GroupChanged{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 5}}}}})
+	append(events.Write{Aggregate: events.GroupAggregate("g"), Expected: 1, Events: []events.Event{{Time: at, Data: events.GroupChanged{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: 5}}}}})
 	if v := b.view("u"); v.Group.MaxSize != 5 {
 		t.Fatalf("after the group changed, slot u's view has maxSize %d, want 5", v.Group.MaxSize)
 	}
@@ -103,7 +102,7 @@ func TestSlotViewIsKeptUntilItsSlotsEvent(t *testing.T) {
 
 // runningViews are views kept current on a fresh store, and an append that
 // returns once they have folded what it wrote.
-func runningViews(t *testing.T) (*projections.Runner, func(ws ...eventlog.Write)) {
+func runningViews(t *testing.T) (*projections.Runner, func(ws ...events.Write)) {
 	t.Helper()
 	ctx := context.Background()
 	st, _ := eventstest.NewStore(t)
@@ -115,7 +114,7 @@ func runningViews(t *testing.T) (*projections.Runner, func(ws ...eventlog.Write)
 	done := make(chan error, 1)
 	go func() { done <- views.Run(rctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return views, func(ws ...eventlog.Write) {
+	return views, func(ws ...events.Write) {
 		t.Helper()
 		res, err := st.AppendWrites(ctx, ws...)
 		if err != nil {

@@ -50,7 +50,7 @@ func appendData(t *testing.T, st *eventlog.Store, at time.Time, d events.Data) u
 		return res.Last
 	}
 	// Later events of an aggregate: the test does not decide, it records.
-	res, err = st.AppendWrites(context.Background(), eventlog.Write{Aggregate: events.AggregateOf(d), Expected: lastOf(t, st, events.AggregateOf(d)), Events: []events.Event{{Time: at, Data: d}}})
+	res, err = st.AppendWrites(context.Background(), events.Write{Aggregate: events.AggregateOf(d), Expected: lastOf(t, st, events.AggregateOf(d)), Events: []events.Event{{Time: at, Data: d}}})
 	if err != nil {
 		t.Fatalf("append %s: %v", d.EventType(), err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
@@ -55,12 +55,12 @@ func benchPoolOf(b *testing.B, h *handlerstest.Harness, perGroup int) {
 	now := h.Clock.Now().UTC()
 	for g := range benchGroups {
 		group := benchGroup(g)
-		ws := []eventlog.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
+		ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{
 			Ref: events.Ref{Group: group, Cause: "bench"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler},
 		}}}}}
 		for s := range perGroup {
 			slot := fmt.Sprintf("%s-n%03d", group, s)
-			ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(slot), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
+			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(slot), Events: []events.Event{{Time: now, Data: events.SlotDeclared{
 				Ref: events.Ref{Slot: slot, Group: group, Cause: "bench"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot},
 			}}}})
 		}
@@ -73,14 +73,14 @@ func benchPoolOf(b *testing.B, h *handlerstest.Harness, perGroup int) {
 		}
 	}
 	for g := range benchGroups {
-		res := h.MustExec(handlers.IncreaseSize{Group: benchGroup(g), Delta: perGroup / 2, RequestedBy: "bench"})
+		res := h.MustExec(decide.IncreaseSize{Group: benchGroup(g), Delta: perGroup / 2, RequestedBy: "bench"})
 		for i, c := range res.Claims() {
 			if i >= perGroup*3/10 {
 				break
 			}
-			h.MustExec(handlers.BootClaim{Claim: c})
+			h.MustExec(decide.BootClaim{Claim: c})
 			if i < perGroup/5 {
-				h.MustExec(handlers.MarkReady{Claim: c, Node: c})
+				h.MustExec(decide.MarkReady{Claim: c, Node: c})
 			}
 		}
 	}
@@ -302,7 +302,7 @@ func BenchmarkIncreaseSize(b *testing.B) {
 						}
 					}
 				})
-				_, err := h.Exec(handlers.DecreaseTargetSize{Group: group, Delta: -pending, RequestedBy: "bench"})
+				_, err := h.Exec(decide.DecreaseTargetSize{Group: group, Delta: -pending, RequestedBy: "bench"})
 				return err
 			}
 			full := func(group string) bool {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
 
@@ -20,9 +20,9 @@ func TestDrainWaitingPastItsTimeoutIsReportedDeleting(t *testing.T) {
 	if _, err := e.c.NodeGroupDeleteNodes(e.ctx(), &pb.NodeGroupDeleteNodesRequest{Id: "workers", Nodes: []*pb.ExternalGrpcNode{{Name: "n-0"}}}); err != nil {
 		t.Fatal(err)
 	}
-	e.h.MustExec(handlers.StartDrain{Claim: claim, Node: "n-0", Pods: []string{"ci/build"}, Timeout: time.Minute, Policy: events.DrainWait})
+	e.h.MustExec(decide.StartDrain{Claim: claim, Node: "n-0", Pods: []string{"ci/build"}, Timeout: time.Minute, Policy: events.DrainWait})
 	e.h.Clock.Step(time.Hour)
-	e.h.MustExec(handlers.TimeOutDrain{Claim: claim, Remaining: []string{"ci/build"}})
+	e.h.MustExec(decide.TimeOutDrain{Claim: claim, Remaining: []string{"ci/build"}})
 
 	if n := targetSize(t, e, "workers"); n != 0 {
 		t.Fatalf("target size %d while the drain waits, want 0", n)

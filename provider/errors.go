@@ -8,21 +8,21 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // codeOf maps a decider's refusal to its gRPC code (0: not a refusal).
-func codeOf(c handlers.Code) codes.Code {
+func codeOf(c decide.Code) codes.Code {
 	switch c {
-	case handlers.CodeInvalidArgument:
+	case decide.CodeInvalidArgument:
 		return codes.InvalidArgument
-	case handlers.CodeNotFound:
+	case decide.CodeNotFound:
 		return codes.NotFound
-	case handlers.CodeFailedPrecondition:
+	case decide.CodeFailedPrecondition:
 		return codes.FailedPrecondition
-	case handlers.CodeUnavailable:
+	case decide.CodeUnavailable:
 		return codes.Unavailable
-	case handlers.CodeAborted:
+	case decide.CodeAborted:
 		return codes.Aborted
 	}
 	return codes.OK
@@ -39,7 +39,7 @@ func toStatus(op, group string, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	var he *handlers.Error
+	var he *decide.Error
 	if errors.As(err, &he) {
 		if c := codeOf(he.Code); c != codes.OK {
 			return status.Error(c, he.Msg)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -25,8 +25,8 @@ func TestDeletedFailedInstanceLeavesNodeGroupNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := mustLive(t, e.h, "n-0")
-	e.h.MustExec(handlers.BootClaim{Claim: claim})
-	e.h.MustExec(handlers.FailClaim{Claim: claim, Reason: projections.ReasonStartupJobFailed, Message: "startup Job exited 1", ForceShutdown: true})
+	e.h.MustExec(decide.BootClaim{Claim: claim})
+	e.h.MustExec(decide.FailClaim{Claim: claim, Reason: projections.ReasonStartupJobFailed, Message: "startup Job exited 1", ForceShutdown: true})
 
 	failed := listInstances(t, e)
 	if got := failed["homelab://n-0"]; got == nil || got.GetStatus().GetErrorInfo().GetErrorCode() != projections.ReasonStartupJobFailed {

@@ -8,13 +8,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // Reads on a follower whose views are behind are Unavailable with the
 // reason; writes go on to the write gate.
 func TestFreshReadsRefusesStaleReadsAndPassesWrites(t *testing.T) {
-	behind := &handlers.Error{Code: handlers.CodeUnavailable, Msg: "views 3 events behind the log"}
+	behind := &decide.Error{Code: decide.CodeUnavailable, Msg: "views 3 events behind the log"}
 	icpt := FreshReads(func(context.Context) error { return behind })
 	called := 0
 	next := func(context.Context, any) (any, error) { called++; return "ok", nil }

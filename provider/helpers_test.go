@@ -15,8 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
@@ -86,12 +85,12 @@ func declare(t testing.TB, h *handlerstest.Harness, group string, spec events.Gr
 		spec.Scaler = events.ScalerClusterAutoscaler
 	}
 	now := h.Clock.Now().UTC()
-	ws := []eventlog.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}}}
+	ws := []events.Write{{Aggregate: events.GroupAggregate(group), Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}}}
 	for _, sl := range slots {
 		if sl.spec.ProviderID == "" {
 			sl.spec.ProviderID = "homelab://" + sl.name
 		}
-		ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl.name), Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl.name, Group: group, Cause: "test"}, Spec: sl.spec}}}})
+		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl.name), Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl.name, Group: group, Cause: "test"}, Spec: sl.spec}}}})
 	}
 	res, err := h.Store.AppendWrites(context.Background(), ws...)
 	if err != nil {
@@ -125,21 +124,21 @@ func mustLive(t testing.TB, h *handlerstest.Harness, slot string) string {
 // claimSlot makes a claim on exactly this slot.
 func claimSlot(t testing.TB, h *handlerstest.Harness, slot string) string {
 	t.Helper()
-	h.MustExec(handlers.ManualClaim{Slot: slot, By: "test"})
+	h.MustExec(decide.ManualClaim{Slot: slot, By: "test"})
 	return mustLive(t, h, slot)
 }
 
 func boot(t testing.TB, h *handlerstest.Harness, slot string) string {
 	t.Helper()
 	c := claimSlot(t, h, slot)
-	h.MustExec(handlers.BootClaim{Claim: c})
+	h.MustExec(decide.BootClaim{Claim: c})
 	return c
 }
 
 func ready(t testing.TB, h *handlerstest.Harness, slot string) string {
 	t.Helper()
 	c := boot(t, h, slot)
-	h.MustExec(handlers.MarkReady{Claim: c, Node: slot})
+	h.MustExec(decide.MarkReady{Claim: c, Node: slot})
 	return c
 }
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -17,8 +17,8 @@ func TestHostUnderAnotherNameIsReportedAndMapped(t *testing.T) {
 	declare(t, e.h, "burst", events.GroupSpec{}, slotsNamed("burst-1")...)
 	c := boot(t, e.h, "burst-1")
 	const node, pid = "ip-10-0-3-7", "aws:///eu-west-1a/i-0abc"
-	e.h.MustExec(handlers.ExpectHost{Claim: c, Node: node, ProviderID: pid, InstanceID: "i-0abc"})
-	e.h.MustExec(handlers.MarkReady{Claim: c, Node: node})
+	e.h.MustExec(decide.ExpectHost{Claim: c, Node: node, ProviderID: pid, InstanceID: "i-0abc"})
+	e.h.MustExec(decide.MarkReady{Claim: c, Node: node})
 
 	r, err := e.c.NodeGroupNodes(e.ctx(), &pb.NodeGroupNodesRequest{Id: "burst"})
 	if err != nil {

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -74,7 +73,7 @@ func TestNodeGroupsNeverStale(t *testing.T) {
 	// The same group declared again with another minSize (a pool file edit).
 	var groupSeq uint64
 	e.h.Read(func(s *projections.State) { groupSeq = s.Groups["workers"].Seq })
-	res, err := e.h.Store.AppendWrites(e.ctx(), eventlog.Write{Aggregate: events.GroupAggregate("workers"), Expected: groupSeq, Events: []events.Event{{
+	res, err := e.h.Store.AppendWrites(e.ctx(), events.Write{Aggregate: events.GroupAggregate("workers"), Expected: groupSeq, Events: []events.Event{{
 		Time: e.h.Clock.Now().UTC(),
 		Data: events.GroupChanged{Ref: events.Ref{Group: "workers", Cause: "test"}, Spec: events.GroupSpec{MinSize: 2, Scaler: events.ScalerClusterAutoscaler}},
 	}}})
@@ -93,7 +92,7 @@ func TestNodeGroupsNeverStale(t *testing.T) {
 	if got := debugOf(t, e, "workers"); !strings.Contains(got, "target=1 live=1 free=2") {
 		t.Fatalf("after a ready claim: %q", got)
 	}
-	e.h.MustExec(handlers.IncreaseSize{Group: "workers", Delta: 1, RequestedBy: "test"})
+	e.h.MustExec(decide.IncreaseSize{Group: "workers", Delta: 1, RequestedBy: "test"})
 	if got := debugOf(t, e, "workers"); !strings.Contains(got, "target=2 live=2 free=1") {
 		t.Fatalf("after IncreaseSize: %q", got)
 	}
@@ -106,9 +105,9 @@ func TestNodeGroupsRestEndsWithTime(t *testing.T) {
 	declare(t, e.h, "workers", events.GroupSpec{}, slotsNamed("w-0", "w-1")...)
 	for range projections.MaxConsecutiveAttempts {
 		c := boot(t, e.h, "w-0")
-		e.h.MustExec(handlers.FailClaim{Claim: c, Reason: projections.ReasonStartupJobFailed})
+		e.h.MustExec(decide.FailClaim{Claim: c, Reason: projections.ReasonStartupJobFailed})
 		if live := liveOf(e.h, "w-0"); live != "" {
-			e.h.MustExec(handlers.CompleteClaim{Claim: live, Reason: projections.ReasonStartupJobFailed})
+			e.h.MustExec(decide.CompleteClaim{Claim: live, Reason: projections.ReasonStartupJobFailed})
 		}
 	}
 	var exhausted bool

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
 
@@ -30,9 +30,9 @@ func TestNodeGroupsRebuildsOnlyChangedGroups(t *testing.T) {
 		return out
 	}
 	// An event after the server subscribed, so it has seen the views' end.
-	e.h.MustExec(handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
+	e.h.MustExec(decide.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
 	before := byID()
-	e.h.MustExec(handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
+	e.h.MustExec(decide.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
 	after := byID()
 	if after["b"] != before["b"] {
 		t.Errorf("group b's entry was built again after an event of group a")
@@ -40,7 +40,7 @@ func TestNodeGroupsRebuildsOnlyChangedGroups(t *testing.T) {
 	if after["a"] == before["a"] || !strings.Contains(after["a"].GetDebug(), "target=2") {
 		t.Errorf("group a's entry after its second claim: %q", after["a"].GetDebug())
 	}
-	e.h.MustExec(handlers.IncreaseSize{Group: "b", Delta: 1, RequestedBy: "test"})
+	e.h.MustExec(decide.IncreaseSize{Group: "b", Delta: 1, RequestedBy: "test"})
 	last := byID()
 	if last["a"] != after["a"] || !strings.Contains(last["b"].GetDebug(), "target=1") {
 		t.Errorf("after an event of group b: a reused %v, b %q", last["a"] == after["a"], last["b"].GetDebug())

@@ -17,7 +17,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -32,7 +32,7 @@ func TestReadsNotDelayedByAHeldViewsLock(t *testing.T) {
 	e := newEnv(t, Options{})
 	declare(t, e.h, "workers", events.GroupSpec{}, slotsNamed("w-0", "w-1", "w-2")...)
 	ctx := e.ctx()
-	e.h.MustExec(handlers.IncreaseSize{Group: "workers", Delta: 1, RequestedBy: "test"})
+	e.h.MustExec(decide.IncreaseSize{Group: "workers", Delta: 1, RequestedBy: "test"})
 
 	// The slow reader holds the read lock until the reads below are done
 	// (at most 3 s).
@@ -52,7 +52,7 @@ func TestReadsNotDelayedByAHeldViewsLock(t *testing.T) {
 	// queue for the write lock.
 	written := make(chan error, 1)
 	go func() {
-		_, err := e.h.Service.Execute(ctx, handlers.IncreaseSize{Group: "workers", Delta: 1, RequestedBy: "test"})
+		_, err := e.h.Service.Execute(ctx, decide.IncreaseSize{Group: "workers", Delta: 1, RequestedBy: "test"})
 		written <- err
 	}()
 	waitForPendingViewsWriter(t)
@@ -130,17 +130,17 @@ func TestPublishedReadsMatchTheViews(t *testing.T) {
 		compareWithViews(t, e, step)
 	}
 	check("declared")
-	e.h.MustExec(handlers.IncreaseSize{Group: "a", Delta: 2, RequestedBy: "test"})
+	e.h.MustExec(decide.IncreaseSize{Group: "a", Delta: 2, RequestedBy: "test"})
 	check("increase a")
 	ready(t, e.h, "b-0")
 	check("b-0 ready")
 	c := boot(t, e.h, "a-2")
-	e.h.MustExec(handlers.FailClaim{Claim: c, Reason: projections.ReasonStartupJobFailed})
+	e.h.MustExec(decide.FailClaim{Claim: c, Reason: projections.ReasonStartupJobFailed})
 	if live := liveOf(e.h, "a-2"); live != "" {
-		e.h.MustExec(handlers.CompleteClaim{Claim: live, Reason: projections.ReasonStartupJobFailed})
+		e.h.MustExec(decide.CompleteClaim{Claim: live, Reason: projections.ReasonStartupJobFailed})
 	}
 	check("a-2 failed")
-	e.h.MustExec(handlers.DeleteNodes{Group: "b", Nodes: []handlers.NodeRef{{Name: "b-0"}}, RequestedBy: "test"})
+	e.h.MustExec(decide.DeleteNodes{Group: "b", Nodes: []decide.NodeRef{{Name: "b-0"}}, RequestedBy: "test"})
 	check("b-0 marked for scale-down")
 
 	// b-1 moves to group c.
@@ -282,7 +282,7 @@ func TestAnEventOfOneSlotRecomputesOnlyThatSlot(t *testing.T) {
 	declare(t, e.h, "a", events.GroupSpec{}, slotsNamed("a-0", "a-1", "a-2")...)
 	c := claimSlot(t, e.h, "a-1")
 	before := e.srv.reads.cur.Load().groups["a"]
-	e.h.MustExec(handlers.BootClaim{Claim: c})
+	e.h.MustExec(decide.BootClaim{Claim: c})
 	after := e.srv.reads.cur.Load().groups["a"]
 	for i, name := range after.slots {
 		reused := after.shares[i] == before.shares[i]
@@ -335,7 +335,7 @@ func TestReadsAlongsideFoldsNeverGoBack(t *testing.T) {
 		}()
 	}
 	for i := range 6 {
-		e.h.MustExec(handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
+		e.h.MustExec(decide.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
 		written.Store(int32(i + 1))
 		e.h.Clock.Step(time.Second)
 	}

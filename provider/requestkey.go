@@ -13,11 +13,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // requestKeys gives each IncreaseSize the key that identifies it among its
-// retries (the request has no id field; handlers.IncreaseSize.RequestKey).
+// retries (the request has no id field; decide.IncreaseSize.RequestKey).
 //
 // A call whose gRPC metadata carries a W3C traceparent is keyed by its
 // trace id, group and delta: a client's retry reuses its call's trace, on
@@ -83,7 +83,7 @@ func (k *requestKeys) begin(ctx context.Context, requester, group string, delta 
 			return // a later call took the entry over
 		}
 		c.ctx, c.ended = nil, k.clock.Now()
-		c.seen = ctx.Err() == nil && (err == nil || handlers.CodeOf(err) != 0)
+		c.seen = ctx.Err() == nil && (err == nil || decide.CodeOf(err) != 0)
 	}
 }
 

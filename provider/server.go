@@ -22,6 +22,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -231,7 +232,7 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *pb.NodeGroupInc
 	}
 	by := s.requester(ctx)
 	key, done := s.keys.begin(ctx, by, req.GetId(), req.GetDelta())
-	res, err := s.cmds.Execute(ctx, handlers.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: by, RequestKey: key})
+	res, err := s.cmds.Execute(ctx, decide.IncreaseSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: by, RequestKey: key})
 	done(err)
 	if err != nil {
 		return nil, s.fail(ctx, "NodeGroupIncreaseSize", req.GetId(), err)
@@ -250,11 +251,11 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *pb.NodeGroupDele
 	if err := s.checkGroup(req.GetId()); err != nil {
 		return nil, err
 	}
-	refs := make([]handlers.NodeRef, 0, len(req.GetNodes()))
+	refs := make([]decide.NodeRef, 0, len(req.GetNodes()))
 	for _, n := range req.GetNodes() {
-		refs = append(refs, handlers.NodeRef{Name: n.GetName(), ProviderID: n.GetProviderID()})
+		refs = append(refs, decide.NodeRef{Name: n.GetName(), ProviderID: n.GetProviderID()})
 	}
-	if _, err := s.cmds.Execute(ctx, handlers.DeleteNodes{Group: req.GetId(), Nodes: refs, RequestedBy: s.requester(ctx)}); err != nil {
+	if _, err := s.cmds.Execute(ctx, decide.DeleteNodes{Group: req.GetId(), Nodes: refs, RequestedBy: s.requester(ctx)}); err != nil {
 		return nil, s.fail(ctx, "NodeGroupDeleteNodes", req.GetId(), err)
 	}
 	return &pb.NodeGroupDeleteNodesResponse{}, nil
@@ -270,7 +271,7 @@ func (s *Server) NodeGroupDecreaseTargetSize(ctx context.Context, req *pb.NodeGr
 	if err := s.checkGroup(req.GetId()); err != nil {
 		return nil, err
 	}
-	if _, err := s.cmds.Execute(ctx, handlers.DecreaseTargetSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: s.requester(ctx)}); err != nil {
+	if _, err := s.cmds.Execute(ctx, decide.DecreaseTargetSize{Group: req.GetId(), Delta: int(req.GetDelta()), RequestedBy: s.requester(ctx)}); err != nil {
 		return nil, s.fail(ctx, "NodeGroupDecreaseTargetSize", req.GetId(), err)
 	}
 	return &pb.NodeGroupDecreaseTargetSizeResponse{}, nil

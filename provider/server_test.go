@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
@@ -202,7 +202,7 @@ func TestDeleteNodes(t *testing.T) {
 	// The booting claim is still there; after it fails the group is under
 	// its floor, and cluster-autoscaler's delete of the failed instance is
 	// still a success (nothing is taken away).
-	e.h.MustExec(handlers.FailClaim{Claim: booting, Reason: projections.ReasonStartupJobFailed, Message: "exit 1"})
+	e.h.MustExec(decide.FailClaim{Claim: booting, Reason: projections.ReasonStartupJobFailed, Message: "exit 1"})
 	if got := targetSize(t, e, "workers"); got != 0 {
 		t.Fatalf("target after the failure = %d", got)
 	}
@@ -256,7 +256,7 @@ func TestNodeGroupNodes(t *testing.T) {
 
 	// n-7: failed long ago, no longer reported.
 	old := boot(t, e.h, "n-7")
-	e.h.MustExec(handlers.FailClaim{Claim: old, Reason: projections.ReasonJobTimeout, Message: "old"})
+	e.h.MustExec(decide.FailClaim{Claim: old, Reason: projections.ReasonJobTimeout, Message: "old"})
 	e.h.Clock.Step(projections.RecentFailureWindow + time.Second)
 
 	claimSlot(t, e.h, "n-0") // pending
@@ -268,9 +268,9 @@ func TestNodeGroupNodes(t *testing.T) {
 	}
 	before := targetSize(t, e, "workers")
 	f4 := boot(t, e.h, "n-4")
-	e.h.MustExec(handlers.FailClaim{Claim: f4, Reason: projections.ReasonStartupJobFailed, Message: "startup job n-4 exited 1"})
+	e.h.MustExec(decide.FailClaim{Claim: f4, Reason: projections.ReasonStartupJobFailed, Message: "startup job n-4 exited 1"})
 	f5 := ready(t, e.h, "n-5")
-	e.h.MustExec(handlers.FailClaim{Claim: f5, Reason: projections.ReasonMachineGone})
+	e.h.MustExec(decide.FailClaim{Claim: f5, Reason: projections.ReasonMachineGone})
 	// n-6: never claimed, not reported.
 
 	// A failed claim stops being counted at once.
@@ -331,15 +331,15 @@ func TestErrorClass(t *testing.T) {
 }
 
 func TestErrorMapping(t *testing.T) {
-	for c, want := range map[handlers.Code]codes.Code{
-		handlers.CodeInvalidArgument:    codes.InvalidArgument,
-		handlers.CodeNotFound:           codes.NotFound,
-		handlers.CodeFailedPrecondition: codes.FailedPrecondition,
-		handlers.CodeUnavailable:        codes.Unavailable,
-		handlers.CodeAborted:            codes.Aborted,
-		handlers.Code(42):               codes.Internal,
+	for c, want := range map[decide.Code]codes.Code{
+		decide.CodeInvalidArgument:    codes.InvalidArgument,
+		decide.CodeNotFound:           codes.NotFound,
+		decide.CodeFailedPrecondition: codes.FailedPrecondition,
+		decide.CodeUnavailable:        codes.Unavailable,
+		decide.CodeAborted:            codes.Aborted,
+		decide.Code(42):               codes.Internal,
 	} {
-		err := toStatus("Op", "g", fmt.Errorf("wrapped: %w", &handlers.Error{Code: c, Msg: "the message"}))
+		err := toStatus("Op", "g", fmt.Errorf("wrapped: %w", &decide.Error{Code: c, Msg: "the message"}))
 		if status.Code(err) != want {
 			t.Errorf("%v -> %v, want %v", c, status.Code(err), want)
 		}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/whatif"
@@ -56,18 +56,18 @@ func BenchmarkWhatIfWeek(b *testing.B) {
 		}
 		switch {
 		case want > live:
-			if _, err := r.h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: want - live, RequestedBy: "cluster-autoscaler"}); err == nil {
+			if _, err := r.h.Service.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: want - live, RequestedBy: "cluster-autoscaler"}); err == nil {
 				live = want
 			}
 		case want < live:
-			var nodes []handlers.NodeRef
+			var nodes []decide.NodeRef
 			for i := want; i < live; i++ {
-				nodes = append(nodes, handlers.NodeRef{Name: fmt.Sprintf("m-%d", i)})
+				nodes = append(nodes, decide.NodeRef{Name: fmt.Sprintf("m-%d", i)})
 			}
 			if flap > 0 {
 				nodes = heldSlots(r, live-want)
 			}
-			if _, err := r.h.Service.Execute(context.Background(), handlers.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "cluster-autoscaler"}); err == nil {
+			if _, err := r.h.Service.Execute(context.Background(), decide.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "cluster-autoscaler"}); err == nil {
 				live = want
 			}
 		}
@@ -111,7 +111,7 @@ func BenchmarkWhatIfWeek(b *testing.B) {
 
 // heldSlots are the slots of up to n of group g's claims that want a
 // machine and are not being scaled down, newest first.
-func heldSlots(r *recorder, n int) []handlers.NodeRef {
+func heldSlots(r *recorder, n int) []decide.NodeRef {
 	var held []*projections.Claim
 	r.h.Views.Read(func(s *projections.State) {
 		for _, cl := range s.LiveClaims("g") {
@@ -123,9 +123,9 @@ func heldSlots(r *recorder, n int) []handlers.NodeRef {
 	slices.SortFunc(held, func(a, b *projections.Claim) int {
 		return cmp.Or(b.RequestedAt.Compare(a.RequestedAt), strings.Compare(a.Slot, b.Slot))
 	})
-	var out []handlers.NodeRef
+	var out []decide.NodeRef
 	for _, cl := range held[:min(n, len(held))] {
-		out = append(out, handlers.NodeRef{Name: cl.Slot})
+		out = append(out, decide.NodeRef{Name: cl.Slot})
 	}
 	return out
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/whatif"
 )
@@ -20,7 +20,7 @@ func TestAWhatIfIsBounded(t *testing.T) {
 	yaml := poolYAML(events.ScalerClusterAutoscaler, 4, 4, 0)
 	r := newRecorder(t, yaml, sim.Timing{})
 	from := r.h.Clock.Now()
-	if _, err := r.h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}); err != nil {
+	if _, err := r.h.Service.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}); err != nil {
 		t.Fatal(err)
 	}
 	r.runFor(t, 20*time.Minute)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/whatif"
 )
@@ -25,16 +25,16 @@ func TestReplayOfMachinesThatBootInSeconds(t *testing.T) {
 	yaml = strings.Replace(yaml, "    readinessTaints: []\n", "    readinessTaints: [{key: example.com/not-ready, effect: NoExecute}]\n    lifecycle: {startupJobTimeout: 20s, registrationWait: 10s, readinessGate: 15s}\n", 1)
 	r := newRecorder(t, yaml, sim.Timing{JobDuration: 2 * time.Second, BootDelay: time.Second, ReadyDelay: time.Second, TaintDelay: 3 * time.Second, PowerOffDelay: time.Second})
 	from := r.h.Clock.Now()
-	ca := func(cmd handlers.Command) {
+	ca := func(cmd decide.Command) {
 		if _, err := r.h.Service.Execute(context.Background(), cmd); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ca(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
+	ca(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
 	r.runFor(t, time.Minute)
-	ca(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	ca(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	r.runFor(t, 2*time.Minute)
-	ca(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "m-0"}, {Name: "m-1"}, {Name: "m-2"}}, RequestedBy: "cluster-autoscaler"})
+	ca(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "m-0"}, {Name: "m-1"}, {Name: "m-2"}}, RequestedBy: "cluster-autoscaler"})
 	r.runFor(t, time.Minute)
 	to := r.h.Clock.Now()
 

@@ -16,6 +16,7 @@ import (
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/natsserver"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
@@ -274,23 +275,23 @@ func (r *replayer) ask(ctx context.Context, req events.ScaleRequested) error {
 	if by == "" {
 		by = Requester
 	}
-	var cmd handlers.Command
+	var cmd decide.Command
 	switch req.Call {
 	case events.CallIncreaseSize:
-		cmd = handlers.IncreaseSize{Group: req.Group, Delta: req.Delta, RequestedBy: by}
+		cmd = decide.IncreaseSize{Group: req.Group, Delta: req.Delta, RequestedBy: by}
 	case events.CallDecreaseTargetSize:
-		cmd = handlers.DecreaseTargetSize{Group: req.Group, Delta: req.Delta, RequestedBy: by}
+		cmd = decide.DecreaseTargetSize{Group: req.Group, Delta: req.Delta, RequestedBy: by}
 	case events.CallDeleteNodes:
 		nodes := r.nodesToDelete(req)
 		if len(nodes) == 0 {
 			return nil
 		}
-		cmd = handlers.DeleteNodes{Group: req.Group, Nodes: nodes, RequestedBy: by}
+		cmd = decide.DeleteNodes{Group: req.Group, Nodes: nodes, RequestedBy: by}
 	default:
 		return nil
 	}
 	_, err := r.svc.Execute(ctx, cmd)
-	if handlers.CodeOf(err) != 0 {
+	if decide.CodeOf(err) != 0 {
 		return nil
 	}
 	return err
@@ -300,8 +301,8 @@ func (r *replayer) ask(ctx context.Context, req events.ScaleRequested) error {
 // named node whose slot has a live claim here is taken as named; for one
 // that has none here (another config put the claim elsewhere) the run's
 // newest ready claim of the group not yet named nor scaled down stands in.
-func (r *replayer) nodesToDelete(req events.ScaleRequested) []handlers.NodeRef {
-	var out []handlers.NodeRef
+func (r *replayer) nodesToDelete(req events.ScaleRequested) []decide.NodeRef {
+	var out []decide.NodeRef
 	r.views.Read(func(s *projections.State) {
 		taken := map[string]bool{}
 		var spare []*projections.Claim
@@ -315,13 +316,13 @@ func (r *replayer) nodesToDelete(req events.ScaleRequested) []handlers.NodeRef {
 			sl, ok := s.SlotForNode(name, name)
 			if ok && s.LiveOfSlot(sl.Name) != nil && s.LiveOfSlot(sl.Name).ScaleDown == nil && !taken[sl.Name] {
 				taken[sl.Name] = true
-				out = append(out, handlers.NodeRef{Name: sl.Name})
+				out = append(out, decide.NodeRef{Name: sl.Name})
 				continue
 			}
 			for _, cl := range spare {
 				if !taken[cl.Slot] {
 					taken[cl.Slot] = true
-					out = append(out, handlers.NodeRef{Name: cl.Slot})
+					out = append(out, decide.NodeRef{Name: cl.Slot})
 					break
 				}
 			}

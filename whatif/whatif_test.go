@@ -13,7 +13,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -137,19 +137,19 @@ func TestReplayUnderTheSameConfigReproducesTheRecording(t *testing.T) {
 		r.w.Sim.SetKnobs(fmt.Sprintf("m-%d", i), sim.Knobs{BootExtra: extra})
 	}
 	from := r.h.Clock.Now()
-	ca := func(cmd handlers.Command) {
-		if _, err := r.h.Service.Execute(context.Background(), cmd); err != nil && handlers.CodeOf(err) == 0 {
+	ca := func(cmd decide.Command) {
+		if _, err := r.h.Service.Execute(context.Background(), cmd); err != nil && decide.CodeOf(err) == 0 {
 			t.Fatal(err)
 		}
 	}
-	ca(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
+	ca(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
 	r.runFor(t, 20*time.Minute)
-	ca(handlers.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "cluster-autoscaler"}) // refused: 2 + 3 > 4
-	ca(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
+	ca(decide.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "cluster-autoscaler"}) // refused: 2 + 3 > 4
+	ca(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"})
 	r.runFor(t, 30*time.Minute)
-	ca(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "m-0"}, {Name: "m-2"}}, RequestedBy: "cluster-autoscaler"})
+	ca(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "m-0"}, {Name: "m-2"}}, RequestedBy: "cluster-autoscaler"})
 	r.runFor(t, 40*time.Minute)
-	ca(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	ca(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	r.runFor(t, time.Hour)
 	to := r.h.Clock.Now()
 
@@ -280,18 +280,18 @@ func TestTheSameWhatIfTwiceGivesTheSameAnswer(t *testing.T) {
 	ca := newRecorder(t, poolYAML(events.ScalerClusterAutoscaler, 30, 30, 0), sim.Timing{})
 	from = ca.h.Clock.Now()
 	for round := range 6 {
-		res, err := ca.h.Service.Execute(context.Background(), handlers.IncreaseSize{Group: "g", Delta: 10 + round, RequestedBy: "cluster-autoscaler"})
+		res, err := ca.h.Service.Execute(context.Background(), decide.IncreaseSize{Group: "g", Delta: 10 + round, RequestedBy: "cluster-autoscaler"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ca.runFor(t, 10*time.Minute)
-		var nodes []handlers.NodeRef
+		var nodes []decide.NodeRef
 		ca.h.Read(func(s *projections.State) {
 			for _, c := range res.Claims() {
-				nodes = append(nodes, handlers.NodeRef{Name: s.Claims[c].Slot})
+				nodes = append(nodes, decide.NodeRef{Name: s.Claims[c].Slot})
 			}
 		})
-		if _, err := ca.h.Service.Execute(context.Background(), handlers.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "cluster-autoscaler"}); err != nil {
+		if _, err := ca.h.Service.Execute(context.Background(), decide.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "cluster-autoscaler"}); err != nil {
 			t.Fatal(err)
 		}
 		ca.runFor(t, 10*time.Minute)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
@@ -186,9 +186,9 @@ func TestServeBackupDuringAppends(t *testing.T) {
 				return
 			default:
 			}
-			var cmd handlers.Command = handlers.Decommission{Slot: "node-1.lan", By: "test", Reason: fmt.Sprint("round ", i)}
+			var cmd decide.Command = decide.Decommission{Slot: "node-1.lan", By: "test", Reason: fmt.Sprint("round ", i)}
 			if i%2 == 1 {
-				cmd = handlers.Recommission{Slot: "node-1.lan", By: "test"}
+				cmd = decide.Recommission{Slot: "node-1.lan", By: "test"}
 			}
 			if _, err := p.service.Execute(ctx, cmd); err != nil {
 				t.Errorf("%T during the backup: %v", cmd, err)

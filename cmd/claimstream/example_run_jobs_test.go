@@ -89,7 +89,7 @@ func TestTaskRunPostsEachLifecycleJobOnce(t *testing.T) {
 		switch {
 		case strings.Contains(l, `"why":"input law"`):
 			return nil
-		case strings.Contains(l, `"msg":"scenario played"`) && strings.Contains(l, `"msg":"scenario step refused","step":"handlers.DecreaseTargetSize"`):
+		case strings.Contains(l, `"msg":"scenario played"`) && strings.Contains(l, `"msg":"scenario step refused","step":"decide.DecreaseTargetSize"`):
 			return nil
 		}
 		return errNotYet

@@ -23,7 +23,7 @@ import (
 
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/events/natsserver"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 )
 
@@ -255,7 +255,7 @@ func TestServeRecoversWhenJetStreamShutsDown(t *testing.T) {
 	if err := p.applyPool(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.service.Execute(ctx, handlers.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "test"}); err != nil {
+	if _, err := p.service.Execute(ctx, decide.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -266,10 +266,10 @@ func TestServeRecoversWhenJetStreamShutsDown(t *testing.T) {
 	var refused error
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		began := time.Now()
-		_, err := p.service.Execute(ctx, handlers.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "test"})
+		_, err := p.service.Execute(ctx, decide.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "test"})
 		took := time.Since(began)
 		if err != nil {
-			if handlers.CodeOf(err) == handlers.CodeUnavailable {
+			if decide.CodeOf(err) == decide.CodeUnavailable {
 				refused = err
 			}
 			if took > 2*time.Second {

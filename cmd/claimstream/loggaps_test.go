@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -55,7 +55,7 @@ func TestServeOnATruncatedLogRefusesWritesUnlessGapsAreAccepted(t *testing.T) {
 				group = name
 			}
 		})
-		_, err := p.service.Execute(ctx, handlers.IncreaseSize{Group: group, Delta: 1, RequestedBy: "test"})
+		_, err := p.service.Execute(ctx, decide.IncreaseSize{Group: group, Delta: 1, RequestedBy: "test"})
 		return err
 	}
 	for _, accept := range []bool{false, true} {
@@ -70,7 +70,7 @@ func TestServeOnATruncatedLogRefusesWritesUnlessGapsAreAccepted(t *testing.T) {
 		leadNow(t, runCtx, p)
 		err = increase(p)
 		switch {
-		case !accept && (handlers.CodeOf(err) != handlers.CodeFailedPrecondition || !strings.Contains(err.Error(), "missing from the log")):
+		case !accept && (decide.CodeOf(err) != decide.CodeFailedPrecondition || !strings.Contains(err.Error(), "missing from the log")):
 			t.Errorf("writes over a gap: %v, want a refusal naming the missing sequence", err)
 		case accept && err != nil:
 			t.Errorf("--accept-log-gaps, yet: %v", err)

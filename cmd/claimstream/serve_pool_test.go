@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -94,7 +94,7 @@ func TestServeReportsARefusedPoolFile(t *testing.T) {
 	if err := apply(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.service.Execute(ctx, handlers.IncreaseSize{Group: "rack", Delta: 2, RequestedBy: "test"}); err != nil {
+	if _, err := p.service.Execute(ctx, decide.IncreaseSize{Group: "rack", Delta: 2, RequestedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	before := p.views.Seq()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/claimstream/claimstream/events"
 )
 
 // MaxEventsPerAppend is the most events one append may carry. An append of
@@ -39,7 +41,7 @@ func (e *AppendTooLargeError) Is(target error) bool { return target == ErrAppend
 // error: one by name, several by count and the first three ("1100
 // aggregates: group/g1, slot/a, slot/b and 1097 more"). An error naming
 // every aggregate of a big decision would be thousands of names long.
-func aggregatesNamed(writes []Write) string {
+func aggregatesNamed(writes []events.Write) string {
 	const shown = 3
 	var names []string
 	n := 0

@@ -17,11 +17,11 @@ import (
 )
 
 // slotWrites is n one-event writes, one per slot s-0 .. s-(n-1).
-func slotWrites(n int) []eventlog.Write {
-	ws := make([]eventlog.Write, n)
+func slotWrites(n int) []events.Write {
+	ws := make([]events.Write, n)
 	for i := range ws {
 		slot := fmt.Sprintf("s-%d", i)
-		ws[i] = eventlog.Write{Aggregate: events.SlotAggregate(slot), Events: []events.Event{eventstest.Created(slot, "c-"+slot)}}
+		ws[i] = events.Write{Aggregate: events.SlotAggregate(slot), Events: []events.Event{eventstest.Created(slot, "c-"+slot)}}
 	}
 	return ws
 }

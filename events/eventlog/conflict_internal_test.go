@@ -16,7 +16,7 @@ import (
 // another write with the same expectation filter is being proposed.
 func TestConflictCoversBothWrongLastSequenceCodes(t *testing.T) {
 	s := &Store{}
-	w := []Write{{Aggregate: events.SlotAggregate("a"), Expected: 3}}
+	w := []events.Write{{Aggregate: events.SlotAggregate("a"), Expected: 3}}
 	for _, code := range []jetstream.ErrorCode{10071, 10164} {
 		err := s.appendError(&jetstream.APIError{Code: 400, ErrorCode: code, Description: "wrong last sequence"}, w)
 		var ce *ConflictError

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/claimstream/claimstream/events"
 )
 
 // Bounds is the span of sequences the log holds: events before First
@@ -43,7 +45,7 @@ func (s *Store) Replicas() int { return s.cfg.Replicas }
 // expected one is older than the log's first, "nothing since Expected" is
 // "nothing left in the log", so the writes are returned with those
 // expectations set to 0 for one more try; nil when the conflict is real.
-func (s *Store) expiredExpectations(ctx context.Context, err error, writes []Write) []Write {
+func (s *Store) expiredExpectations(ctx context.Context, err error, writes []events.Write) []events.Write {
 	if !errors.Is(err, ErrConflict) {
 		return nil
 	}
@@ -51,7 +53,7 @@ func (s *Store) expiredExpectations(ctx context.Context, err error, writes []Wri
 	if berr != nil || !b.Truncated() {
 		return nil
 	}
-	again := make([]Write, len(writes))
+	again := make([]events.Write, len(writes))
 	changed := false
 	for i, w := range writes {
 		again[i] = w

@@ -233,14 +233,6 @@ func (s *Store) Stats() ReadStats {
 	return ReadStats{Decoded: s.decoded.Load(), UnknownType: s.unknown.Load(), BadData: s.bad.Load()}
 }
 
-// Write is the events one decision appends to one aggregate, with the
-// aggregate's last sequence as the decider saw it (0: no event yet).
-type Write struct {
-	Aggregate events.Aggregate
-	Expected  uint64
-	Events    []events.Event
-}
-
 // AppendResult is where an append landed.
 type AppendResult struct {
 	First, Last uint64
@@ -253,7 +245,7 @@ type AppendResult struct {
 // Append writes events to one aggregate if, and only if, its last sequence
 // is still expected. See AppendWrites.
 func (s *Store) Append(ctx context.Context, agg events.Aggregate, expected uint64, evs ...events.Event) (AppendResult, error) {
-	return s.AppendWrites(ctx, Write{Aggregate: agg, Expected: expected, Events: evs})
+	return s.AppendWrites(ctx, events.Write{Aggregate: agg, Expected: expected, Events: evs})
 }
 
 // AppendWrites appends the writes of one decision. Each write's first event
@@ -274,14 +266,14 @@ func (s *Store) Append(ctx context.Context, agg events.Aggregate, expected uint6
 // Under a fence (Fenced), the append lands only while the leadership's
 // last event is the writer's LeaderElected; otherwise it is a
 // *FencedError (errors.Is(err, ErrFenced)).
-func (s *Store) AppendWrites(ctx context.Context, writes ...Write) (AppendResult, error) {
+func (s *Store) AppendWrites(ctx context.Context, writes ...events.Write) (AppendResult, error) {
 	if fence, ok := fenceOf(ctx); ok {
 		return s.appendFenced(ctx, fence, writes)
 	}
 	return s.appendUnfenced(ctx, writes)
 }
 
-func (s *Store) appendUnfenced(ctx context.Context, writes []Write) (AppendResult, error) {
+func (s *Store) appendUnfenced(ctx context.Context, writes []events.Write) (AppendResult, error) {
 	att := &attempt{}
 	res, err := s.appendWrites(ctx, att, writes...)
 	res, err = s.retryNoResponders(ctx, att, res, err, writes)
@@ -311,7 +303,7 @@ type attempt struct {
 	once bool
 }
 
-func (s *Store) appendWrites(ctx context.Context, att *attempt, writes ...Write) (AppendResult, error) {
+func (s *Store) appendWrites(ctx context.Context, att *attempt, writes ...events.Write) (AppendResult, error) {
 	msgs, out, err := s.appendMsgs(ctx, writes)
 	if err != nil {
 		return AppendResult{}, err
@@ -328,7 +320,7 @@ func (s *Store) appendWrites(ctx context.Context, att *attempt, writes ...Write)
 // an id gets one, written back into writes, so that the same writes sent
 // again carry the same ids.
 // Under a fence (ctx), the first message carries it (store_fence.go).
-func (s *Store) appendMsgs(ctx context.Context, writes []Write) ([]*nats.Msg, []events.Event, error) {
+func (s *Store) appendMsgs(ctx context.Context, writes []events.Write) ([]*nats.Msg, []events.Event, error) {
 	total := 0
 	for _, w := range writes {
 		total += len(w.Events)
@@ -403,7 +395,7 @@ func (s *Store) appendMsgs(ctx context.Context, writes []Write) ([]*nats.Msg, []
 
 // publishAppend sends the messages of one append (one message, or one
 // atomic batch) in tries (resendUnanswered).
-func (s *Store) publishAppend(ctx context.Context, att *attempt, msgs []*nats.Msg, writes []Write, out []events.Event) (AppendResult, error) {
+func (s *Store) publishAppend(ctx context.Context, att *attempt, msgs []*nats.Msg, writes []events.Write, out []events.Event) (AppendResult, error) {
 	var first, last uint64
 	var dup bool
 	if len(msgs) == 1 {
@@ -440,7 +432,7 @@ func (s *Store) publishAppend(ctx context.Context, att *attempt, msgs []*nats.Ms
 // own events, possibly with later writes of others after them. The read
 // back (readBack) finds the first event after each write's expectation:
 // if it carries our id, the append had landed.
-func (s *Store) landedBefore(ctx context.Context, err error, writes []Write, out []events.Event) (AppendResult, error) {
+func (s *Store) landedBefore(ctx context.Context, err error, writes []events.Write, out []events.Event) (AppendResult, error) {
 	if !errors.Is(err, ErrConflict) && !isDuplicateBatch(err) {
 		return AppendResult{}, err
 	}
@@ -452,7 +444,7 @@ func (s *Store) landedBefore(ctx context.Context, err error, writes []Write, out
 	return AppendResult{}, err
 }
 
-func (s *Store) appendError(err error, writes []Write) error {
+func (s *Store) appendError(err error, writes []events.Write) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant) {
 		ce := &ConflictError{Code: int(apiErr.ErrorCode), Message: apiErr.Description}

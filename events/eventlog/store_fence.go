@@ -176,7 +176,7 @@ func (s *Store) lastSeqAtLeader(ctx context.Context, agg events.Aggregate) (uint
 // appendFenced is AppendWrites under a fence: the writes' aggregates
 // locked, the first write's expectation checked here, the fence's on the
 // server.
-func (s *Store) appendFenced(ctx context.Context, fence uint64, writes []Write) (AppendResult, error) {
+func (s *Store) appendFenced(ctx context.Context, fence uint64, writes []events.Write) (AppendResult, error) {
 	var aggs []events.Aggregate
 	first := -1
 	for i, w := range writes {

@@ -71,7 +71,7 @@ func fencedLeaders(t *testing.T, replicas int, aJS, bJS jetstream.JetStream) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.AppendWrites(fa,
-			eventlog.Write{Aggregate: slot, Expected: w1.Last, Events: []events.Event{eventstest.Booting("n1", "c1")}},
+			events.Write{Aggregate: slot, Expected: w1.Last, Events: []events.Event{eventstest.Booting("n1", "c1")}},
 		)
 		done <- err
 	}()
@@ -89,8 +89,8 @@ func fencedLeaders(t *testing.T, replicas int, aJS, bJS jetstream.JetStream) {
 	// And a multi-aggregate write of the deposed leader, not paused.
 	pj.pause = false
 	_, err = a.AppendWrites(fa,
-		eventlog.Write{Aggregate: events.SlotAggregate("n2"), Events: []events.Event{eventstest.Created("n2", "c3")}},
-		eventlog.Write{Aggregate: events.SlotAggregate("n3"), Events: []events.Event{eventstest.Created("n3", "c4")}},
+		events.Write{Aggregate: events.SlotAggregate("n2"), Events: []events.Event{eventstest.Created("n2", "c3")}},
+		events.Write{Aggregate: events.SlotAggregate("n3"), Events: []events.Event{eventstest.Created("n3", "c4")}},
 	)
 	if !errors.Is(err, eventlog.ErrFenced) {
 		t.Fatalf("the deposed leader's batch: %v, want ErrFenced", err)

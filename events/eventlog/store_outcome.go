@@ -53,7 +53,7 @@ type readBackResult struct {
 	res     AppendResult // when landed
 	why     string       // when not landed or absent
 	// taken is the write whose aggregate another write took.
-	taken Write
+	taken events.Write
 }
 
 // readBack asks the stream's leader, for each write, for the first event
@@ -62,7 +62,7 @@ type readBackResult struct {
 // event is its own first one (by Nats-Msg-Id), whatever came after; if
 // another event is there, the write can never land. out are the events as
 // sent (ids set); their sequences are filled in when they landed.
-func (s *Store) readBack(ctx context.Context, writes []Write, out []events.Event) readBackResult {
+func (s *Store) readBack(ctx context.Context, writes []events.Write, out []events.Event) readBackResult {
 	counts := map[outcome]int{}
 	res := AppendResult{Duplicate: true}
 	var r readBackResult
@@ -124,7 +124,7 @@ func (s *Store) readBack(ctx context.Context, writes []Write, out []events.Event
 // answer. Landed is success; another write in its place is a conflict (the
 // caller decides again); a resend the stream refuses outright is that
 // refusal; anything else is an *OutcomeUnknownError.
-func (s *Store) resolveOutcome(ctx context.Context, lost error, writes []Write) (AppendResult, error) {
+func (s *Store) resolveOutcome(ctx context.Context, lost error, writes []events.Write) (AppendResult, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OutcomeWait)
 	defer cancel()
 	to := aggregatesNamed(writes)

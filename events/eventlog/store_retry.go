@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events"
 )
 
 // While a cluster moves a stream's leadership, or its stream is busy, a
@@ -28,7 +30,7 @@ func isNoResponders(err error) bool {
 
 // retryNoResponders sends the writes again while the server had no
 // responder for them, at most noRespondersRetries times.
-func (s *Store) retryNoResponders(ctx context.Context, att *attempt, res AppendResult, err error, writes []Write) (AppendResult, error) {
+func (s *Store) retryNoResponders(ctx context.Context, att *attempt, res AppendResult, err error, writes []events.Write) (AppendResult, error) {
 	for i := 0; i < noRespondersRetries && isNoResponders(err) && ctx.Err() == nil; i++ {
 		select {
 		case <-ctx.Done():
@@ -85,7 +87,7 @@ func timedOut(ctx, tctx context.Context, err error) bool {
 //
 // A try that was sent and not answered by the stream marks att unsure: the
 // append may have landed (AppendWrites then resolves it).
-func resendUnanswered[A any](ctx context.Context, s *Store, att *attempt, writes []Write, publish func(context.Context) (A, error)) (A, error) {
+func resendUnanswered[A any](ctx context.Context, s *Store, att *attempt, writes []events.Write, publish func(context.Context) (A, error)) (A, error) {
 	held := false
 	wait := s.cfg.AnswerWait
 	if att.once {

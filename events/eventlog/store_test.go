@@ -87,8 +87,8 @@ func TestAppendBatchIsAtomic(t *testing.T) {
 	}
 	// b is stale (expects 0, has 1): nothing of the batch lands, not even a.
 	_, err := st.AppendWrites(ctx,
-		eventlog.Write{Aggregate: a, Expected: 0, Events: []events.Event{eventstest.Created("a", "a1")}},
-		eventlog.Write{Aggregate: b, Expected: 0, Events: []events.Event{eventstest.Created("b", "b2")}},
+		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{eventstest.Created("a", "a1")}},
+		events.Write{Aggregate: b, Expected: 0, Events: []events.Event{eventstest.Created("b", "b2")}},
 	)
 	if !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("stale batch: %v, want ErrConflict", err)
@@ -97,8 +97,8 @@ func TestAppendBatchIsAtomic(t *testing.T) {
 		t.Fatalf("after refused batch the log holds %d, want 1", got)
 	}
 	res, err := st.AppendWrites(ctx,
-		eventlog.Write{Aggregate: a, Expected: 0, Events: []events.Event{eventstest.Created("a", "a1"), eventstest.Booting("a", "a1")}},
-		eventlog.Write{Aggregate: b, Expected: 1, Events: []events.Event{eventstest.Booting("b", "b1")}},
+		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{eventstest.Created("a", "a1"), eventstest.Booting("a", "a1")}},
+		events.Write{Aggregate: b, Expected: 1, Events: []events.Event{eventstest.Booting("b", "b1")}},
 	)
 	if err != nil {
 		t.Fatalf("batch: %v", err)

@@ -168,7 +168,7 @@ func retriedAppendDedupes(t *testing.T, b Backend) {
 		t.Fatalf("retry %+v, want a duplicate of seq %d", r2, r1.Last)
 	}
 	// A batch retried after its ack was lost: recognised by its ids.
-	batch := []eventlog.Write{
+	batch := []events.Write{
 		{Aggregate: events.SlotAggregate("a"), Expected: 0, Events: []events.Event{Created("a", "a1"), Booting("a", "a1")}},
 		{Aggregate: events.SlotAggregate("b"), Expected: 0, Events: []events.Event{Created("b", "b1")}},
 	}
@@ -206,8 +206,8 @@ func batchAllOrNothing(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	_, err := st.AppendWrites(ctx,
-		eventlog.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1")}},
-		eventlog.Write{Aggregate: bb, Expected: 0, Events: []events.Event{Created("b", "b2")}},
+		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1")}},
+		events.Write{Aggregate: bb, Expected: 0, Events: []events.Event{Created("b", "b2")}},
 	)
 	if !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("stale batch: %v, want a conflict", err)
@@ -216,8 +216,8 @@ func batchAllOrNothing(t *testing.T, b Backend) {
 		t.Fatalf("after the refused batch the log holds %d, want 1", n)
 	}
 	res, err := st.AppendWrites(ctx,
-		eventlog.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1"), Booting("a", "a1")}},
-		eventlog.Write{Aggregate: bb, Expected: 1, Events: []events.Event{Booting("b", "b1")}},
+		events.Write{Aggregate: a, Expected: 0, Events: []events.Event{Created("a", "a1"), Booting("a", "a1")}},
+		events.Write{Aggregate: bb, Expected: 1, Events: []events.Event{Booting("b", "b1")}},
 	)
 	if err != nil {
 		t.Fatalf("batch: %v", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -109,12 +110,12 @@ func (h *Harness) Restart() {
 }
 
 // Exec runs a command through the service.
-func (h *Harness) Exec(cmd handlers.Command) (handlers.Result, error) {
+func (h *Harness) Exec(cmd decide.Command) (handlers.Result, error) {
 	return h.Service.Execute(context.Background(), cmd)
 }
 
 // MustExec runs a command and fails the test on any error.
-func (h *Harness) MustExec(cmd handlers.Command) handlers.Result {
+func (h *Harness) MustExec(cmd decide.Command) handlers.Result {
 	h.T.Helper()
 	r, err := h.Exec(cmd)
 	if err != nil {
@@ -140,19 +141,19 @@ func (h *Harness) DeclareWith(group string, spec events.GroupSpec, slotSpec func
 		spec.Scaler = events.ScalerClusterAutoscaler
 	}
 	now := h.Clock.Now().UTC()
-	var ws []eventlog.Write
+	var ws []events.Write
 	h.Read(func(s *projections.State) {
 		var gseq uint64
 		if g := s.Groups[group]; g != nil {
 			gseq = g.Seq
 		}
-		ws = append(ws, eventlog.Write{Aggregate: events.GroupAggregate(group), Expected: gseq, Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
+		ws = append(ws, events.Write{Aggregate: events.GroupAggregate(group), Expected: gseq, Events: []events.Event{{Time: now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
 		for _, sl := range slots {
 			var seq uint64
 			if x := s.Slots[sl]; x != nil {
 				seq = x.Seq
 			}
-			ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl), Expected: seq, Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: slotSpec(sl)}}}})
+			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Expected: seq, Events: []events.Event{{Time: now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}, Spec: slotSpec(sl)}}}})
 		}
 	})
 	res, err := h.Store.AppendWrites(context.Background(), ws...)

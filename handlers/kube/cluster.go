@@ -30,25 +30,6 @@ type Options struct {
 	Namespace string
 	// Resync is the informers' resync period (default 0: none).
 	Resync time.Duration
-	// Versions, when set, is the truth Settle waits for the caches to
-	// reach (the simulator's and the tests' fake clientset, see Fake).
-	Versions func() (nodes, jobs map[string]string)
-	// WorkVersions, when set, is the truth Settle waits for the workload
-	// caches (started by the first Workload call) to reach: by resource
-	// ("pods", "jobs", ...), the resourceVersion of every "<ns>/<name>".
-	WorkVersions func() map[string]map[string]string
-	// Generation, when set with Versions, counts the writes Versions
-	// knows of (Fake.Generation): Settle returns at once when nothing was
-	// written since it last found the caches caught up (settle.go).
-	Generation func() uint64
-	// Changes, when set with Generation, lists the writes after a
-	// generation (Fake.ChangesSince): a Settle after a write then checks
-	// only what was written (settle.go).
-	Changes func(since uint64) ([]Change, bool)
-	// Lag, when set, is how long in real time until the next write still
-	// on its way to the informers is due (Fake.RealLag): Settle waits it
-	// out first. A write that waits on a fake clock is not waited for.
-	Lag func() time.Duration
 	// Clock times how long a write of the adapter is read in place of
 	// the informers' caches before they deliver it (default the real
 	// clock).
@@ -59,7 +40,6 @@ type Options struct {
 type Cluster struct {
 	client    Client
 	namespace string
-	versions  func() (map[string]string, map[string]string)
 
 	nodes cache.SharedIndexInformer
 	jobs  cache.SharedIndexInformer
@@ -70,18 +50,15 @@ type Cluster struct {
 	watch   objectWatchers
 
 	// The built-in scaler's workload informers (workload.go).
-	resync       time.Duration
-	workVersions func() map[string]map[string]string
-	workMu       sync.Mutex
-	runCtx       context.Context
-	work         *workInformers
+	resync time.Duration
+	workMu sync.Mutex
+	runCtx context.Context
+	work   *workInformers
 
-	generation func() uint64
-	changes    func(since uint64) ([]Change, bool)
-	settled    settledAt
-	handled    *handledVersions // nil without Versions: nothing to settle against
-	lag        func() time.Duration
-	own        *ownWrites
+	own *ownWrites
+	// settle is the fake's Settle (Fake.NewCluster); nil over a real API
+	// server, which has nothing to settle against.
+	settle *settler
 }
 
 var _ handlers.Cluster = (*Cluster)(nil)
@@ -91,12 +68,7 @@ func New(client Client, opts Options) *Cluster {
 	if opts.Namespace == "" {
 		opts.Namespace = "claimstream"
 	}
-	c := &Cluster{client: client, namespace: opts.Namespace, versions: opts.Versions, changed: make(chan struct{}), resync: opts.Resync, workVersions: opts.WorkVersions, generation: opts.Generation, changes: opts.Changes, lag: opts.Lag, own: newOwnWrites(opts.Clock)}
-	if opts.Versions != nil {
-		// Only Settle reads what the handlers saw; a cluster with no truth
-		// to settle against (serve's) does not record it.
-		c.handled = &handledVersions{}
-	}
+	c := &Cluster{client: client, namespace: opts.Namespace, changed: make(chan struct{}), resync: opts.Resync, own: newOwnWrites(opts.Clock)}
 	c.nodes = newInformer[*corev1.NodeList](client, client.CoreV1().Nodes(), &corev1.Node{}, opts.Resync, "", trimNode)
 	// Of the namespace's Jobs, the lifecycle Jobs only (they all carry a
 	// claim label): the namespace may be shared with other work.
@@ -109,15 +81,15 @@ func New(client Client, opts Options) *Cluster {
 				c.delivered(name, o, false)
 				c.notify()
 				c.objectChanged(o)
-				c.handled.note(name, o, false)
+				c.settle.note(name, o, false)
 			},
 			UpdateFunc: func(_, o any) {
 				c.delivered(name, o, false)
 				c.notify()
 				c.objectChanged(o)
-				c.handled.note(name, o, false)
+				c.settle.note(name, o, false)
 			},
-			DeleteFunc: func(o any) { c.delivered(name, o, true); c.notify(); c.objectChanged(o); c.handled.note(name, o, true) },
+			DeleteFunc: func(o any) { c.delivered(name, o, true); c.notify(); c.objectChanged(o); c.settle.note(name, o, true) },
 		})
 	}
 	return c
@@ -168,38 +140,20 @@ func (c *Cluster) notify() {
 }
 
 // Settle waits until the caches, and the handlers that tell WatchObjects
-// and Changed, reflect every write the Versions truth knows of. Without Versions it returns at once. The simulator and the
-// tests call it between steps so that a pass on a fake clock reads what
-// the previous step wrote.
+// and Changed, reflect every write the fake knows of (Fake.NewCluster;
+// settle.go). A cluster over a real API server returns at once. The
+// simulator and the tests call it between steps so that a pass on a fake
+// clock reads what the previous step wrote.
 func (c *Cluster) Settle(ctx context.Context) error {
-	if c.versions == nil {
+	if c.settle == nil {
 		return nil
 	}
-	if err := c.waitLag(ctx); err != nil {
-		return err
-	}
-	at, unchanged := c.unchangedSinceSettled()
-	if unchanged {
-		return nil
-	}
-	if ok, err := c.settleChanges(ctx, at); ok {
-		if err == nil {
-			c.markSettled(at)
-		}
-		return err
-	}
-	for {
-		noted := c.handled.next()
-		nodes, jobs := c.versions()
-		if c.handled.same("nodes", nodes, "") && c.handled.same("jobs", jobs, c.namespace+"/") && c.settledWork() {
-			c.markSettled(at)
-			return nil
-		}
-		if err := c.waitHandled(ctx, noted); err != nil {
-			return err
-		}
-	}
+	return c.settle.wait(ctx, c)
 }
+
+// cacheTombstone is what a delete handler gets for an object whose
+// final state the informer missed.
+type cacheTombstone = cache.DeletedFinalStateUnknown
 
 func metaOf(obj any) (metav1.Object, error) {
 	switch o := obj.(type) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/kube"
 )
 
@@ -19,7 +20,7 @@ func start(t *testing.T) (*kube.Fake, *kube.Cluster) {
 	t.Helper()
 	f := kube.NewFake()
 	f.StampCreation(func() time.Time { return time.Unix(1000, 0) }, nil)
-	c := kube.New(f, kube.Options{Namespace: "ns", Versions: f.Versions("ns"), Lag: f.RealLag})
+	c := f.NewCluster(kube.Options{Namespace: "ns"})
 	ctx, cancel := context.WithCancel(context.Background())
 	c.Start(ctx)
 	t.Cleanup(func() { cancel(); c.Shutdown() })
@@ -34,10 +35,10 @@ func TestCreateJobShapeAndAlreadyExists(t *testing.T) {
 	ctx := context.Background()
 	ttl := int32(600)
 	req := handlers.JobRequest{
-		Name: "a-123456-start-1", Slot: "a", Claim: "a-123456", Attempt: 1, Operation: handlers.OperationStartup,
+		Name: "a-123456-start-1", Slot: "a", Claim: "a-123456", Attempt: 1, Operation: decide.OperationStartup,
 		Spec:    events.JobSpec{PodSpec: json.RawMessage(`{"restartPolicy":"OnFailure","containers":[{"name":"x","image":"i","env":[{"name":"CLAIMSTREAM_SLOT","value":"stale"}]},{"name":"y","image":"i"}]}`), TTLSecondsAfterFinished: &ttl},
 		Timeout: 5 * time.Minute,
-		Labels:  map[string]string{handlers.LabelClaim: "a-123456", handlers.LabelSlot: "a", handlers.LabelOperation: handlers.OperationStartup},
+		Labels:  map[string]string{handlers.LabelClaim: "a-123456", handlers.LabelSlot: "a", handlers.LabelOperation: decide.OperationStartup},
 		Env:     map[string]string{handlers.EnvSlot: "a", handlers.EnvClaim: "a-123456"},
 	}
 	for i, want := range []bool{true, false} {

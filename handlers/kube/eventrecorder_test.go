@@ -20,7 +20,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/projections"
@@ -144,8 +144,8 @@ func TestEventRecorderRecordsOnTheNodeOrTheJob(t *testing.T) {
 	ctx := context.Background()
 	e.h.Declare("g", events.GroupSpec{}, "a")
 	e.h.Declare("j", events.GroupSpec{}, "j1")
-	old := e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "history"}).Claims()[0]
-	e.h.MustExec(handlers.FailClaim{Claim: old, Reason: projections.ReasonDeletedByHand})
+	old := e.h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "history"}).Claims()[0]
+	e.h.MustExec(decide.FailClaim{Claim: old, Reason: projections.ReasonDeletedByHand})
 	e.h.Clock.Step(time.Hour)
 
 	e.startRecorder(t, nil)
@@ -155,10 +155,10 @@ func TestEventRecorderRecordsOnTheNodeOrTheJob(t *testing.T) {
 	if err := e.cl.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"}).Claims()[0]
-	e.h.MustExec(handlers.BootClaim{Claim: c})
+	c := e.h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"}).Claims()[0]
+	e.h.MustExec(decide.BootClaim{Claim: c})
 	e.h.Clock.Step(90 * time.Second)
-	e.h.MustExec(handlers.MarkReady{Claim: c, Node: "a"})
+	e.h.MustExec(decide.MarkReady{Claim: c, Node: "a"})
 
 	created := e.waitEvent(t, "ClaimCreated", "Node", "a")
 	if created.Type != "Normal" || !strings.Contains(created.Note, "requested by cluster-autoscaler") || created.ReportingController != kube.ReportingController || created.Namespace != metav1.NamespaceDefault {
@@ -169,15 +169,15 @@ func TestEventRecorderRecordsOnTheNodeOrTheJob(t *testing.T) {
 		t.Errorf("ClaimReady: note %q, regarding %+v", ready.Note, ready.Regarding)
 	}
 	booting := e.waitEvent(t, "ClaimBooting", "Node", "a")
-	if booting.Related == nil || booting.Related.Kind != "Job" || booting.Related.Name != handlers.JobName(c, "start", 1) {
+	if booting.Related == nil || booting.Related.Kind != "Job" || booting.Related.Name != decide.JobName(c, "start", 1) {
 		t.Errorf("ClaimBooting on the Node should relate its startup Job: %+v", booting.Related)
 	}
 
 	// No Node: the startup Job, or nothing before there is one.
-	j := e.h.MustExec(handlers.IncreaseSize{Group: "j", Delta: 1, RequestedBy: "cluster-autoscaler"}).Claims()[0]
-	e.h.MustExec(handlers.BootClaim{Claim: j})
-	e.h.MustExec(handlers.FailClaim{Claim: j, Reason: projections.ReasonStartupJobFailed, Message: "exit 1"})
-	job := handlers.JobName(j, "start", 1)
+	j := e.h.MustExec(decide.IncreaseSize{Group: "j", Delta: 1, RequestedBy: "cluster-autoscaler"}).Claims()[0]
+	e.h.MustExec(decide.BootClaim{Claim: j})
+	e.h.MustExec(decide.FailClaim{Claim: j, Reason: projections.ReasonStartupJobFailed, Message: "exit 1"})
+	job := decide.JobName(j, "start", 1)
 	failed := e.waitEvent(t, "ClaimFailed", "Job", job)
 	if failed.Type != "Warning" || failed.Namespace != "ns" || !strings.Contains(failed.Note, "StartupJobFailed: exit 1") {
 		t.Errorf("ClaimFailed: %+v", failed)
@@ -229,7 +229,7 @@ func TestEventRecorderReportsRefusedWrites(t *testing.T) {
 	if err := e.cl.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	e.h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if fc.get("event") == 0 {
 			return fmt.Errorf("no failure counted")

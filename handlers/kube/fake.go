@@ -38,7 +38,7 @@ import (
 // (NewSimpleClientset) but for Client's six only (see Client). Its tracker
 // stamps a resourceVersion on every write and remembers the newest one of
 // every Node and Job, so a Cluster over it can wait until its informer
-// caches have caught up (Options.Versions = f.Versions, Cluster.Settle).
+// caches have caught up (Fake.NewCluster, Cluster.Settle).
 // The fake tracker sets no resourceVersions by itself.
 type Fake struct {
 	k8stesting.Fake
@@ -186,7 +186,7 @@ func (f *Fake) Versions(ns string) func() (map[string]string, map[string]string)
 }
 
 // Generation counts the writes and deletes of the objects Versions and
-// WorkVersions follow (Options.Generation).
+// WorkVersions follow (Fake.NewCluster).
 func (f *Fake) Generation() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -195,7 +195,7 @@ func (f *Fake) Generation() uint64 {
 }
 
 // WorkVersions returns the newest resourceVersion of every workload object
-// the built-in scaler lists (Options.WorkVersions), Jobs of every namespace
+// the built-in scaler lists (Fake.NewCluster), Jobs of every namespace
 // included. The map is shared like Versions'.
 func (f *Fake) WorkVersions() map[string]map[string]string {
 	f.mu.Lock()
@@ -367,7 +367,7 @@ func (f *Fake) changed(gvr schema.GroupVersionResource, ns, name, rv string) {
 }
 
 // ChangesSince returns the writes and deletes counted after generation
-// gen (Options.Changes), in order; ok is false when the log no longer
+// gen (Fake.NewCluster), in order; ok is false when the log no longer
 // reaches back that far.
 func (f *Fake) ChangesSince(gen uint64) (changes []Change, ok bool) {
 	f.mu.Lock()

@@ -184,7 +184,7 @@ func (f *Fake) NextDue() (time.Time, bool) {
 }
 
 // RealLag is how long until the last write on its way reaches the
-// informers when the fake runs on the real clock (Options.Lag); 0 on a
+// informers when the fake runs on the real clock (Fake.NewCluster); 0 on a
 // fake clock, whose time only its owner moves.
 func (f *Fake) RealLag() time.Duration {
 	if _, real := f.lag.clock.(clock.RealClock); !real {

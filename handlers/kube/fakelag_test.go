@@ -17,6 +17,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/kube"
 )
 
@@ -24,7 +25,7 @@ func lagged(t *testing.T, delay time.Duration) (*kube.Fake, *kube.Cluster, *cloc
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	f := kube.NewFakeWith(kube.FakeOptions{Clock: clk, WatchDelay: delay})
-	c := kube.New(f, kube.Options{Namespace: "ns", Versions: f.Versions("ns"), Clock: clk})
+	c := f.NewCluster(kube.Options{Namespace: "ns", Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	c.Start(ctx)
 	t.Cleanup(func() { cancel(); c.Shutdown() })
@@ -98,7 +99,7 @@ func TestClusterReadsItsOwnWrites(t *testing.T) {
 	if n, ok := c.Node("a"); !ok || !n.Unschedulable || patches != 1 {
 		t.Fatalf("node %+v (%v) after %d patches, want cordoned after 1", n, ok, patches)
 	}
-	req := handlers.JobRequest{Name: "a-1-start-1", Slot: "a", Operation: handlers.OperationStartup,
+	req := handlers.JobRequest{Name: "a-1-start-1", Slot: "a", Operation: decide.OperationStartup,
 		Spec: jobSpec()}
 	if created, err := c.CreateJob(ctx, req); err != nil || !created {
 		t.Fatalf("create: %v %v", created, err)

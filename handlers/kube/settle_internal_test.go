@@ -7,11 +7,11 @@ import (
 )
 
 // Only a cluster with a truth to settle against records the versions its
-// handlers saw: serve's cluster (no Versions) takes every change without
+// handlers saw: a cluster made by New (serve's) takes every change without
 // keeping a copy of each object's version.
 func TestOnlyASettlingClusterRecordsHandledVersions(t *testing.T) {
 	f := NewFake()
-	settling := New(f, Options{Namespace: "ns", Versions: f.Versions("ns"), Lag: f.RealLag})
+	settling := f.NewCluster(Options{Namespace: "ns"})
 	plain := New(f, Options{Namespace: "ns"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -35,13 +35,13 @@ func TestOnlyASettlingClusterRecordsHandledVersions(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the plain cluster was not told of the Node")
 	}
-	settling.handled.mu.Lock()
-	_, seen := settling.handled.by["nodes"]["n1"]
-	settling.handled.mu.Unlock()
+	settling.settle.handled.mu.Lock()
+	_, seen := settling.settle.handled.by["nodes"]["n1"]
+	settling.settle.handled.mu.Unlock()
 	if !seen {
 		t.Error("the settling cluster did not record the Node its handlers saw")
 	}
-	if plain.handled != nil {
-		t.Error("the cluster without Versions records the versions its handlers saw")
+	if plain.settle != nil {
+		t.Error("the cluster over no fake records the versions its handlers saw")
 	}
 }

@@ -18,9 +18,8 @@ import (
 func TestSettleChecksTheCachesOnlyAfterAWrite(t *testing.T) {
 	ctx := context.Background()
 	f := kube.NewFake()
-	versions, checks := f.Versions("ns"), 0
-	c := kube.New(f, kube.Options{Namespace: "ns", Generation: f.Generation, Lag: f.RealLag,
-		Versions: func() (map[string]string, map[string]string) { checks++; return versions() }})
+	c, checks := f.NewCluster(kube.Options{Namespace: "ns"}), 0
+	kube.CountFullChecks(c, &checks, false)
 	startSynced(t, c)
 	at := time.Unix(1000, 0)
 	if err := f.RegisterNode(ctx, "n-1", "", nil, at); err != nil {
@@ -63,9 +62,8 @@ func TestSettleChecksTheCachesOnlyAfterAWrite(t *testing.T) {
 func TestSettleAfterAWriteChecksWhatWasWritten(t *testing.T) {
 	ctx := context.Background()
 	f := kube.NewFake()
-	versions, checks := f.Versions("ns"), 0
-	c := kube.New(f, kube.Options{Namespace: "ns", Generation: f.Generation, Lag: f.RealLag, Changes: f.ChangesSince,
-		Versions: func() (map[string]string, map[string]string) { checks++; return versions() }})
+	c, checks := f.NewCluster(kube.Options{Namespace: "ns"}), 0
+	kube.CountFullChecks(c, &checks, true)
 	var mu sync.Mutex
 	told := map[string]int{}
 	c.WatchObjects(func(ch handlers.ObjectChange) {

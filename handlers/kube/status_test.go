@@ -17,6 +17,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/projections"
@@ -100,9 +101,9 @@ func (e *statusEnv) waitStatus(t *testing.T, what string, ok func(kube.Status) b
 // at which sequence of the log.
 func TestStatusConfigMapContent(t *testing.T) {
 	e := newStatusEnv(t, time.Second)
-	claims := e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
-	e.h.MustExec(handlers.BootClaim{Claim: claims[0]})
-	last := e.h.MustExec(handlers.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
+	claims := e.h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
+	e.h.MustExec(decide.BootClaim{Claim: claims[0]})
+	last := e.h.MustExec(decide.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
 	waitForWaiter(t, e.h)
 	e.h.Clock.Step(time.Second)
 	st := e.waitStatus(t, "at the failure", func(st kube.Status) bool { return st.Seq == last.Last })
@@ -135,7 +136,7 @@ func TestStatusConfigMapRateBounded(t *testing.T) {
 	}
 	var last handlers.Result
 	for range 3 {
-		last = e.h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+		last = e.h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	}
 	// Nine seconds on: still inside the interval, nothing is written; one
 	// more second and the three changes are written at once. Each write's

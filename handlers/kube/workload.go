@@ -53,9 +53,9 @@ func (c *Cluster) startWork() *workInformers {
 	}}
 	for res, inf := range w.stores {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { c.notify(); c.handled.note("work/"+res, o, false) },
-			UpdateFunc: func(_, o any) { c.notify(); c.handled.note("work/"+res, o, false) },
-			DeleteFunc: func(o any) { c.notify(); c.handled.note("work/"+res, o, true) },
+			AddFunc:    func(o any) { c.notify(); c.settle.note("work/"+res, o, false) },
+			UpdateFunc: func(_, o any) { c.notify(); c.settle.note("work/"+res, o, false) },
+			DeleteFunc: func(o any) { c.notify(); c.settle.note("work/"+res, o, true) },
 		})
 		w.hasSynced = append(w.hasSynced, inf.HasSynced)
 	}
@@ -117,24 +117,6 @@ func (c *Cluster) Workload(ctx context.Context) (scale.Observation, error) {
 		return scale.Observation{}, fmt.Errorf("list replicasets: %w", err)
 	}
 	return o, nil
-}
-
-// settleWork waits for the workload caches, if started, to reach the
-// WorkVersions truth.
-func (c *Cluster) settledWork() bool {
-	c.workMu.Lock()
-	w := c.work
-	c.workMu.Unlock()
-	if w == nil || c.workVersions == nil {
-		return true
-	}
-	want := c.workVersions()
-	for res := range w.stores {
-		if !c.handled.same("work/"+res, want[res], "") {
-			return false
-		}
-	}
-	return true
 }
 
 // Nodes implements handlers.Cluster.

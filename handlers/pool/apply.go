@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
@@ -113,7 +114,7 @@ type GroupCommand struct {
 // with the group's IncreaseSize, so the maxSize rule holds.
 func (c GroupCommand) LockKey(*projections.State) string { return c.Group }
 
-func (c GroupCommand) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c GroupCommand) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	ws, err := ReconcileGroup(c.Config, s, c.Group, now)
 	if err != nil {
 		return nil, err
@@ -123,7 +124,7 @@ func (c GroupCommand) Decide(s *projections.State, now time.Time) ([]eventlog.Wr
 
 // firstAppend is the longest prefix of ws with at most limit events (at
 // least one write: no write of the reconciler has more than two events).
-func firstAppend(ws []eventlog.Write, limit int) []eventlog.Write {
+func firstAppend(ws []events.Write, limit int) []events.Write {
 	n := 0
 	for i, w := range ws {
 		n += len(w.Events)

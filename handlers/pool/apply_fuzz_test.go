@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 )
 
@@ -71,7 +72,7 @@ func FuzzApplyGroupByGroup(f *testing.F) {
 	})
 }
 
-func countEvents(ws []eventlog.Write) int {
+func countEvents(ws []events.Write) int {
 	n := 0
 	for _, w := range ws {
 		n += len(w.Events)

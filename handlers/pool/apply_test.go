@@ -16,7 +16,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -236,7 +236,7 @@ func TestApplyRefusedFileWritesNothing(t *testing.T) {
 	if _, err := applier(h).Apply(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	h.MustExec(handlers.IncreaseSize{Group: "g-1", Delta: 2, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g-1", Delta: 2, RequestedBy: "ca"})
 	before := lastSeq(t, h)
 
 	changed := bigConfig(2, 3, "2")
@@ -275,8 +275,8 @@ func TestMaxSizeHoldsAgainstConcurrentIncreaseSize(t *testing.T) {
 			for range 3 {
 				wg.Go(func() {
 					for range 6 {
-						_, err := h.Exec(handlers.IncreaseSize{Group: "g-0", Delta: 1, RequestedBy: "ca"})
-						if err != nil && handlers.CodeOf(err) != handlers.CodeFailedPrecondition {
+						_, err := h.Exec(decide.IncreaseSize{Group: "g-0", Delta: 1, RequestedBy: "ca"})
+						if err != nil && decide.CodeOf(err) != decide.CodeFailedPrecondition {
 							t.Errorf("IncreaseSize: %v", err)
 						}
 					}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -35,7 +34,7 @@ import (
 // Reconcile is the whole file as one decision: it checks a file and counts
 // its work. Apply writes it one group at a time (ReconcileGroup), because
 // one append holds at most eventlog.MaxEventsPerAppend events.
-func Reconcile(cfg *Config, s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func Reconcile(cfg *Config, s *projections.State, now time.Time) ([]events.Write, error) {
 	d, err := reconcile(cfg, s, now, "")
 	if err != nil {
 		return nil, err
@@ -61,7 +60,7 @@ func Reconcile(cfg *Config, s *projections.State, now time.Time) ([]eventlog.Wri
 // written. The operator scales the group down first. Run under the group's
 // lock (Apply does), no IncreaseSize can land between the check and the
 // write.
-func ReconcileGroup(cfg *Config, s *projections.State, group string, now time.Time) ([]eventlog.Write, error) {
+func ReconcileGroup(cfg *Config, s *projections.State, group string, now time.Time) ([]events.Write, error) {
 	if group == "" {
 		return nil, errors.New("pool: no group named")
 	}
@@ -78,7 +77,7 @@ func ReconcileGroup(cfg *Config, s *projections.State, group string, now time.Ti
 
 // decision is what reconcile found, by kind.
 type decision struct {
-	groupWrites, retireSlots, slotWrites, retireGroups []eventlog.Write
+	groupWrites, retireSlots, slotWrites, retireGroups []events.Write
 	// groups with something to write, in the order Apply writes them:
 	// the file's groups in file order, then the groups leaving it.
 	groups []string
@@ -86,7 +85,7 @@ type decision struct {
 	eventsOf map[string]int
 }
 
-func (d *decision) add(group string, list *[]eventlog.Write, w eventlog.Write) {
+func (d *decision) add(group string, list *[]events.Write, w events.Write) {
 	*list = append(*list, w)
 	if _, ok := d.eventsOf[group]; !ok {
 		d.groups = append(d.groups, group)
@@ -139,7 +138,7 @@ func reconcile(cfg *Config, s *projections.State, now time.Time, only string) (*
 
 	for _, name := range d.slotsToRetire(s, only, slotInFile) {
 		v := s.Slots[name]
-		w := eventlog.Write{Aggregate: events.SlotAggregate(name), Expected: v.Seq}
+		w := events.Write{Aggregate: events.SlotAggregate(name), Expected: v.Seq}
 		if live := s.LiveOfSlot(name); live != nil {
 			w.Events = append(w.Events, events.Event{Time: now, Data: events.ClaimFailed{
 				Ref:           events.Ref{Claim: live.Name, Slot: name, Group: live.Group, Attempt: live.Attempt, Cause: cause},
@@ -267,8 +266,8 @@ func maxSizeProblem(cfg *Config, i int, s *projections.State, v *projections.Gro
 		g.Name, live, scaling, newMax, newMax), false
 }
 
-func write(agg events.Aggregate, expected uint64, now time.Time, d events.Data) eventlog.Write {
-	return eventlog.Write{Aggregate: agg, Expected: expected, Events: []events.Event{{Time: now, Data: d}}}
+func write(agg events.Aggregate, expected uint64, now time.Time, d events.Data) events.Write {
+	return events.Write{Aggregate: agg, Expected: expected, Events: []events.Event{{Time: now, Data: d}}}
 }
 
 func groupSeq(s *projections.State, name string) uint64 {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/schemas"
 )
@@ -30,7 +29,7 @@ func newPool(t *testing.T) *pool {
 	return &pool{t: t, s: projections.NewState(), last: map[events.Aggregate]uint64{}}
 }
 
-func (p *pool) apply(ws []eventlog.Write) {
+func (p *pool) apply(ws []events.Write) {
 	p.t.Helper()
 	for _, w := range ws {
 		if w.Expected != p.last[w.Aggregate] {
@@ -60,7 +59,7 @@ func (p *pool) apply(ws []eventlog.Write) {
 }
 
 // reconcile parses src and applies what Reconcile returns.
-func (p *pool) reconcile(src string) []eventlog.Write {
+func (p *pool) reconcile(src string) []events.Write {
 	p.t.Helper()
 	cfg, err := Parse("pool.yaml", []byte(src))
 	if err != nil {
@@ -79,7 +78,7 @@ func (p *pool) claim(name, slot string) {
 	p.t.Helper()
 	sl := p.s.Slots[slot]
 	g := p.s.Groups[sl.Group]
-	p.apply([]eventlog.Write{{
+	p.apply([]events.Write{{
 		Aggregate: events.SlotAggregate(slot),
 		Expected:  sl.Seq,
 		Events: []events.Event{{Time: t0, Data: events.ClaimCreated{
@@ -94,7 +93,7 @@ func (p *pool) claim(name, slot string) {
 }
 
 // summary lists writes as "aggregate@expected: Type Type".
-func summary(ws []eventlog.Write) []string {
+func summary(ws []events.Write) []string {
 	var out []string
 	for _, w := range ws {
 		var types []string
@@ -149,7 +148,7 @@ func TestReconcile(t *testing.T) {
 		setup func(p *pool)
 		src   string
 		want  []string
-		check func(t *testing.T, p *pool, ws []eventlog.Write)
+		check func(t *testing.T, p *pool, ws []events.Write)
 	}{
 		{
 			name: "same file twice writes nothing",
@@ -159,7 +158,7 @@ func TestReconcile(t *testing.T) {
 			name: "a group spec change is one GroupChanged",
 			src:  edit(base, "maxNodeProvisionTime: 15m", "maxNodeProvisionTime: 20m"),
 			want: []string{"group/homelab@1: GroupChanged"},
-			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
+			check: func(t *testing.T, p *pool, ws []events.Write) {
 				if got := p.s.Groups["homelab"].Spec.MaxNodeProvisionTime; got.D() != 20*time.Minute {
 					t.Errorf("maxNodeProvisionTime = %s", got)
 				}
@@ -174,7 +173,7 @@ func TestReconcile(t *testing.T) {
 			name: "a removed slot is retired",
 			src:  withoutNode3,
 			want: []string{"slot/node-3.lan@5: SlotRetired"},
-			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
+			check: func(t *testing.T, p *pool, ws []events.Write) {
 				if !p.s.Slots["node-3.lan"].Retired {
 					t.Error("node-3.lan not retired")
 				}
@@ -188,7 +187,7 @@ func TestReconcile(t *testing.T) {
 			setup: func(p *pool) { p.claim("c-1", "node-3.lan") },
 			src:   withoutNode3,
 			want:  []string{"slot/node-3.lan@8: ClaimFailed SlotRetired"},
-			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
+			check: func(t *testing.T, p *pool, ws []events.Write) {
 				f := ws[0].Events[0].Data.(events.ClaimFailed)
 				wantRef := events.Ref{Claim: "c-1", Slot: "node-3.lan", Group: "homelab", Attempt: 1, Cause: "pool config pool.yaml"}
 				if f.Ref != wantRef || f.Reason != projections.ReasonSlotDeleted || !f.ForceShutdown {
@@ -210,7 +209,7 @@ func TestReconcile(t *testing.T) {
 			name: "a slot moved without a live claim is one SlotChanged",
 			src:  node3InBurst,
 			want: []string{"slot/node-3.lan@5: SlotChanged"},
-			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
+			check: func(t *testing.T, p *pool, ws []events.Write) {
 				if got := ws[0].Events[0].Data.Reference().Group; got != "burst" {
 					t.Errorf("SlotChanged names group %q", got)
 				}
@@ -227,7 +226,7 @@ func TestReconcile(t *testing.T) {
 				"  - name: burst\n    scaler: builtin\n    builtin: {maxNodes: 2}\n", "",
 				"  - name: burst-1\n    group: burst\n  - name: burst-2\n    group: burst\n", ""),
 			want: []string{"slot/burst-1@6: SlotRetired", "slot/burst-2@7: SlotRetired", "group/burst@2: GroupRetired"},
-			check: func(t *testing.T, p *pool, ws []eventlog.Write) {
+			check: func(t *testing.T, p *pool, ws []events.Write) {
 				if !p.s.Groups["burst"].Retired {
 					t.Error("burst not retired")
 				}
@@ -368,7 +367,7 @@ func TestReconcileRefusals(t *testing.T) {
 		t.Errorf("views moved from seq %d to %d", before, p.s.Seq)
 	}
 	// Once the claim is over, the move goes through.
-	p.apply([]eventlog.Write{{Aggregate: events.SlotAggregate("node-3.lan"), Expected: p.s.Slots["node-3.lan"].Seq,
+	p.apply([]events.Write{{Aggregate: events.SlotAggregate("node-3.lan"), Expected: p.s.Slots["node-3.lan"].Seq,
 		Events: []events.Event{{Time: t0, Data: events.ClaimCancelled{
 			Ref: events.Ref{Claim: "c-7", Slot: "node-3.lan", Group: "homelab", Attempt: 1, Cause: "test"}, Reason: "test"}}}}})
 	ws = p.reconcile(moved)

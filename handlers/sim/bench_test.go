@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
@@ -41,7 +41,7 @@ func BenchmarkSimulatedPool(b *testing.B) {
 		done := 0
 		for done < lifecycles {
 			n := min(slots, lifecycles-done)
-			h.MustExec(handlers.IncreaseSize{Group: "g", Delta: n, RequestedBy: "bench"})
+			h.MustExec(decide.IncreaseSize{Group: "g", Delta: n, RequestedBy: "bench"})
 			ok, err := w.RunUntil(ctx, time.Hour, func(s *projections.State) bool {
 				r := 0
 				for _, c := range s.Claims {
@@ -54,11 +54,11 @@ func BenchmarkSimulatedPool(b *testing.B) {
 			if err != nil || !ok {
 				b.Fatalf("wave to ready: %v %v (%s)", ok, err, w.Sim)
 			}
-			var nodes []handlers.NodeRef
+			var nodes []decide.NodeRef
 			for _, name := range names[:n] {
-				nodes = append(nodes, handlers.NodeRef{Name: name})
+				nodes = append(nodes, decide.NodeRef{Name: name})
 			}
-			h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "bench"})
+			h.MustExec(decide.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "bench"})
 			ok, err = w.RunUntil(ctx, 2*time.Hour, func(s *projections.State) bool { return len(s.Claims) == 0 })
 			if err != nil || !ok {
 				b.Fatalf("wave to collected: %v %v (%s)", ok, err, w.Sim)

@@ -18,6 +18,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/provider"
@@ -130,7 +131,7 @@ func runChurn(b *testing.B, slots int) churnResult {
 	asked := map[string]time.Time{}   // claim -> its ClaimCreated folded
 	created := map[string]time.Time{} // claim -> its startup Job created
 	w.Fake.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if j, ok := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job); ok && j.Labels[handlers.LabelOperation] == handlers.OperationStartup {
+		if j, ok := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job); ok && j.Labels[handlers.LabelOperation] == decide.OperationStartup {
 			mu.Lock()
 			if _, seen := created[j.Labels[handlers.LabelClaim]]; !seen {
 				created[j.Labels[handlers.LabelClaim]] = time.Now()
@@ -206,7 +207,7 @@ func runChurn(b *testing.B, slots int) churnResult {
 				case <-ctx.Done():
 					return
 				case slot := <-release:
-					_, _ = h.Service.Execute(ctx, handlers.DeleteNodes{Group: churnGroup, Nodes: []handlers.NodeRef{{Name: slot}}, RequestedBy: "bench"})
+					_, _ = h.Service.Execute(ctx, decide.DeleteNodes{Group: churnGroup, Nodes: []decide.NodeRef{{Name: slot}}, RequestedBy: "bench"})
 				}
 			}
 		}()
@@ -283,7 +284,7 @@ func runChurn(b *testing.B, slots int) churnResult {
 						return
 					case <-pace.C:
 					}
-					if _, err := h.Service.Execute(ctx, handlers.IncreaseSize{Group: churnGroup, Delta: 1, RequestedBy: "bench"}); err != nil {
+					if _, err := h.Service.Execute(ctx, decide.IncreaseSize{Group: churnGroup, Delta: 1, RequestedBy: "bench"}); err != nil {
 						refused.Add(1)
 					}
 				}

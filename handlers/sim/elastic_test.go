@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
@@ -214,7 +215,7 @@ func TestHostJoiningAfterItsDeadlineIsRefusedAndShutDown(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{BootExtra: 15 * time.Minute, ShutdownNoop: true})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 20*time.Minute, "failed", phaseIs("a", projections.PhaseFailed))
 	c := claimOf(h, "a")
 	if c.DeadlineAt == nil {
@@ -249,7 +250,7 @@ func TestDecommissionDrainsShutsDownAndRefusesRejoin(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	spec := events.GroupSpec{DrainTimeout: events.Duration(5 * time.Minute), OnDrainTimeout: events.DrainForce}
 	declare(t, h, "g", spec, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	ctx := context.Background()
 	if err := w.Sim.RunPod(ctx, sim.PodSpec{Namespace: "web", Name: "web-0", Node: "a", Labels: map[string]string{"app": "web"}}); err != nil {
@@ -262,7 +263,7 @@ func TestDecommissionDrainsShutsDownAndRefusesRejoin(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.MustExec(handlers.Decommission{Slot: "a", By: "alice", Reason: "disk"})
+	h.MustExec(decide.Decommission{Slot: "a", By: "alice", Reason: "disk"})
 	start := h.Clock.Now()
 	runUntil(t, w, time.Minute, "drain started", func(s *projections.State) bool {
 		c := s.LiveOfSlot("a")
@@ -299,12 +300,12 @@ func TestDecommissionDrainsShutsDownAndRefusesRejoin(t *testing.T) {
 		t.Fatalf("refusal %+v", sl.LastJoinRefused)
 	}
 	runUntil(t, w, 5*time.Minute, "rejoined machine off", func(*projections.State) bool { return !w.Sim.On("a") })
-	if _, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}); err == nil {
+	if _, err := h.Exec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}); err == nil {
 		t.Fatal("claimed a decommissioned slot")
 	}
-	h.MustExec(handlers.Recommission{Slot: "a", By: "alice"})
+	h.MustExec(decide.Recommission{Slot: "a", By: "alice"})
 	runUntil(t, w, 5*time.Minute, "node cleaned up", func(s *projections.State) bool { return !s.Slots["a"].Node.Present })
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready again", phaseIs("a", projections.PhaseReady))
 	if n, _ := w.Cluster.Node("a"); n.HasTaint(handlers.RefusedTaint) {
 		t.Fatal("refused taint kept after recommission")
@@ -316,7 +317,7 @@ func TestDecommissionDrainsShutsDownAndRefusesRejoin(t *testing.T) {
 func TestDrainWaitPolicy(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{DrainTimeout: events.Duration(2 * time.Minute)}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	ctx := context.Background()
 	if err := w.Sim.RunPod(ctx, sim.PodSpec{Namespace: "ci", Name: "build", Node: "a", RunsFor: 6 * time.Minute, Labels: map[string]string{"app": "build"}}); err != nil {
@@ -329,7 +330,7 @@ func TestDrainWaitPolicy(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	runUntil(t, w, 3*time.Minute, "timed out", func(s *projections.State) bool {
 		c := s.LiveOfSlot("a")
 		return c != nil && c.Drain != nil && c.Drain.TimedOutAt != nil
@@ -350,7 +351,7 @@ func TestExpectedHostFromTheProvisioningJob(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{Template: &events.NodeTemplate{Labels: map[string]string{"node.kubernetes.io/instance-type": "burst-8c"}}}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{InstanceID: "i-0abc"})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	c := claimOf(h, "a")
 	if c.Expected == nil || c.Expected.InstanceID != "i-0abc" || c.Expected.ProviderID != "homelab://a" || c.Expected.DeadlineAt.IsZero() {
@@ -369,7 +370,7 @@ func TestExpectedHostFromTheProvisioningJob(t *testing.T) {
 func TestProviderReclaimIsHostLoss(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	if err := w.Sim.Reclaim(context.Background(), "a"); err != nil {
 		t.Fatal(err)
@@ -402,7 +403,7 @@ func TestStrayHostIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	record := handlers.StrayHostsSlot("g")
+	record := decide.StrayHostsSlot("g")
 	runUntil(t, w, time.Minute, "refused", func(s *projections.State) bool {
 		sl := s.Slots[record]
 		return sl != nil && sl.LastJoinRefused != nil

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
@@ -44,7 +44,7 @@ func TestScalerStuckGroupDoesNotDelayOthers(t *testing.T) {
 
 	go func() {
 		ctx := context.WithValue(context.Background(), stuckKey{}, true)
-		_, _ = h.Service.Execute(ctx, handlers.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
+		_, _ = h.Service.Execute(ctx, decide.IncreaseSize{Group: "a", Delta: 1, RequestedBy: "test"})
 	}()
 	select {
 	case <-held:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -29,7 +30,7 @@ func TestHostUnderAnotherNameIsMatchedTrackedAndGivenBack(t *testing.T) {
 	declare(t, h, "g", events.GroupSpec{Template: tmpl, ReadinessTaints: []events.Taint{{Key: "node.cilium.io/agent-not-ready", Effect: "NoSchedule"}}}, "burst-1")
 	const node, pid = "ip-10-0-3-7", "aws:///eu-west-1a/i-0abc"
 	w.Sim.SetKnobs("burst-1", sim.Knobs{InstanceID: "i-0abc", Node: node, ProviderID: pid})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("burst-1", projections.PhaseReady))
 
 	c := claimOf(h, "burst-1")
@@ -60,7 +61,7 @@ func TestHostUnderAnotherNameIsMatchedTrackedAndGivenBack(t *testing.T) {
 	}
 
 	// cluster-autoscaler gives it back by the Node it knows.
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: node, ProviderID: pid}}, RequestedBy: "ca"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: node, ProviderID: pid}}, RequestedBy: "ca"})
 	runUntil(t, w, 10*time.Minute, "completed", phaseIs("burst-1", projections.PhaseCompleted))
 	if w.Sim.On("burst-1") {
 		t.Fatal("machine still on")
@@ -77,7 +78,7 @@ func TestUnreadableJobReportFailsTheClaim(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{Report: `{"instanceID": 42}`})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 5*time.Minute, "failed", phaseIs("a", projections.PhaseFailed))
 	c := claimOf(h, "a")
 	if c.Reason != projections.ReasonStartupJobFailed || !c.ForceShutdown || !strings.Contains(c.Message, "cannot be read") || c.Expected != nil || c.ReadyAt != nil {
@@ -94,7 +95,7 @@ func TestLongSlotNameBootsAndShutsDown(t *testing.T) {
 	slot := strings.Repeat("rack-a.", 27) + "machine-with-a-long-name-1"
 	group := strings.Repeat("g", 70)
 	declare(t, h, group, events.GroupSpec{Template: &events.NodeTemplate{}}, slot)
-	h.MustExec(handlers.IncreaseSize{Group: group, Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: group, Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs(slot, projections.PhaseReady))
 	ctx := context.Background()
 	nodes, err := w.Fake.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -102,7 +103,7 @@ func TestLongSlotNameBootsAndShutsDown(t *testing.T) {
 		t.Fatalf("nodes %v, %v", nodes, err)
 	}
 	checkMeta(t, "node", "", nodes.Items[0].Labels)
-	h.MustExec(handlers.DeleteNodes{Group: group, Nodes: []handlers.NodeRef{{Name: slot}}, RequestedBy: "ca"})
+	h.MustExec(decide.DeleteNodes{Group: group, Nodes: []decide.NodeRef{{Name: slot}}, RequestedBy: "ca"})
 	runUntil(t, w, 10*time.Minute, "completed", phaseIs(slot, projections.PhaseCompleted))
 	if w.Sim.On(slot) {
 		t.Fatal("machine still on")
@@ -162,7 +163,7 @@ func TestASilentStartupJobIsReadAFewTimesPerBoot(t *testing.T) {
 	}
 	boot := func() string {
 		t.Helper()
-		h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+		h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 		runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 		return claimOf(h, "a").StartupJob
 	}
@@ -171,7 +172,7 @@ func TestASilentStartupJobIsReadAFewTimesPerBoot(t *testing.T) {
 	if got := reads(); got[first] < 2 || got[first] > most || len(got) != 1 {
 		t.Fatalf("pods of the startup Job listed %v, want 2 to %d times for %s", got, most, first)
 	}
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	runUntil(t, w, 10*time.Minute, "completed", phaseIs("a", projections.PhaseCompleted))
 	second := boot()
 	if got := reads(); second == first || got[second] < 2 || got[second] > most || len(got) != 2 {

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -25,7 +25,7 @@ func TestFinishedJobsWithoutATTLGoAfterFinishedJobTTL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, w := newWorld(t, sim.Timing{FinishedJobTTL: tc.ttl})
 			declare(t, h, "g", events.GroupSpec{}, "a")
-			h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+			h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 			runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 			job := claimOf(h, "a").StartupJob
 			exists := func() bool {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -15,7 +15,7 @@ func TestHappyBootThenScaleDown(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "node-1.lan", "node-2.lan")
 	start := h.Clock.Now()
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("node-1.lan", projections.PhaseReady))
 	c := claimOf(h, "node-1.lan")
 	took := h.Clock.Now().Sub(start)
@@ -25,7 +25,7 @@ func TestHappyBootThenScaleDown(t *testing.T) {
 	if n, ok := w.Cluster.Node("node-1.lan"); !ok || !n.Ready || n.Unschedulable || n.Labels["claimstream.dev/rack"] != "a" {
 		t.Fatalf("node after ready: %+v %v", n, ok)
 	}
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "node-1.lan"}}, RequestedBy: "cluster-autoscaler"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "node-1.lan"}}, RequestedBy: "cluster-autoscaler"})
 	runUntil(t, w, 10*time.Minute, "completed", phaseIs("node-1.lan", projections.PhaseCompleted))
 	// The NotReady node of the powered-off machine is deleted.
 	runUntil(t, w, time.Minute, "node deleted", func(s *projections.State) bool { return !s.Slots["node-1.lan"].Node.Present })
@@ -54,7 +54,7 @@ func TestBootThatTimesOut(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{JobHangs: true})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	start := h.Clock.Now()
 	runUntil(t, w, 15*time.Minute, "failed", phaseIs("a", projections.PhaseFailed))
 	c := claimOf(h, "a")
@@ -69,12 +69,12 @@ func TestStartupJobFailure(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{FailStartups: 1})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "failed", phaseIs("a", projections.PhaseFailed))
 	failedWith(t, h, claimOf(h, "a"), projections.ReasonStartupJobFailed)
 	runUntil(t, w, time.Minute, "force shutdown", func(s *projections.State) bool { return s.Slots["a"].LastShutdown != nil })
 	// The next claim on the slot is attempt 2 and boots.
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	ok, _ := w.RunUntil(context.Background(), 15*time.Minute, phaseIs("a", projections.PhaseReady))
 	if c := claimOf(h, "a"); !ok || c.Attempt != 2 {
 		t.Logf("%+v %v", c, c.Timeline)
@@ -87,13 +87,13 @@ func TestThreeFailedBootsRestTheSlot(t *testing.T) {
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{FailStartups: 10})
 	for i := 1; i <= 3; i++ {
-		h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+		h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 		runUntil(t, w, 15*time.Minute, "failed", phaseIs("a", projections.PhaseFailed))
 		if c := claimOf(h, "a"); c.Attempt != i {
 			t.Fatalf("claim %d has attempt %d", i, c.Attempt)
 		}
 	}
-	if _, err := h.Exec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}); handlers.CodeOf(err) != handlers.CodeFailedPrecondition {
+	if _, err := h.Exec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"}); decide.CodeOf(err) != decide.CodeFailedPrecondition {
 		t.Fatalf("a 4th boot was allowed: %v", err)
 	}
 }
@@ -102,7 +102,7 @@ func TestReadinessGateTimeout(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{TaintStays: true})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "failed", phaseIs("a", projections.PhaseFailed))
 	failedWith(t, h, claimOf(h, "a"), projections.ReasonReadinessGateTimeout)
 	runUntil(t, w, 5*time.Minute, "powered off", func(*projections.State) bool { return !w.Sim.On("a") })
@@ -112,7 +112,7 @@ func TestRegistrationTimeout(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	w.Sim.SetKnobs("a", sim.Knobs{NeverBoots: true})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	start := h.Clock.Now()
 	runUntil(t, w, 15*time.Minute, "failed", phaseIs("a", projections.PhaseFailed))
 	failedWith(t, h, claimOf(h, "a"), projections.ReasonReadinessGateTimeout)
@@ -126,7 +126,7 @@ func TestDeadlineFailsSlowBootButNeverReady(t *testing.T) {
 	// A short budget: 1m job timeout... the deadline is the budget.
 	declare(t, h, "g", events.GroupSpec{Lifecycle: events.Lifecycle{StartupJobTimeout: events.Duration(5 * time.Minute)}}, "a", "b")
 	w.Sim.SetKnobs("a", sim.Knobs{BootExtra: 4 * time.Minute, NeverReady: false})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "ca"})
 	runUntil(t, w, 20*time.Minute, "both settled", func(s *projections.State) bool {
 		return phaseIs("a", projections.PhaseFailed)(s) && phaseIs("b", projections.PhaseReady)(s)
 	})
@@ -146,7 +146,7 @@ func TestDeadlineFailsSlowBootButNeverReady(t *testing.T) {
 func TestMachineGone(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	ctx := context.Background()
 	// A reboot: off for a minute, back: the clock starts and stops.
@@ -176,10 +176,10 @@ func TestMachineGone(t *testing.T) {
 func TestStuckShutdownIsBoundedPausedAndRetried(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 15*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	w.Sim.SetKnobs("a", sim.Knobs{ShutdownNoop: true})
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	name := claimOf(h, "a").Name
 	runUntil(t, w, 30*time.Minute, "limit", func(s *projections.State) bool { return s.Claims[name].ShutdownPausedUntil != nil })
 	c := claimOf(h, "a")
@@ -204,7 +204,7 @@ func TestStuckShutdownIsBoundedPausedAndRetried(t *testing.T) {
 	if got := countType(c, events.TypeShutdownFired); got != 4 || h.Clock.Now().Before(paused) {
 		t.Fatalf("after the pause: %d shutdowns, now %s, paused until %s", got, h.Clock.Now(), paused)
 	}
-	if c.LastShutdownJob != handlers.JobName(c.Name, "stop", 4) {
+	if c.LastShutdownJob != decide.JobName(c.Name, "stop", 4) {
 		t.Fatalf("4th shutdown Job %s", c.LastShutdownJob)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -23,9 +23,9 @@ func TestModelledFastMachineTakesItsRecordedDurations(t *testing.T) {
 	declare(t, h, "g", events.GroupSpec{ReadinessTaints: []events.Taint{{Key: "example.com/not-ready", Effect: "NoExecute"}}}, "a")
 	const boot, shutdown, gate = 5 * time.Second, 3 * time.Second, 2 * time.Second
 	w.Sim.SetKnobs("a", sim.Knobs{BootSamples: []time.Duration{boot}, ShutdownSamples: []time.Duration{shutdown}, TaintSamples: []time.Duration{gate}})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 5*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	runUntil(t, w, 5*time.Minute, "completed", phaseIs("a", projections.PhaseCompleted))
 
 	var booting, fired, ready, on, off time.Time
@@ -65,7 +65,7 @@ func TestModelledSlowMachineRegistersLate(t *testing.T) {
 	declare(t, h, "g", events.GroupSpec{}, "a")
 	const boot = 100 * time.Second
 	w.Sim.SetKnobs("a", sim.Knobs{BootSamples: []time.Duration{boot}})
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 10*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	var booting, on time.Time
 	for _, e := range readAll(t, h) {

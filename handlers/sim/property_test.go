@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -54,8 +55,8 @@ func TestPropertyLifecycleInvariants(t *testing.T) {
 		declare(t, h, "g", events.GroupSpec{MaxNodeProvisionTime: events.Duration(rapid.SampledFrom([]time.Duration{0, 15 * time.Minute}).Draw(rt, "provision"))}, slots...)
 		slot := rapid.SampledFrom(slots)
 		upSince := map[string]time.Time{}
-		exec := func(cmd handlers.Command) {
-			if _, err := h.Exec(cmd); err != nil && handlers.CodeOf(err) == 0 {
+		exec := func(cmd decide.Command) {
+			if _, err := h.Exec(cmd); err != nil && decide.CodeOf(err) == 0 {
 				rt.Fatalf("%#v: %v", cmd, err)
 			}
 		}
@@ -144,19 +145,19 @@ func TestPropertyLifecycleInvariants(t *testing.T) {
 
 		rt.Repeat(map[string]func(*rapid.T){
 			"increase": func(t *rapid.T) {
-				exec(handlers.IncreaseSize{Group: "g", Delta: rapid.IntRange(1, 3).Draw(t, "delta"), RequestedBy: "ca"})
+				exec(decide.IncreaseSize{Group: "g", Delta: rapid.IntRange(1, 3).Draw(t, "delta"), RequestedBy: "ca"})
 			},
 			"decrease": func(t *rapid.T) {
-				exec(handlers.DecreaseTargetSize{Group: "g", Delta: -rapid.IntRange(1, 2).Draw(t, "delta"), RequestedBy: "ca"})
+				exec(decide.DecreaseTargetSize{Group: "g", Delta: -rapid.IntRange(1, 2).Draw(t, "delta"), RequestedBy: "ca"})
 			},
 			"deleteNodes": func(t *rapid.T) {
 				// cluster-autoscaler names the Node it sees: the slot's, or
 				// the host's its startup Job reported.
-				ref := handlers.NodeRef{Name: slot.Draw(t, "slot")}
+				ref := decide.NodeRef{Name: slot.Draw(t, "slot")}
 				h.Read(func(s *projections.State) {
-					ref = handlers.NodeRef{Name: s.Slots[ref.Name].NodeName(), ProviderID: s.Slots[ref.Name].CurrentProviderID()}
+					ref = decide.NodeRef{Name: s.Slots[ref.Name].NodeName(), ProviderID: s.Slots[ref.Name].CurrentProviderID()}
 				})
-				exec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{ref}, RequestedBy: "ca"})
+				exec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{ref}, RequestedBy: "ca"})
 			},
 			"knob": func(t *rapid.T) {
 				k := rapid.SampledFrom([]sim.Knobs{

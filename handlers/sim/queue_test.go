@@ -15,6 +15,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -100,7 +101,7 @@ func startupJobOf(t *testing.T, w *sim.World, slot string) bool {
 		t.Fatal(err)
 	}
 	for _, j := range jobs.Items {
-		if handlers.SlotOfJob(j.Labels, j.Annotations) == slot && j.Labels[handlers.LabelOperation] == handlers.OperationStartup {
+		if handlers.SlotOfJob(j.Labels, j.Annotations) == slot && j.Labels[handlers.LabelOperation] == decide.OperationStartup {
 			return true
 		}
 	}
@@ -132,7 +133,7 @@ func TestQueueSlowSlotDoesNotDelayOthers(t *testing.T) {
 			declare(t, h, "g", events.GroupSpec{ClaimTTL: events.Duration(10 * time.Minute)}, "a", "b")
 			stuck := &stuckCluster{Cluster: w.Cluster, slot: "a", block: tc.block}
 			runQueued(t, h, w, stuck)
-			h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"})
+			h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"})
 			waitStartupJob(t, w, "b", "slot a's create "+tc.name)
 			// Slot a's item runs on its own worker and may reach its
 			// create after b's Job exists.
@@ -157,7 +158,7 @@ func TestQueueFailingSlotBacksOffAlone(t *testing.T) {
 	declare(t, h, "g", events.GroupSpec{ClaimTTL: events.Duration(10 * time.Minute)}, "a")
 	stuck := &stuckCluster{Cluster: w.Cluster, slot: "a"}
 	r := runQueued(t, h, w, stuck)
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
 	// The failures end in a backoff the fake clock holds: the item waits
 	// among the queue's delayed adds.
 	waitIdle(t, r, "slot a's failed creates backing off")

@@ -15,6 +15,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/sim"
@@ -66,7 +67,7 @@ func measureReaction(b *testing.B, slots int, loop string, api time.Duration) (p
 	var mu sync.Mutex
 	created := map[string]time.Time{} // claim -> its startup Job's create
 	w.Fake.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if j, ok := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job); ok && j.Labels[handlers.LabelOperation] == handlers.OperationStartup {
+		if j, ok := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job); ok && j.Labels[handlers.LabelOperation] == decide.OperationStartup {
 			mu.Lock()
 			if _, seen := created[j.Labels[handlers.LabelClaim]]; !seen {
 				created[j.Labels[handlers.LabelClaim]] = time.Now()
@@ -127,7 +128,7 @@ func measureReaction(b *testing.B, slots int, loop string, api time.Duration) (p
 	defer pace.Stop()
 	b.StartTimer()
 	for range claims {
-		h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "bench"})
+		h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "bench"})
 		pace.Reset(5 * time.Millisecond)
 		<-pace.C
 	}

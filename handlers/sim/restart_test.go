@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -55,7 +56,7 @@ func simOnly(t *testing.T, h interface{ Now() time.Time }, w *sim.World, d time.
 func TestRestartMidBoot(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, time.Minute, "booting", phaseIs("a", projections.PhaseBooting))
 	name := claimOf(h, "a").Name
 	// The process is down while the Job completes and the machine boots.
@@ -66,7 +67,7 @@ func TestRestartMidBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntil(t, w, 10*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
-	if jobs := jobsOf(t, w, name, handlers.OperationStartup); len(jobs) != 1 {
+	if jobs := jobsOf(t, w, name, decide.OperationStartup); len(jobs) != 1 {
 		t.Fatalf("startup Jobs after the restart: %v", jobs)
 	}
 }
@@ -74,17 +75,17 @@ func TestRestartMidBoot(t *testing.T) {
 func TestRestartBetweenBootingAndJobCreate(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	name := claimOf(h, "a").Name
 	// The booting move landed, the process died before the Job create.
-	h.MustExec(handlers.BootClaim{Claim: name})
+	h.MustExec(decide.BootClaim{Claim: name})
 	w.Stop()
 	h.Restart()
 	if err := w.Restart(context.Background(), h.Views, h.Service); err != nil {
 		t.Fatal(err)
 	}
 	runUntil(t, w, 10*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
-	if jobs := jobsOf(t, w, name, handlers.OperationStartup); len(jobs) != 1 || jobs[0] != handlers.JobName(name, "start", 1) {
+	if jobs := jobsOf(t, w, name, decide.OperationStartup); len(jobs) != 1 || jobs[0] != decide.JobName(name, "start", 1) {
 		t.Fatalf("startup Jobs: %v", jobs)
 	}
 }
@@ -92,10 +93,10 @@ func TestRestartBetweenBootingAndJobCreate(t *testing.T) {
 func TestRestartMidShutdown(t *testing.T) {
 	h, w := newWorld(t, sim.Timing{})
 	declare(t, h, "g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "ca"})
 	runUntil(t, w, 10*time.Minute, "ready", phaseIs("a", projections.PhaseReady))
 	name := claimOf(h, "a").Name
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: "a"}}, RequestedBy: "ca"})
 	runUntil(t, w, time.Minute, "shutdown fired", func(s *projections.State) bool { return s.Claims[name].LastShutdownJob != "" })
 	w.Stop()
 	simOnly(t, h.Clock, w, time.Minute, h.Clock.SetTime)
@@ -104,10 +105,10 @@ func TestRestartMidShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntil(t, w, 10*time.Minute, "completed", phaseIs("a", projections.PhaseCompleted))
-	if jobs := jobsOf(t, w, name, handlers.OperationShutdown); len(jobs) != 1 {
+	if jobs := jobsOf(t, w, name, decide.OperationShutdown); len(jobs) != 1 {
 		t.Fatalf("shutdown Jobs: %v", jobs)
 	}
-	if jobs := jobsOf(t, w, name, handlers.OperationStartup); len(jobs) != 1 {
+	if jobs := jobsOf(t, w, name, decide.OperationStartup); len(jobs) != 1 {
 		t.Fatalf("startup Jobs: %v", jobs)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // Scenario drives demand in the simulator over time.
@@ -133,9 +133,9 @@ func (sc *Scenario) TimingOf() Timing {
 func (w *World) Apply(ctx context.Context, st Step) error {
 	svc := w.cfg.Service
 	log := w.cfg.Log
-	run := func(cmd handlers.Command) error {
+	run := func(cmd decide.Command) error {
 		res, err := svc.Execute(ctx, cmd)
-		if handlers.CodeOf(err) != 0 {
+		if decide.CodeOf(err) != 0 {
 			log.Warn("scenario step refused", "step", fmt.Sprintf("%T", cmd), "err", err)
 			return nil
 		}
@@ -165,7 +165,7 @@ func (w *World) Apply(ctx context.Context, st Step) error {
 		log.Info("scenario step", "step", "pods", "namespace", p.Namespace, "count", p.Count)
 	}
 	if c := st.IncreaseSize; c != nil {
-		if err := run(handlers.IncreaseSize{Group: c.Group, Delta: c.Delta, RequestedBy: "scenario"}); err != nil {
+		if err := run(decide.IncreaseSize{Group: c.Group, Delta: c.Delta, RequestedBy: "scenario"}); err != nil {
 			return err
 		}
 	}
@@ -174,16 +174,16 @@ func (w *World) Apply(ctx context.Context, st Step) error {
 		if d > 0 {
 			d = -d
 		}
-		if err := run(handlers.DecreaseTargetSize{Group: c.Group, Delta: d, RequestedBy: "scenario"}); err != nil {
+		if err := run(decide.DecreaseTargetSize{Group: c.Group, Delta: d, RequestedBy: "scenario"}); err != nil {
 			return err
 		}
 	}
 	if c := st.DeleteNodes; c != nil {
-		var nodes []handlers.NodeRef
+		var nodes []decide.NodeRef
 		for _, n := range c.Nodes {
-			nodes = append(nodes, handlers.NodeRef{Name: n})
+			nodes = append(nodes, decide.NodeRef{Name: n})
 		}
-		if err := run(handlers.DeleteNodes{Group: c.Group, Nodes: nodes, RequestedBy: "scenario"}); err != nil {
+		if err := run(decide.DeleteNodes{Group: c.Group, Nodes: nodes, RequestedBy: "scenario"}); err != nil {
 			return err
 		}
 	}

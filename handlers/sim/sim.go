@@ -20,6 +20,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -371,7 +372,7 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 		return nil
 	}
 	switch op {
-	case handlers.OperationStartup:
+	case decide.OperationStartup:
 		s.StartupJobs++
 		if k.JobHangs {
 			return
@@ -412,7 +413,7 @@ func (s *Sim) takeJob(j *batchv1.Job) {
 			s.boot(slot, at, drawn)
 			return nil
 		})
-	case handlers.OperationShutdown:
+	case decide.OperationShutdown:
 		s.ShutdownJobs++
 		// A modelled machine's shutdown is drawn as its Job starts: a
 		// shutdown shorter than the Job ends with it.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/projections"
@@ -25,12 +25,12 @@ func TestSteppedWorldRunsALifecycleAndOnlyItsSlot(t *testing.T) {
 	}
 	t.Cleanup(w.Stop)
 	declare(t, h, "g", events.GroupSpec{ClaimTTL: events.Duration(time.Hour)}, handlerstest.Slots("n", 200)...)
-	res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
+	res := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
 	slot := ""
 	h.Read(func(s *projections.State) { slot = s.Claims[res.Claims()[0]].Slot })
 	runUntil(t, w, 10*time.Minute, "ready", phaseIs(slot, projections.PhaseReady))
 	passes := w.Sim.StartupJobs
-	h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: []handlers.NodeRef{{Name: slot}}, RequestedBy: "test"})
+	h.MustExec(decide.DeleteNodes{Group: "g", Nodes: []decide.NodeRef{{Name: slot}}, RequestedBy: "test"})
 	runUntil(t, w, 10*time.Minute, "completed", phaseIs(slot, projections.PhaseCompleted))
 	if passes != 1 || w.Sim.ShutdownJobs != 1 || w.Sim.On(slot) {
 		t.Fatalf("startup Jobs %d, shutdown Jobs %d, machine on %v; want 1, 1, off", passes, w.Sim.ShutdownJobs, w.Sim.On(slot))
@@ -60,10 +60,10 @@ func TestAGroupsCallsWakeItsScalerNotEverySlot(t *testing.T) {
 	if _, err := w.Pass(ctx); err != nil { // the start's look at every item
 		t.Fatal(err)
 	}
-	itemsOf := func(cmd handlers.Command) int {
+	itemsOf := func(cmd decide.Command) int {
 		t.Helper()
 		before := w.ItemsRun
-		if _, err := h.Service.Execute(ctx, cmd); err != nil && handlers.CodeOf(err) == 0 {
+		if _, err := h.Service.Execute(ctx, cmd); err != nil && decide.CodeOf(err) == 0 {
 			t.Fatal(err)
 		}
 		if _, err := w.Pass(ctx); err != nil {
@@ -71,10 +71,10 @@ func TestAGroupsCallsWakeItsScalerNotEverySlot(t *testing.T) {
 		}
 		return w.ItemsRun - before
 	}
-	if n := itemsOf(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}); n > 10 {
+	if n := itemsOf(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}); n > 10 {
 		t.Fatalf("an accepted IncreaseSize of 1 on a 200-slot group ran %d work items", n)
 	}
-	if n := itemsOf(handlers.IncreaseSize{Group: "g", Delta: 500, RequestedBy: "test"}); n > 2 {
+	if n := itemsOf(decide.IncreaseSize{Group: "g", Delta: 500, RequestedBy: "test"}); n > 2 {
 		t.Fatalf("a refused IncreaseSize ran %d work items", n)
 	}
 }
@@ -94,17 +94,17 @@ func TestSteppedWorldsOfOneSeedWriteTheSameLog(t *testing.T) {
 		t.Cleanup(w.Stop)
 		declare(t, h, "g", events.GroupSpec{ClaimTTL: events.Duration(time.Hour)}, handlerstest.Slots("n", 30)...)
 		for round := range 3 {
-			res := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 12, RequestedBy: "test"})
+			res := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 12, RequestedBy: "test"})
 			if err := w.RunFor(context.Background(), 10*time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			var nodes []handlers.NodeRef
+			var nodes []decide.NodeRef
 			h.Read(func(s *projections.State) {
 				for _, c := range res.Claims() {
-					nodes = append(nodes, handlers.NodeRef{Name: s.Claims[c].Slot})
+					nodes = append(nodes, decide.NodeRef{Name: s.Claims[c].Slot})
 				}
 			})
-			h.MustExec(handlers.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "test"})
+			h.MustExec(decide.DeleteNodes{Group: "g", Nodes: nodes, RequestedBy: "test"})
 			if err := w.RunFor(context.Background(), 10*time.Minute); err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
@@ -148,7 +148,7 @@ func TestTheSimulatedClusterKeepsNoLogOfItsCalls(t *testing.T) {
 	}
 	t.Cleanup(w.Stop)
 	declare(t, h, "g", events.GroupSpec{ClaimTTL: events.Duration(time.Hour)}, handlerstest.Slots("n", 4)...)
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"})
 	if err := w.RunFor(context.Background(), 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}

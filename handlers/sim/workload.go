@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/scale"
 )
@@ -173,7 +174,7 @@ func (s *Sim) PodsOn(ctx context.Context, node string) ([]string, error) {
 func (s *Sim) reportInstance(ctx context.Context, job, msg string, at time.Time) error {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: job + "-pod", Namespace: s.ns, Labels: map[string]string{
-			"batch.kubernetes.io/job-name": job, handlers.LabelOperation: handlers.OperationStartup,
+			"batch.kubernetes.io/job-name": job, handlers.LabelOperation: decide.OperationStartup,
 		}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "power", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{

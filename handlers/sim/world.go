@@ -83,7 +83,7 @@ func NewWorld(cfg WorldConfig) *World {
 func (w *World) Start(ctx context.Context) error {
 	ictx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	w.Cluster = kube.New(w.Fake, kube.Options{Namespace: w.cfg.Namespace, Versions: w.Fake.Versions(w.cfg.Namespace), WorkVersions: w.Fake.WorkVersions, Generation: w.Fake.Generation, Changes: w.Fake.ChangesSince, Lag: w.Fake.RealLag, Clock: w.cfg.Clock})
+	w.Cluster = w.Fake.NewCluster(kube.Options{Namespace: w.cfg.Namespace, Clock: w.cfg.Clock})
 	w.Cluster.Start(ictx)
 	if !w.Cluster.WaitForSync(ictx) {
 		cancel()

@@ -16,7 +16,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sinks"
 )
@@ -64,7 +64,7 @@ sinks:
 	}
 	start(t, h, cfg, clock.RealClock{}, nil)
 	h.Declare("g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
 	eventstest.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
 		mu.Lock()
 		defer mu.Unlock()

@@ -21,7 +21,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sinks"
 	"github.com/claimstream/claimstream/internal/logcapture"
@@ -83,7 +83,7 @@ sinks:
 	done := make(chan error, 1)
 	go func() { done <- d.Run(rctx) }()
 	h.Declare("g", events.GroupSpec{}, "a")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"})
 	eventstest.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
 		if dl, err := sinks.ReadDeadLetters(ctx, js, h.Store, "leaky"); err != nil || len(dl) == 0 {
 			return fmt.Errorf("no dead letter yet (%v)", err)

@@ -20,7 +20,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sinks"
 )
@@ -170,12 +170,12 @@ func (c *counts) get(m map[string]int, s string) int {
 func lifecycle(t testing.TB, h *handlerstest.Harness) []string {
 	t.Helper()
 	h.Declare("g", events.GroupSpec{}, "a", "b.lan")
-	claims := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"}).Claims()
+	claims := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "test"}).Claims()
 	for _, c := range claims {
-		h.MustExec(handlers.BootClaim{Claim: c})
+		h.MustExec(decide.BootClaim{Claim: c})
 	}
-	h.MustExec(handlers.MarkReady{Claim: claims[0], Node: "a"})
-	h.MustExec(handlers.FailClaim{Claim: claims[1], Reason: "StartupJobFailed", Message: "exit 1"})
+	h.MustExec(decide.MarkReady{Claim: claims[0], Node: "a"})
+	h.MustExec(decide.FailClaim{Claim: claims[1], Reason: "StartupJobFailed", Message: "exit 1"})
 	return claims
 }
 
@@ -275,9 +275,9 @@ sinks:
 	s := cfg.Sinks[0]
 	run := start(t, h, cfg, clock.RealClock{}, nil)
 	h.Declare("g", events.GroupSpec{}, "a", "b", "c")
-	claims := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "test"}).Claims()
+	claims := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "test"}).Claims()
 	for _, c := range claims {
-		h.MustExec(handlers.BootClaim{Claim: c})
+		h.MustExec(decide.BootClaim{Claim: c})
 	}
 	waitFor(t, rcv, h.Store, s)
 
@@ -285,7 +285,7 @@ sinks:
 	rcv.mu.Lock()
 	rcv.failAll = true
 	rcv.mu.Unlock()
-	res := h.MustExec(handlers.MarkReady{Claim: claims[0], Node: "a"})
+	res := h.MustExec(decide.MarkReady{Claim: claims[0], Node: "a"})
 	eventstest.CheckFor(t, 30*time.Second, 2*time.Millisecond, func() error {
 		if rcv.triesOf(res.Events[0].ID) < 2 {
 			return fmt.Errorf("the ready event was not retried yet")
@@ -299,9 +299,9 @@ sinks:
 	rcv.mu.Unlock()
 
 	// More events while the dispatcher is down, then it comes back.
-	h.MustExec(handlers.MarkReady{Claim: claims[1], Node: "b"})
+	h.MustExec(decide.MarkReady{Claim: claims[1], Node: "b"})
 	start(t, h, cfg, clock.RealClock{}, nil)
-	h.MustExec(handlers.FailClaim{Claim: claims[2], Reason: "StartupJobFailed"})
+	h.MustExec(decide.FailClaim{Claim: claims[2], Reason: "StartupJobFailed"})
 	waitFor(t, rcv, h.Store, s)
 	checkOnceInOrder(t, rcv, h.Store, s)
 
@@ -309,7 +309,7 @@ sinks:
 	before := len(rcv.got())
 	h.Restart()
 	start(t, h, cfg, clock.RealClock{}, nil)
-	h.MustExec(handlers.CompleteClaim{Claim: claims[0]})
+	h.MustExec(decide.CompleteClaim{Claim: claims[0]})
 	waitFor(t, rcv, h.Store, s)
 	checkOnceInOrder(t, rcv, h.Store, s)
 	if len(rcv.got()) != before+1 {
@@ -338,9 +338,9 @@ sinks:
 	m := newCounts()
 	start(t, h, cfg, clk, m)
 	h.Declare("g", events.GroupSpec{}, "a")
-	claim := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Claims()[0]
-	boot := h.MustExec(handlers.BootClaim{Claim: claim}).Events[0]
-	ready := h.MustExec(handlers.MarkReady{Claim: claim, Node: "a"}).Events[0]
+	claim := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Claims()[0]
+	boot := h.MustExec(decide.BootClaim{Claim: claim}).Events[0]
+	ready := h.MustExec(decide.MarkReady{Claim: claim, Node: "a"}).Events[0]
 
 	// Waits of 1m then 2m between the three attempts: step the fake clock
 	// whenever the sink waits on it.
@@ -392,7 +392,7 @@ func TestWebhookGetsTheEventsTraceParent(t *testing.T) {
 	h.Service.TraceParent = func(context.Context) string { return "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }
 	start(t, h, cfg, clock.RealClock{}, nil)
 	h.Declare("g", events.GroupSpec{}, "a")
-	ev := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Events[0]
+	ev := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Events[0]
 	waitFor(t, rcv, h.Store, cfg.Sinks[0])
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
@@ -414,7 +414,7 @@ func TestWebhookCloudEventsFollowTheBinding(t *testing.T) {
 			h.Service.TraceParent = func(context.Context) string { return "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }
 			start(t, h, cfg, clock.RealClock{}, nil)
 			h.Declare("g", events.GroupSpec{MaxSize: 4}, "a", "b", "c", "d")
-			h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 4, RequestedBy: "test"})
+			h.MustExec(decide.IncreaseSize{Group: "g", Delta: 4, RequestedBy: "test"})
 			waitFor(t, rcv, h.Store, cfg.Sinks[0])
 			rcv.mu.Lock()
 			defer rcv.mu.Unlock()
@@ -476,12 +476,12 @@ func TestCrashMidDeliveryResumesAtOnce(t *testing.T) {
 	s := cfg.Sinks[0]
 	run := start(t, h, cfg, clock.RealClock{}, nil)
 	h.Declare("g", events.GroupSpec{}, "a")
-	claim := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Claims()[0]
+	claim := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Claims()[0]
 	waitFor(t, rcv, h.Store, s)
 	run.stop()
 
 	// The crashed run: it took the next event and never acked it.
-	h.MustExec(handlers.BootClaim{Claim: claim})
+	h.MustExec(decide.BootClaim{Claim: claim})
 	ctx := context.Background()
 	cons, err := h.Store.JetStream().Consumer(ctx, h.Store.Stream(), s.ConsumerName())
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/buildinfo"
 	"github.com/claimstream/claimstream/projections"
@@ -164,14 +164,14 @@ func TestClaimsAndSlotsGauges(t *testing.T) {
 
 	h.Declare("g", events.GroupSpec{}, "a", "b", "c")
 	h.Declare("r", events.GroupSpec{}, "r1")
-	claims := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
-	h.MustExec(handlers.BootClaim{Claim: claims[0]})
-	res := h.MustExec(handlers.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
+	claims := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
+	h.MustExec(decide.BootClaim{Claim: claims[0]})
+	res := h.MustExec(decide.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
 	// r1 rests: its boots failed MaxConsecutiveAttempts times in a row.
 	for range projections.MaxConsecutiveAttempts {
-		c := h.MustExec(handlers.IncreaseSize{Group: "r", Delta: 1, RequestedBy: "op"}).Claims()[0]
-		h.MustExec(handlers.BootClaim{Claim: c})
-		res = h.MustExec(handlers.FailClaim{Claim: c, Reason: projections.ReasonStartupJobFailed})
+		c := h.MustExec(decide.IncreaseSize{Group: "r", Delta: 1, RequestedBy: "op"}).Claims()[0]
+		h.MustExec(decide.BootClaim{Claim: c})
+		res = h.MustExec(decide.FailClaim{Claim: c, Reason: projections.ReasonStartupJobFailed})
 	}
 	if err := views.WaitFor(ctx, res.Last); err != nil {
 		t.Fatal(err)
@@ -228,10 +228,10 @@ func TestNoMetricLabelTakesCallerText(t *testing.T) {
 	h.Declare("g", events.GroupSpec{MaxSize: 20}, "a", "b", "c", "d", "e", "f", "m1", "m2", "m3", "m4", "m5", "m6", "m7")
 	var last uint64
 	for _, by := range weird {
-		last = h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: by}).Last
+		last = h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: by}).Last
 	}
 	for i, by := range append(weird, "dashboard") {
-		last = h.MustExec(handlers.ManualClaim{Slot: fmt.Sprintf("m%d", i+1), By: by, Reason: "test"}).Last
+		last = h.MustExec(decide.ManualClaim{Slot: fmt.Sprintf("m%d", i+1), By: by, Reason: "test"}).Last
 	}
 	if err := views.WaitFor(ctx, last); err != nil {
 		t.Fatal(err)
@@ -293,8 +293,8 @@ func TestViewMetricsOnTheLeaderOnly(t *testing.T) {
 	leader.epoch.Store(3)
 
 	h.Declare("g", events.GroupSpec{}, "a", "b")
-	claims := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
-	res := h.MustExec(handlers.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
+	claims := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
+	res := h.MustExec(decide.FailClaim{Claim: claims[1], Reason: projections.ReasonStartupJobFailed})
 	for _, r := range reps {
 		if err := r.views.WaitFor(ctx, res.Last); err != nil {
 			t.Fatal(err)

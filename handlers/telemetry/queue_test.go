@@ -10,7 +10,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/handlers/telemetry"
@@ -37,7 +37,7 @@ func TestReactorQueueMetrics(t *testing.T) {
 	})
 
 	h.Declare("g", events.GroupSpec{}, "a", "b", "c")
-	h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "test"})
+	h.MustExec(decide.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "test"})
 
 	count := regexp.MustCompile(`(?m)^claimstream_reaction_seconds_count (\d+)$`)
 	var body string

@@ -25,6 +25,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
@@ -92,11 +93,11 @@ func TestOneTraceFromIncreaseSizeToClaimReady(t *testing.T) {
 	traceID := root.SpanContext().TraceID()
 
 	// The reactors: a background ctx, no span of their own.
-	h.MustExec(handlers.BootClaim{Claim: claim})
+	h.MustExec(decide.BootClaim{Claim: claim})
 	h.Restart()
 	tel.InstrumentService(h.Service)
 	h.Clock.Step(3 * time.Minute)
-	h.MustExec(handlers.MarkReady{Claim: claim, Node: "a"})
+	h.MustExec(decide.MarkReady{Claim: claim, Node: "a"})
 
 	spans := exp.GetSpans()
 	want := map[string]int{
@@ -162,9 +163,9 @@ func TestCallersSpanWins(t *testing.T) {
 	tel := setup(t, telemetry.Options{SpanExporter: exp})
 	tel.InstrumentService(h.Service)
 	h.Declare("g", events.GroupSpec{}, "a")
-	claim := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Claims()[0]
+	claim := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 1, RequestedBy: "test"}).Claims()[0]
 	ctx, op := tel.Tracer.Start(context.Background(), "operator")
-	res, err := h.Service.Execute(ctx, handlers.FailClaim{Claim: claim, Reason: "DeletedByHand"})
+	res, err := h.Service.Execute(ctx, decide.FailClaim{Claim: claim, Reason: "DeletedByHand"})
 	op.End()
 	if err != nil {
 		t.Fatal(err)
@@ -207,15 +208,15 @@ func TestMetricsOnTheScrapeEndpoint(t *testing.T) {
 	}
 
 	h.Declare("g", events.GroupSpec{}, "a", "b", "c")
-	claims := h.MustExec(handlers.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "test"}).Claims()
+	claims := h.MustExec(decide.IncreaseSize{Group: "g", Delta: 3, RequestedBy: "test"}).Claims()
 	for _, c := range claims[:2] {
-		h.MustExec(handlers.BootClaim{Claim: c})
+		h.MustExec(decide.BootClaim{Claim: c})
 	}
 	h.Clock.Step(3 * time.Minute)
-	h.MustExec(handlers.MarkReady{Claim: claims[0], Node: "a"})
+	h.MustExec(decide.MarkReady{Claim: claims[0], Node: "a"})
 	h.Clock.Step(15 * time.Minute)
-	h.MustExec(handlers.ExpireDeadline{Claim: claims[1]})
-	wait(h.MustExec(handlers.FireShutdown{Claim: claims[1], Force: true}))
+	h.MustExec(decide.ExpireDeadline{Claim: claims[1]})
+	wait(h.MustExec(decide.FireShutdown{Claim: claims[1], Force: true}))
 	tel.Metrics.DeliveryFailed("alerts")
 	tel.Metrics.DeliveryFailed("alerts")
 	tel.Metrics.DeadLettered("alerts")

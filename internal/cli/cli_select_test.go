@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
@@ -48,13 +47,13 @@ func TestCLIGetSelectorAndSortBy(t *testing.T) {
 // labelSlots gives slots labels, as a changed pool file does.
 func labelSlots(t *testing.T, f *resttest.Fixture, byslot map[string]map[string]string) {
 	t.Helper()
-	var ws []eventlog.Write
+	var ws []events.Write
 	f.H.Read(func(s *projections.State) {
 		for name, l := range byslot {
 			sl := s.Slots[name]
 			spec := sl.Spec
 			spec.Labels = l
-			ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(name), Expected: sl.Seq, Events: []events.Event{{
+			ws = append(ws, events.Write{Aggregate: events.SlotAggregate(name), Expected: sl.Seq, Events: []events.Event{{
 				Time: f.H.Clock.Now().UTC(),
 				Data: events.SlotChanged{Ref: events.Ref{Slot: name, Group: sl.Group, Cause: "test"}, Spec: spec},
 			}}})

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
@@ -16,7 +16,7 @@ import (
 // asked about freshness.
 func TestFollowerReadsBehindTheLogAre503(t *testing.T) {
 	f := resttest.Scripted(t)
-	behind := &handlers.Error{Code: handlers.CodeUnavailable, Msg: "views 3 events behind the log (at seq 7 of 10 after 2s); retry shortly"}
+	behind := &decide.Error{Code: decide.CodeUnavailable, Msg: "views 3 events behind the log (at seq 7 of 10 after 2s); retry shortly"}
 	h := rest.New(f.H.Views, f.H.Service, f.H.Store, f.H.Clock, rest.Options{Token: resttest.Token, FreshReads: func(context.Context) error { return behind }})
 	get := func(path, token string) (int, rest.ErrorBody) {
 		rec := &recorder{header: http.Header{}}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 )
 
 // firstPageBytes is how much of a streamed answer is held back before its
@@ -50,7 +50,7 @@ func (p *pagedWriter) commit() error {
 // readFailedStatus is the status of a failed read of the log: the
 // refusal's own when it has a code, else 503 (the store did not answer).
 func readFailedStatus(err error) (int, string) {
-	if code := handlers.CodeOf(err); code != 0 {
+	if code := decide.CodeOf(err); code != 0 {
 		return StatusOf(code), code.String()
 	}
 	return http.StatusServiceUnavailable, "Unavailable"

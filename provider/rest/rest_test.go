@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
@@ -287,9 +287,9 @@ func TestCommandsAndTheirErrors(t *testing.T) {
 }
 
 func TestStatusOfEveryCode(t *testing.T) {
-	want := map[handlers.Code]int{
-		handlers.CodeInvalidArgument: 400, handlers.CodeNotFound: 404, handlers.CodeFailedPrecondition: 412,
-		handlers.CodeUnavailable: 503, handlers.CodeAborted: 409, 0: 500,
+	want := map[decide.Code]int{
+		decide.CodeInvalidArgument: 400, decide.CodeNotFound: 404, decide.CodeFailedPrecondition: 412,
+		decide.CodeUnavailable: 503, decide.CodeAborted: 409, 0: 500,
 	}
 	for code, status := range want {
 		if got := rest.StatusOf(code); got != status {
@@ -343,7 +343,7 @@ func TestEventsFilterFollowAndExport(t *testing.T) {
 			break // history read; now append
 		}
 	}
-	f.H.MustExec(handlers.Decommission{Slot: "node-2.lan", By: "dave"})
+	f.H.MustExec(decide.Decommission{Slot: "node-2.lan", By: "dave"})
 	for e := range seen {
 		if e.Type == events.TypeScaleDownRequested {
 			cancel()

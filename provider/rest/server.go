@@ -30,6 +30,7 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/audit"
@@ -429,7 +430,7 @@ func (s *server) getClaim(w http.ResponseWriter, r *http.Request) {
 
 // --- commands -----------------------------------------------------------------
 
-func (s *server) command(w http.ResponseWriter, r *http.Request, mk func(CommandRequest) handlers.Command) {
+func (s *server) command(w http.ResponseWriter, r *http.Request, mk func(CommandRequest) decide.Command) {
 	var req CommandRequest
 	if r.Body != nil && r.ContentLength != 0 {
 		// No body, or an empty one, is a command with no reason.
@@ -461,26 +462,26 @@ func (s *server) command(w http.ResponseWriter, r *http.Request, mk func(Command
 }
 
 func (s *server) claimSlot(w http.ResponseWriter, r *http.Request) {
-	s.command(w, r, func(q CommandRequest) handlers.Command {
-		return handlers.ManualClaim{Slot: r.PathValue("name"), By: q.By, Reason: q.Reason}
+	s.command(w, r, func(q CommandRequest) decide.Command {
+		return decide.ManualClaim{Slot: r.PathValue("name"), By: q.By, Reason: q.Reason}
 	})
 }
 
 func (s *server) deleteClaim(w http.ResponseWriter, r *http.Request) {
-	s.command(w, r, func(q CommandRequest) handlers.Command {
-		return handlers.DeleteClaim{Claim: r.PathValue("name"), By: q.By}
+	s.command(w, r, func(q CommandRequest) decide.Command {
+		return decide.DeleteClaim{Claim: r.PathValue("name"), By: q.By}
 	})
 }
 
 func (s *server) decommission(w http.ResponseWriter, r *http.Request) {
-	s.command(w, r, func(q CommandRequest) handlers.Command {
-		return handlers.Decommission{Slot: r.PathValue("name"), By: q.By, Reason: q.Reason}
+	s.command(w, r, func(q CommandRequest) decide.Command {
+		return decide.Decommission{Slot: r.PathValue("name"), By: q.By, Reason: q.Reason}
 	})
 }
 
 func (s *server) recommission(w http.ResponseWriter, r *http.Request) {
-	s.command(w, r, func(q CommandRequest) handlers.Command {
-		return handlers.Recommission{Slot: r.PathValue("name"), By: q.By}
+	s.command(w, r, func(q CommandRequest) decide.Command {
+		return decide.Recommission{Slot: r.PathValue("name"), By: q.By}
 	})
 }
 
@@ -626,33 +627,33 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 // --- errors and encoding ------------------------------------------------------
 
 func notFound(format string, args ...any) error {
-	return &handlers.Error{Code: handlers.CodeNotFound, Msg: fmt.Sprintf(format, args...)}
+	return &decide.Error{Code: decide.CodeNotFound, Msg: fmt.Sprintf(format, args...)}
 }
 
 // StatusOf maps a command refusal to its HTTP status.
-func StatusOf(code handlers.Code) int {
+func StatusOf(code decide.Code) int {
 	switch code {
-	case handlers.CodeInvalidArgument:
+	case decide.CodeInvalidArgument:
 		return http.StatusBadRequest
-	case handlers.CodeNotFound:
+	case decide.CodeNotFound:
 		return http.StatusNotFound
-	case handlers.CodeFailedPrecondition:
+	case decide.CodeFailedPrecondition:
 		return http.StatusPreconditionFailed
-	case handlers.CodeUnavailable:
+	case decide.CodeUnavailable:
 		return http.StatusServiceUnavailable
-	case handlers.CodeAborted:
+	case decide.CodeAborted:
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }
 
 func (s *server) fail(w http.ResponseWriter, err error) {
-	code := handlers.CodeOf(err)
+	code := decide.CodeOf(err)
 	var limit *eventlog.ConsumerLimitError
 	if code == 0 && (errors.Is(err, eventlog.ErrTooManyReaders) || errors.As(err, &limit)) {
 		// Reads in flight end by themselves: ask again shortly.
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, handlers.CodeUnavailable.String(), err.Error())
+		writeError(w, http.StatusServiceUnavailable, decide.CodeUnavailable.String(), err.Error())
 		return
 	}
 	if code == 0 {

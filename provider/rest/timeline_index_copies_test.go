@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
@@ -87,7 +87,7 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	}
 
 	// Events after the copy: the next start folds only them.
-	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	f.Step(131 * time.Minute)
 	var logs bytes.Buffer
 	second := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
@@ -122,7 +122,7 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
 	first.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, first)
-	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	f.Step(131 * time.Minute)
 	second := rest.NewTimelineIndex(f.H.Store, cps, nil)
 	second.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
@@ -188,9 +188,9 @@ func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
 		if i > 0 {
 			// Another event after each run: each saves a new copy.
 			if i == 1 {
-				f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+				f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 			} else {
-				f.H.MustExec(handlers.Decommission{Slot: "node-2.lan", By: "dave", Reason: "fan"})
+				f.H.MustExec(decide.Decommission{Slot: "node-2.lan", By: "dave", Reason: "fan"})
 			}
 			f.Step(time.Duration(131+10*i) * time.Minute)
 		}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
@@ -245,7 +245,7 @@ func TestEventStreamIsResumableByLastEventID(t *testing.T) {
 		}
 	}
 	// Live: a claim made now is streamed.
-	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	got := make(chan rest.Event, 1)
 	go func() {
 		_, data, err := r.next()
@@ -341,7 +341,7 @@ func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
 	compared := sameTimelines(t, f, idx, 7*time.Minute)
 	t.Logf("compared %d windows", compared)
 	// A new event reaches the index at the next request.
-	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	f.Step(131 * time.Minute)
 	now := f.H.Clock.Now().UTC()
 	got, err := idx.Timeline(ctx, handlerstest.Start, now, now)
@@ -366,7 +366,7 @@ func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
 	}
 	// Forty days later, a new claim: the index prunes the scripted history.
 	f.H.Clock.SetTime(handlerstest.Start.Add(40 * 24 * time.Hour))
-	f.H.MustExec(handlers.ManualClaim{Slot: "node-1.lan", By: "dave"})
+	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "dave"})
 	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
 	if _, err := idx.Timeline(ctx, since, until, until); err == nil {
 		t.Fatal("the index answered a window it pruned")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 	"github.com/claimstream/claimstream/whatif"
@@ -34,7 +34,7 @@ func TestWhatIfEndpoint(t *testing.T) {
 	f := resttest.Start(t)
 	f.H.Declare("homelab", events.GroupSpec{}, "node-1.lan")
 	from := f.H.Clock.Now().UTC()
-	f.Do(handlers.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	f.Do(decide.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	f.H.Clock.Step(time.Hour)
 	last, _ := f.H.Store.LastSeq(context.Background())
 
@@ -98,7 +98,7 @@ func TestWhatIfsAtOnceAreCapped(t *testing.T) {
 	f := resttest.Start(t)
 	f.H.Declare("homelab", events.GroupSpec{}, "node-1.lan")
 	from := f.H.Clock.Now().UTC()
-	f.Do(handlers.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "cluster-autoscaler"})
+	f.Do(decide.IncreaseSize{Group: "homelab", Delta: 1, RequestedBy: "cluster-autoscaler"})
 	f.H.Clock.Step(time.Hour)
 	body, _ := json.Marshal(whatif.Request{From: from, To: from.Add(time.Hour), Seed: 1, Candidates: []whatif.RequestCandidate{{Name: "same.yaml", Pool: whatIfPool}}})
 

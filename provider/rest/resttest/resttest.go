@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -98,7 +99,7 @@ func (f *Fixture) Step(d time.Duration) {
 }
 
 // Do runs a command and records the views after it.
-func (f *Fixture) Do(cmd handlers.Command) handlers.Result {
+func (f *Fixture) Do(cmd decide.Command) handlers.Result {
 	f.T.Helper()
 	r := f.H.MustExec(cmd)
 	f.Record()
@@ -132,41 +133,41 @@ func (f *Fixture) History() {
 	f.Record()
 	m := time.Minute
 	f.Step(1 * m)
-	cl := f.Do(handlers.IncreaseSize{Group: "homelab", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
+	cl := f.Do(decide.IncreaseSize{Group: "homelab", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
 	f.Claims["first"], f.Claims["steady"] = f.claimOn(cl, "node-1.lan"), f.claimOn(cl, "node-2.lan")
 	f.Step(1*m + 15*time.Second)
-	f.Do(handlers.BootClaim{Claim: f.Claims["first"]})
-	f.Do(handlers.BootClaim{Claim: f.Claims["steady"]})
+	f.Do(decide.BootClaim{Claim: f.Claims["first"]})
+	f.Do(decide.BootClaim{Claim: f.Claims["steady"]})
 	f.Step(4*m + 27*time.Second)
-	f.Do(handlers.MarkReady{Claim: f.Claims["steady"], Node: "node-2.lan"})
+	f.Do(decide.MarkReady{Claim: f.Claims["steady"], Node: "node-2.lan"})
 	f.Step(13*m + 11*time.Second)
-	f.Do(handlers.ExpireDeadline{Claim: f.Claims["first"]})
+	f.Do(decide.ExpireDeadline{Claim: f.Claims["first"]})
 	f.Step(13*m + 20*time.Second)
-	f.Do(handlers.FireShutdown{Claim: f.Claims["first"], Force: true, Cause: "forced shutdown of a failed claim"})
+	f.Do(decide.FireShutdown{Claim: f.Claims["first"], Force: true, Cause: "forced shutdown of a failed claim"})
 	f.Step(14 * m)
-	cl = f.Do(handlers.IncreaseSize{Group: "homelab", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
+	cl = f.Do(decide.IncreaseSize{Group: "homelab", Delta: 2, RequestedBy: "cluster-autoscaler"}).Claims()
 	f.Claims["second"], f.Claims["broken"] = f.claimOn(cl, "node-1.lan"), f.claimOn(cl, "node-3.lan")
 	f.Step(14*m + 10*time.Second)
-	f.Do(handlers.BootClaim{Claim: f.Claims["second"]})
-	f.Do(handlers.BootClaim{Claim: f.Claims["broken"]})
+	f.Do(decide.BootClaim{Claim: f.Claims["second"]})
+	f.Do(decide.BootClaim{Claim: f.Claims["broken"]})
 	f.Step(17*m + 22*time.Second)
-	f.Do(handlers.MarkReady{Claim: f.Claims["second"], Node: "node-1.lan"})
+	f.Do(decide.MarkReady{Claim: f.Claims["second"], Node: "node-1.lan"})
 	f.Step(19 * m)
-	f.Do(handlers.FailClaim{Claim: f.Claims["broken"], Reason: projections.ReasonStartupJobFailed, Message: "Job node-3 start: BackoffLimitExceeded", ForceShutdown: true, Cause: "startup Job failed"})
+	f.Do(decide.FailClaim{Claim: f.Claims["broken"], Reason: projections.ReasonStartupJobFailed, Message: "Job node-3 start: BackoffLimitExceeded", ForceShutdown: true, Cause: "startup Job failed"})
 	f.Step(74 * m)
-	f.Do(handlers.CollectClaim{Claim: f.Claims["first"]})
+	f.Do(decide.CollectClaim{Claim: f.Claims["first"]})
 	f.Step(120 * m)
-	f.Do(handlers.DeleteNodes{Group: "homelab", Nodes: []handlers.NodeRef{{Name: "node-1.lan"}}, RequestedBy: "cluster-autoscaler"})
+	f.Do(decide.DeleteNodes{Group: "homelab", Nodes: []decide.NodeRef{{Name: "node-1.lan"}}, RequestedBy: "cluster-autoscaler"})
 	f.Step(120*m + 5*time.Second)
-	f.Do(handlers.FireShutdown{Claim: f.Claims["second"], Cause: "scale-down"})
+	f.Do(decide.FireShutdown{Claim: f.Claims["second"], Cause: "scale-down"})
 	f.Step(123*m + 5*time.Second)
-	f.Do(handlers.FireShutdown{Claim: f.Claims["second"], After: handlers.JobName(f.Claims["second"], "stop", 1), Cause: "scale-down"})
+	f.Do(decide.FireShutdown{Claim: f.Claims["second"], After: decide.JobName(f.Claims["second"], "stop", 1), Cause: "scale-down"})
 	f.Step(124 * m)
-	f.Do(handlers.CompleteClaim{Claim: f.Claims["second"], Reason: projections.ReasonScaledDown})
+	f.Do(decide.CompleteClaim{Claim: f.Claims["second"], Reason: projections.ReasonScaledDown})
 	f.Step(125 * m)
-	f.Do(handlers.Decommission{Slot: "node-3.lan", By: "alice", Reason: "bad PSU"})
+	f.Do(decide.Decommission{Slot: "node-3.lan", By: "alice", Reason: "bad PSU"})
 	f.Step(126 * m)
-	cl = f.Do(handlers.ManualClaim{Slot: "gpu-1", By: "bob", Reason: "training run"}).Claims()
+	cl = f.Do(decide.ManualClaim{Slot: "gpu-1", By: "bob", Reason: "training run"}).Claims()
 	f.Claims["manual"] = f.claimOn(cl, "gpu-1")
 	f.Step(130 * m)
 }

@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -28,7 +27,7 @@ type ObserveNode struct {
 
 func (c ObserveNode) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl := s.Slots[c.Slot]
 	if sl == nil || sl.Group == "" {
 		return nil, nil
@@ -38,7 +37,7 @@ func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]eventlog.Wri
 	if !nodeChanged && !powered {
 		return nil, nil
 	}
-	w := eventlog.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq}
+	w := events.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq}
 	if nodeChanged {
 		ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node observed: " + describeNodeChange(sl.Node, c.Node)}
 		if cl := s.LiveOfSlot(sl.Name); cl != nil {
@@ -49,7 +48,7 @@ func (c ObserveNode) Decide(s *projections.State, now time.Time) ([]eventlog.Wri
 	if powered {
 		w.Events = append(w.Events, events.Event{Time: now, Data: power})
 	}
-	return []eventlog.Write{w}, nil
+	return []events.Write{w}, nil
 }
 
 // NodeStatesEqual compares two observations, taints as a set.
@@ -106,7 +105,7 @@ type FailInPhase struct {
 	Phase projections.Phase
 }
 
-func (c FailInPhase) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c FailInPhase) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase.Normal() != c.Phase.Normal() {
 		return nil, nil
@@ -128,7 +127,7 @@ type FireShutdown struct {
 
 func (c FireShutdown) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-func (c FireShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c FireShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.LastShutdownJob != c.After {
 		return nil, nil
@@ -146,7 +145,7 @@ func (c FireShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Wr
 		}
 	}
 	n := StopJobsFired(cl) + 1
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ShutdownFired{
+	return []events.Write{slotWrite(s, cl.Slot, now, events.ShutdownFired{
 		Ref: claimRef(cl, orCause(c.Cause, "shutdown")), Job: JobName(cl.Name, "stop", n),
 		ShutdownAttempt: cl.ShutdownAttempts + 1, Force: c.Force,
 	})}, nil
@@ -166,12 +165,12 @@ type LimitShutdown struct {
 
 func (c LimitShutdown) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-func (c LimitShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c LimitShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase != projections.PhaseReady || cl.ScaleDown == nil || cl.ShutdownAttempts < projections.ShutdownAttemptLimit {
 		return nil, nil
 	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ShutdownAttemptLimitReached{
+	return []events.Write{slotWrite(s, cl.Slot, now, events.ShutdownAttemptLimitReached{
 		Ref:         claimRef(cl, fmt.Sprintf("%d shutdown Jobs finished and the machine is still observed up", cl.ShutdownAttempts)),
 		Attempts:    cl.ShutdownAttempts,
 		PausedUntil: now.Add(projections.ShutdownAttemptResetGrace),
@@ -190,7 +189,7 @@ type FireSlotShutdown struct {
 
 func (c FireSlotShutdown) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c FireSlotShutdown) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c FireSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl := s.Slots[c.Slot]
 	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil {
 		return nil, nil
@@ -210,7 +209,7 @@ func (c FireSlotShutdown) Decide(s *projections.State, now time.Time) ([]eventlo
 		}
 		attempt = last.Attempt + 1
 	}
-	return []eventlog.Write{slotWrite(s, sl.Name, now, events.ShutdownFired{
+	return []events.Write{slotWrite(s, sl.Name, now, events.ShutdownFired{
 		Ref:             events.Ref{Slot: sl.Name, Group: sl.Group, Cause: orCause(c.Cause, "input law: machine observed up with no claim that wants it")},
 		Job:             SlotJobName(sl.Name, sl.Seq),
 		ShutdownAttempt: attempt,
@@ -228,7 +227,7 @@ type ObserveMachine struct {
 
 func (c ObserveMachine) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase != projections.PhaseReady {
 		return nil, nil
@@ -237,15 +236,77 @@ func (c ObserveMachine) Decide(s *projections.State, now time.Time) ([]eventlog.
 		if cl.MachineOffSince == nil {
 			return nil, nil
 		}
-		return []eventlog.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOn{Ref: claimRef(cl, orCause(c.Cause, "machine observed up again"))})}, nil
+		return []events.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOn{Ref: claimRef(cl, orCause(c.Cause, "machine observed up again"))})}, nil
 	}
 	if cl.MachineOffSince != nil {
 		return nil, nil
 	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOff{Ref: claimRef(cl, orCause(c.Cause, "machine observed off"))})}, nil
+	return []events.Write{slotWrite(s, cl.Slot, now, events.MachineObservedOff{Ref: claimRef(cl, orCause(c.Cause, "machine observed off"))})}, nil
 }
 
 // The claim the command is about: its span joins the claim's trace.
 func (c FireShutdown) ClaimName() string   { return c.Claim }
 func (c LimitShutdown) ClaimName() string  { return c.Claim }
 func (c ObserveMachine) ClaimName() string { return c.Claim }
+
+// PauseSlotShutdown records the input law's pause (UnclaimedShutdownPaused)
+// once the slot's last ShutdownAttemptLimit claimless shutdowns did not
+// power the machine off: the claimless twin of LimitShutdown. After is the
+// slot's last shutdown Job the reactor saw; the pause ends
+// ShutdownAttemptResetGrace after it. Written once per pause.
+type PauseSlotShutdown struct {
+	Slot  string
+	After string
+}
+
+func (c PauseSlotShutdown) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
+
+func (c PauseSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	sl := s.Slots[c.Slot]
+	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil || sl.ShutdownPausedUntil != nil {
+		return nil, nil
+	}
+	last := sl.LastShutdown
+	if last == nil || last.Job != c.After || last.Claim != "" || last.Attempt < projections.ShutdownAttemptLimit {
+		return nil, nil
+	}
+	until := last.At.Add(projections.ShutdownAttemptResetGrace)
+	if !now.Before(until) {
+		return nil, nil
+	}
+	return []events.Write{slotWrite(s, sl.Name, now, events.UnclaimedShutdownPaused{
+		Ref:         events.Ref{Slot: sl.Name, Group: sl.Group, Cause: fmt.Sprintf("input law: %d shutdown Jobs finished and the machine no claim wants is still observed up", last.Attempt)},
+		Attempts:    last.Attempt,
+		PausedUntil: until,
+	})}, nil
+}
+
+// RequestNodeDelete records that a slot's NotReady Node is deleted after
+// its machine's shutdown (NodeDeleteRequested), once per shutdown: a delete
+// already recorded since the slot's last shutdown writes nothing.
+type RequestNodeDelete struct {
+	Slot        string
+	Node        string
+	ShutdownJob string
+}
+
+func (c RequestNodeDelete) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
+
+func (c RequestNodeDelete) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	sl := s.Slots[c.Slot]
+	if sl == nil || sl.Group == "" || sl.LastShutdown == nil || sl.LastShutdown.Job != c.ShutdownJob || s.LiveOfSlot(c.Slot) != nil {
+		return nil, nil
+	}
+	if d := sl.LastNodeDelete; d != nil && d.By == c.Node && !d.At.Before(sl.LastShutdown.At) {
+		return nil, nil
+	}
+	ref := events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "node cleanup: the machine's shutdown Job " + c.ShutdownJob + " finished and its Node is NotReady"}
+	if n := len(sl.Claims); n > 0 {
+		if cl := s.Claims[sl.Claims[n-1]]; cl != nil && cl.Phase.IsTerminal() {
+			ref.Claim, ref.Attempt = cl.Name, cl.Attempt
+		}
+	}
+	return []events.Write{slotWrite(s, sl.Name, now, events.NodeDeleteRequested{
+		Ref: ref, Node: c.Node, Why: "NotReady after the shutdown of its machine (it counts against cluster-autoscaler's unready gate)",
+	})}, nil
+}

@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -21,7 +20,7 @@ type Command interface {
 	// its group, so two commands that span slots of one group never
 	// interleave (maxSize, minSize floors).
 	LockKey(s *projections.State) string
-	Decide(s *projections.State, now time.Time) ([]eventlog.Write, error)
+	Decide(s *projections.State, now time.Time) ([]events.Write, error)
 }
 
 // IncreaseSize creates Delta claims on Delta free slots of Group.
@@ -40,13 +39,13 @@ type IncreaseSize struct {
 
 func (c IncreaseSize) LockKey(*projections.State) string { return c.Group }
 
-func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if c.Delta <= 0 {
-		return nil, refuse(CodeInvalidArgument, "delta must be positive, got %d", c.Delta)
+		return nil, Refuse(CodeInvalidArgument, "delta must be positive, got %d", c.Delta)
 	}
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok {
-		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
+		return nil, Refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
 	if _, ok := s.AcceptedWithin(c.Group, c.RequestKey, now); ok {
 		// A retry of a call that landed: its claims are in the views.
@@ -54,11 +53,11 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]eventlog.Wr
 	}
 	live := s.LiveInService(c.Group)
 	if maxSize := s.MaxSize(c.Group); live+c.Delta > maxSize {
-		return nil, refuse(CodeFailedPrecondition, "%s", tooLarge(s, c, live, maxSize))
+		return nil, Refuse(CodeFailedPrecondition, "%s", tooLarge(s, c, live, maxSize))
 	}
 	free := s.FreeSlots(c.Group, now)
 	if len(free) < c.Delta {
-		return nil, refuse(CodeFailedPrecondition, "no free node slot in group %s: want %d, %d free (%s)", c.Group, c.Delta, len(free), whyNotFree(s, g, now))
+		return nil, Refuse(CodeFailedPrecondition, "no free node slot in group %s: want %d, %d free (%s)", c.Group, c.Delta, len(free), whyNotFree(s, g, now))
 	}
 	// Healthier slots first: the fewest consecutive failed boots, then name.
 	sort.SliceStable(free, func(i, j int) bool {
@@ -70,7 +69,7 @@ func (c IncreaseSize) Decide(s *projections.State, now time.Time) ([]eventlog.Wr
 	}
 	req := events.Request{Call: call, Delta: c.Delta, Group: c.Group, Key: c.RequestKey}
 	cause := fmt.Sprintf("%s(+%d) by %s for group %s", call, c.Delta, orUnknown(c.RequestedBy), c.Group)
-	writes := make([]eventlog.Write, 0, c.Delta+1)
+	writes := make([]events.Write, 0, c.Delta+1)
 	for _, slot := range free[:c.Delta] {
 		writes = append(writes, newClaim(s, g, s.Slots[slot], now, req, c.RequestedBy, cause))
 	}
@@ -114,7 +113,7 @@ func whyNotFree(s *projections.State, g *projections.Group, now time.Time) strin
 
 // newClaim is the write that creates one claim on a slot: attempt seeded
 // from the slot's digest, deadline from the group's budget.
-func newClaim(s *projections.State, g *projections.Group, sl *projections.Slot, now time.Time, req events.Request, by, cause string) eventlog.Write {
+func newClaim(s *projections.State, g *projections.Group, sl *projections.Slot, now time.Time, req events.Request, by, cause string) events.Write {
 	name := ClaimName(sl.Name, sl.Seq, now)
 	budget := projections.TimeoutsOf(g.Spec.Lifecycle).Budget()
 	ev := events.ClaimCreated{
@@ -127,7 +126,7 @@ func newClaim(s *projections.State, g *projections.Group, sl *projections.Slot, 
 		MaxNodeProvisionTime: g.Spec.MaxNodeProvisionTime,
 		TTL:                  events.Duration(projections.ClaimTTL(g.Spec)),
 	}
-	return eventlog.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: []events.Event{{Time: now, Data: ev}}}
+	return events.Write{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: []events.Event{{Time: now, Data: ev}}}
 }
 
 // DecreaseTargetSize cancels -Delta pending claims of Group. It never
@@ -141,13 +140,13 @@ type DecreaseTargetSize struct {
 
 func (c DecreaseTargetSize) LockKey(*projections.State) string { return c.Group }
 
-func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if c.Delta >= 0 {
-		return nil, refuse(CodeInvalidArgument, "delta must be negative, got %d", c.Delta)
+		return nil, Refuse(CodeInvalidArgument, "delta must be negative, got %d", c.Delta)
 	}
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok {
-		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
+		return nil, Refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
 	var pending []*projections.Claim
 	var booting, ready int
@@ -167,16 +166,16 @@ func (c DecreaseTargetSize) Decide(s *projections.State, now time.Time) ([]event
 		return nil, nil
 	}
 	if target := s.TargetSize(c.Group); target+c.Delta < g.Spec.MinSize {
-		return nil, refuse(CodeFailedPrecondition, "decrease of group %s by %d would take its target size from %d to %d, under minSize %d", c.Group, -c.Delta, target, target+c.Delta, g.Spec.MinSize)
+		return nil, Refuse(CodeFailedPrecondition, "decrease of group %s by %d would take its target size from %d to %d, under minSize %d", c.Group, -c.Delta, target, target+c.Delta, g.Spec.MinSize)
 	}
 	if len(pending) < -c.Delta {
-		return nil, refuse(CodeUnavailable, "cannot decrease group %s by %d now: %d pending claims can be cancelled, %d booting and %d ready are past the cancelable phase (a boot ends at its deadline; remove a ready node with DeleteNodes)", c.Group, -c.Delta, len(pending), booting, ready)
+		return nil, Refuse(CodeUnavailable, "cannot decrease group %s by %d now: %d pending claims can be cancelled, %d booting and %d ready are past the cancelable phase (a boot ends at its deadline; remove a ready node with DeleteNodes)", c.Group, -c.Delta, len(pending), booting, ready)
 	}
 	// The newest requests go first: the oldest are closest to booting.
 	sort.SliceStable(pending, func(i, j int) bool { return pending[i].RequestedAt.After(pending[j].RequestedAt) })
 	req := events.Request{Call: events.CallDecreaseTargetSize, Delta: c.Delta, Group: c.Group}
 	cause := fmt.Sprintf("DecreaseTargetSize(%d) by %s for group %s", c.Delta, orUnknown(c.RequestedBy), c.Group)
-	var writes []eventlog.Write
+	var writes []events.Write
 	for _, cl := range pending[:-c.Delta] {
 		writes = append(writes, slotWrite(s, cl.Slot, now, events.ClaimCancelled{
 			Ref: claimRef(cl, cause), Reason: projections.ReasonCancelledByDecreaseTargetSize,
@@ -209,26 +208,26 @@ type DeleteNodes struct {
 
 func (c DeleteNodes) LockKey(*projections.State) string { return c.Group }
 
-func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if len(c.Nodes) == 0 {
-		return nil, refuse(CodeInvalidArgument, "nodes: at least one node is required")
+		return nil, Refuse(CodeInvalidArgument, "nodes: at least one node is required")
 	}
 	g, ok := s.ActiveGroup(c.Group)
 	if !ok {
-		return nil, refuse(CodeNotFound, "node group %q not found", c.Group)
+		return nil, Refuse(CodeNotFound, "node group %q not found", c.Group)
 	}
 	var slots []string
 	var names []string
 	for i, n := range c.Nodes {
 		if n.Name == "" && n.ProviderID == "" {
-			return nil, refuse(CodeInvalidArgument, "nodes[%d]: name and providerID are both empty", i)
+			return nil, Refuse(CodeInvalidArgument, "nodes[%d]: name and providerID are both empty", i)
 		}
 		sl, ok := s.SlotForNode(n.Name, n.ProviderID)
 		if !ok {
-			return nil, refuse(CodeNotFound, "nodes[%d]: node %q (providerID %q) is not a slot of any group", i, n.Name, n.ProviderID)
+			return nil, Refuse(CodeNotFound, "nodes[%d]: node %q (providerID %q) is not a slot of any group", i, n.Name, n.ProviderID)
 		}
 		if sl.Group != g.Name {
-			return nil, refuse(CodeInvalidArgument, "nodes[%d]: node %q belongs to group %s, not %s", i, sl.Name, sl.Group, g.Name)
+			return nil, Refuse(CodeInvalidArgument, "nodes[%d]: node %q belongs to group %s, not %s", i, sl.Name, sl.Group, g.Name)
 		}
 		if !slices.Contains(slots, sl.Name) {
 			slots = append(slots, sl.Name)
@@ -241,7 +240,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]eventlog.Wri
 	}
 	req := events.Request{Call: call, Group: c.Group, Nodes: names}
 	cause := fmt.Sprintf("%s(%s) by %s for group %s", call, strings.Join(names, ","), orUnknown(c.RequestedBy), c.Group)
-	var writes, removing []eventlog.Write
+	var writes, removing []events.Write
 	removed := 0
 	for _, slot := range slots {
 		cl := s.LiveOfSlot(slot)
@@ -270,7 +269,7 @@ func (c DeleteNodes) Decide(s *projections.State, now time.Time) ([]eventlog.Wri
 	// deletes a failed instance every loop, and that must stay a no-op even
 	// in a group already under minSize.
 	if target := s.TargetSize(c.Group); removed > 0 && target-removed < g.Spec.MinSize {
-		return nil, refuse(CodeFailedPrecondition, "deleting %d nodes would take group %s to %d, under minSize %d", removed, c.Group, target-removed, g.Spec.MinSize)
+		return nil, Refuse(CodeFailedPrecondition, "deleting %d nodes would take group %s to %d, under minSize %d", removed, c.Group, target-removed, g.Spec.MinSize)
 	}
 	if removed > 0 {
 		writes = append(writes, sizeDecreased(g, now, cause, c.RequestedBy, req, removing))
@@ -294,26 +293,26 @@ type ManualClaim struct {
 
 func (c ManualClaim) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
-		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
+		return nil, Refuse(CodeNotFound, "slot %q not found", c.Slot)
 	}
 	g, ok := s.ActiveGroup(sl.Group)
 	if !ok {
-		return nil, refuse(CodeFailedPrecondition, "slot %s is in group %s, which is not declared", sl.Name, sl.Group)
+		return nil, Refuse(CodeFailedPrecondition, "slot %s is in group %s, which is not declared", sl.Name, sl.Group)
 	}
 	if sl.Decommissioned != nil {
-		return nil, refuse(CodeFailedPrecondition, "slot %s is decommissioned (by %s at %s); recommission it first", sl.Name, sl.Decommissioned.By, sl.Decommissioned.At.Format(time.RFC3339))
+		return nil, Refuse(CodeFailedPrecondition, "slot %s is decommissioned (by %s at %s); recommission it first", sl.Name, sl.Decommissioned.By, sl.Decommissioned.At.Format(time.RFC3339))
 	}
 	if live := s.LiveOfSlot(sl.Name); live != nil {
-		return nil, refuse(CodeFailedPrecondition, "slot %s already has live claim %s (%s)", sl.Name, live.Name, live.Phase.Normal())
+		return nil, Refuse(CodeFailedPrecondition, "slot %s already has live claim %s (%s)", sl.Name, live.Name, live.Phase.Normal())
 	}
 	if s.Exhausted(sl.Name, now) {
-		return nil, refuse(CodeFailedPrecondition, "slot %s failed %d consecutive boots; it rests until %s", sl.Name, projections.MaxConsecutiveAttempts, sl.LastClaim.FinishedAt.Add(projections.ShutdownAttemptResetGrace).Format(time.RFC3339))
+		return nil, Refuse(CodeFailedPrecondition, "slot %s failed %d consecutive boots; it rests until %s", sl.Name, projections.MaxConsecutiveAttempts, sl.LastClaim.FinishedAt.Add(projections.ShutdownAttemptResetGrace).Format(time.RFC3339))
 	}
 	if live, maxSize := s.LiveInService(g.Name), s.MaxSize(g.Name); live+1 > maxSize {
-		return nil, refuse(CodeFailedPrecondition, "group %s is at maxSize %d", g.Name, maxSize)
+		return nil, Refuse(CodeFailedPrecondition, "group %s is at maxSize %d", g.Name, maxSize)
 	}
 	by := orUnknown(c.By)
 	cause := "manual claim by " + by
@@ -322,7 +321,7 @@ func (c ManualClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Wri
 	}
 	req := events.Request{Call: events.CallManual, Group: g.Name}
 	claim := newClaim(s, g, sl, now, req, by, cause)
-	return []eventlog.Write{claim, sizeIncreased(g, now, events.Ref{Cause: cause}, by, req, []eventlog.Write{claim})}, nil
+	return []events.Write{claim, sizeIncreased(g, now, events.Ref{Cause: cause}, by, req, []events.Write{claim})}, nil
 }
 
 // DeleteClaim ends a claim by hand: cancelled if pending, scaled down if
@@ -339,13 +338,13 @@ func (c DeleteClaim) LockKey(s *projections.State) string {
 	return ""
 }
 
-func (c DeleteClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c DeleteClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil {
-		return nil, refuse(CodeNotFound, "claim %q not found", c.Claim)
+		return nil, Refuse(CodeNotFound, "claim %q not found", c.Claim)
 	}
 	if !cl.IsLive() {
-		return nil, refuse(CodeFailedPrecondition, "claim %s already ended %s (%s)", cl.Name, cl.Phase, cl.Reason)
+		return nil, Refuse(CodeFailedPrecondition, "claim %s already ended %s (%s)", cl.Name, cl.Phase, cl.Reason)
 	}
 	by := orUnknown(c.By)
 	cause := "claim deleted by hand by " + by
@@ -354,11 +353,11 @@ func (c DeleteClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Wri
 	case cl.ScaleDown != nil:
 		return nil, nil
 	case cl.IsPending():
-		return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ClaimCancelled{
+		return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimCancelled{
 			Ref: claimRef(cl, cause), Reason: projections.ReasonDeletedByHand, RequestedBy: by, Request: &req,
 		})}, nil
 	default:
-		return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ScaleDownRequested{
+		return []events.Write{slotWrite(s, cl.Slot, now, events.ScaleDownRequested{
 			Ref: claimRef(cl, cause), RequestedBy: by, Request: req, Reason: projections.ReasonDeletedByHand,
 		})}, nil
 	}
@@ -374,10 +373,10 @@ type Decommission struct {
 
 func (c Decommission) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c Decommission) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c Decommission) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
-		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
+		return nil, Refuse(CodeNotFound, "slot %q not found", c.Slot)
 	}
 	if sl.Decommissioned != nil {
 		return nil, nil
@@ -402,7 +401,7 @@ func (c Decommission) Decide(s *projections.State, now time.Time) ([]eventlog.Wr
 			}})
 		}
 	}
-	return []eventlog.Write{{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: evs}}, nil
+	return []events.Write{{Aggregate: events.SlotAggregate(sl.Name), Expected: sl.Seq, Events: evs}}, nil
 }
 
 // Recommission puts a decommissioned slot back into service.
@@ -413,16 +412,16 @@ type Recommission struct {
 
 func (c Recommission) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
 
-func (c Recommission) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c Recommission) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl, ok := s.ActiveSlot(c.Slot)
 	if !ok {
-		return nil, refuse(CodeNotFound, "slot %q not found", c.Slot)
+		return nil, Refuse(CodeNotFound, "slot %q not found", c.Slot)
 	}
 	if sl.Decommissioned == nil {
 		return nil, nil
 	}
 	by := orUnknown(c.By)
-	return []eventlog.Write{slotWrite(s, sl.Name, now, events.SlotRecommissioned{
+	return []events.Write{slotWrite(s, sl.Name, now, events.SlotRecommissioned{
 		Ref: events.Ref{Slot: sl.Name, Group: sl.Group, Cause: "recommissioned by " + by}, By: by,
 	})}, nil
 }
@@ -430,8 +429,8 @@ func (c Recommission) Decide(s *projections.State, now time.Time) ([]eventlog.Wr
 // --- helpers ---------------------------------------------------------------
 
 // slotWrite is one event appended to a slot with the slot's expectation.
-func slotWrite(s *projections.State, slot string, now time.Time, d events.Data) eventlog.Write {
-	return eventlog.Write{
+func slotWrite(s *projections.State, slot string, now time.Time, d events.Data) events.Write {
+	return events.Write{
 		Aggregate: events.SlotAggregate(slot),
 		Expected:  s.Slots[slot].Seq,
 		Events:    []events.Event{{Time: now, Data: d}},

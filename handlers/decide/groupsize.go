@@ -1,10 +1,9 @@
-package handlers
+package decide
 
 import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -17,24 +16,24 @@ import (
 
 // sizeIncreased is the group write that goes with the claims writes
 // create.
-func sizeIncreased(g *projections.Group, now time.Time, ref events.Ref, by string, req events.Request, writes []eventlog.Write) eventlog.Write {
+func sizeIncreased(g *projections.Group, now time.Time, ref events.Ref, by string, req events.Request, writes []events.Write) events.Write {
 	claims := claimNames(writes)
 	return groupWrite(g, now, events.SizeIncreased{Ref: events.Ref{Group: g.Name, Cause: ref.Cause}, Delta: len(claims), RequestedBy: orUnknown(by), Request: req, Claims: claims})
 }
 
 // sizeDecreased is the group write that goes with the claims writes take
 // out of the group's target.
-func sizeDecreased(g *projections.Group, now time.Time, cause, by string, req events.Request, writes []eventlog.Write) eventlog.Write {
+func sizeDecreased(g *projections.Group, now time.Time, cause, by string, req events.Request, writes []events.Write) events.Write {
 	claims := claimNames(writes)
 	return groupWrite(g, now, events.SizeDecreased{Ref: events.Ref{Group: g.Name, Cause: cause}, Delta: len(claims), RequestedBy: orUnknown(by), Request: req, Claims: claims})
 }
 
-func groupWrite(g *projections.Group, now time.Time, d events.Data) eventlog.Write {
-	return eventlog.Write{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{{Time: now, Data: d}}}
+func groupWrite(g *projections.Group, now time.Time, d events.Data) events.Write {
+	return events.Write{Aggregate: events.GroupAggregate(g.Name), Expected: g.Seq, Events: []events.Event{{Time: now, Data: d}}}
 }
 
 // claimNames are the claims the writes' events are about, in order.
-func claimNames(writes []eventlog.Write) []string {
+func claimNames(writes []events.Write) []string {
 	var out []string
 	for _, w := range writes {
 		for _, e := range w.Events {
@@ -46,11 +45,11 @@ func claimNames(writes []eventlog.Write) []string {
 	return out
 }
 
-// mergeWrites joins the writes to one aggregate into the first of them
+// MergeWrites joins the writes to one aggregate into the first of them
 // (its expectation is the one the decider read): the built-in scaler's
 // ScaleDecided and the SizeIncreased of its claims share the group.
-func mergeWrites(writes []eventlog.Write) []eventlog.Write {
-	out := make([]eventlog.Write, 0, len(writes))
+func MergeWrites(writes []events.Write) []events.Write {
+	out := make([]events.Write, 0, len(writes))
 	at := map[events.Aggregate]int{}
 	for _, w := range writes {
 		if i, ok := at[w.Aggregate]; ok {

@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"errors"
@@ -50,7 +50,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
-func refuse(code Code, format string, args ...any) error {
+// Refuse is a refusal with code and a message formatted from format and
+// args, returned by a decider that writes nothing.
+func Refuse(code Code, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 

@@ -1,4 +1,4 @@
-package handlers
+package decide
 
 import (
 	"time"
@@ -14,12 +14,12 @@ import (
 // between the last power fact and now (a clock-skewed or stale condition
 // must not reorder the facts), else at the observation.
 
-// poweredOn: an observation of a machine that is up.
-func poweredOn(n events.NodeState) bool { return n.Present && n.Ready }
+// PoweredOn: an observation of a machine that is up.
+func PoweredOn(n events.NodeState) bool { return n.Present && n.Ready }
 
 // powerFact is the power fact observing n on sl calls for, if any.
 func powerFact(s *projections.State, sl *projections.Slot, n events.NodeState, readySince, now time.Time) (events.Data, bool) {
-	on := poweredOn(n)
+	on := PoweredOn(n)
 	if on == sl.PoweredOnRecorded() {
 		return nil, false
 	}

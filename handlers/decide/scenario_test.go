@@ -1,4 +1,4 @@
-package handlers_test
+package decide_test
 
 import (
 	"bufio"
@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
-	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/handlers/decide"
+	"github.com/claimstream/claimstream/handlers/decide/decidetest"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -33,7 +33,7 @@ type pool struct {
 func newPool() *pool { return &pool{s: projections.NewState(), now: t0} }
 
 // append checks the expectations and folds the events.
-func (p *pool) append(writes []eventlog.Write) ([]events.Event, error) {
+func (p *pool) append(writes []events.Write) ([]events.Event, error) {
 	for _, w := range writes {
 		var last uint64
 		switch w.Aggregate.Kind {
@@ -64,7 +64,7 @@ func (p *pool) append(writes []eventlog.Write) ([]events.Event, error) {
 	return out, nil
 }
 
-func (p *pool) exec(cmd handlers.Command) ([]events.Event, error) {
+func (p *pool) exec(cmd decide.Command) ([]events.Event, error) {
 	writes, err := cmd.Decide(p.s, p.now)
 	if err != nil {
 		return nil, err
@@ -74,12 +74,12 @@ func (p *pool) exec(cmd handlers.Command) ([]events.Event, error) {
 
 // declare adds a group with slots, as the pool reconciler would.
 func (p *pool) declare(group string, spec events.GroupSpec, slots []string) error {
-	var ws []eventlog.Write
+	var ws []events.Write
 	if g := p.s.Groups[group]; g == nil || g.Retired {
-		ws = append(ws, eventlog.Write{Aggregate: events.GroupAggregate(group), Expected: seqOfGroup(p.s, group), Events: []events.Event{{Time: p.now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
+		ws = append(ws, events.Write{Aggregate: events.GroupAggregate(group), Expected: seqOfGroup(p.s, group), Events: []events.Event{{Time: p.now, Data: events.GroupDeclared{Ref: events.Ref{Group: group, Cause: "test"}, Spec: spec}}}})
 	}
 	for _, sl := range slots {
-		ws = append(ws, eventlog.Write{Aggregate: events.SlotAggregate(sl), Expected: seqOfSlot(p.s, sl), Events: []events.Event{{Time: p.now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}}}}})
+		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(sl), Expected: seqOfSlot(p.s, sl), Events: []events.Event{{Time: p.now, Data: events.SlotDeclared{Ref: events.Ref{Slot: sl, Group: group, Cause: "test"}}}}})
 	}
 	_, err := p.append(ws)
 	return err
@@ -99,57 +99,10 @@ func seqOfSlot(s *projections.State, sl string) uint64 {
 	return 0
 }
 
-// checkInvariants asserts the invariants (docs/design.md) 1 and 2 on the views,
-// counting from the claims' raw fields rather than through the queries it
-// checks.
-func checkInvariants(s *projections.State) error {
-	live := map[string]int{}
-	wanting := map[string]int{}
-	for _, c := range s.Claims {
-		switch c.Phase {
-		case projections.PhaseNone, projections.PhasePending, projections.PhaseBooting, projections.PhaseReady:
-			live[c.Slot]++
-			if c.ScaleDown == nil {
-				wanting[s.Slots[c.Slot].Group]++
-			}
-		}
-	}
-	for slot, n := range live {
-		if n > 1 {
-			return fmt.Errorf("invariant 1: slot %s has %d live claims", slot, n)
-		}
-	}
-	for name, g := range s.Groups {
-		if g.Retired {
-			continue
-		}
-		if t := s.TargetSize(name); t != wanting[name] {
-			return fmt.Errorf("invariant 2: group %s target %d, %d claims want a machine", name, t, wanting[name])
-		}
-		declared := 0
-		for _, sl := range s.Slots {
-			if sl.Group == name && !sl.Retired && sl.Decommissioned == nil {
-				declared++
-			}
-		}
-		maxSize := declared
-		if g.Spec.MaxSize > 0 && g.Spec.MaxSize < declared {
-			maxSize = g.Spec.MaxSize
-		}
-		if s.MaxSize(name) != maxSize {
-			return fmt.Errorf("group %s reports maxSize %d, want %d", name, s.MaxSize(name), maxSize)
-		}
-		if wanting[name] > maxSize {
-			return fmt.Errorf("invariant 2: group %s target %d above maxSize %d", name, wanting[name], maxSize)
-		}
-	}
-	return nil
-}
-
 // TestScenarios runs the scripts in testdata/scenarios: each line is a
 // command, its output is appended to the transcript, and the invariants are
 // checked after every line. The transcript must match the .golden file
-// (go test ./handlers -run TestScenarios -update rewrites them).
+// (go test ./handlers/decide -run TestScenarios -update rewrites them).
 func TestScenarios(t *testing.T) {
 	files, _ := filepath.Glob("testdata/scenarios/*.txt")
 	if len(files) == 0 {
@@ -170,7 +123,7 @@ func TestScenarios(t *testing.T) {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
 			if got != string(want) {
-				t.Errorf("transcript differs from %s:\n%s", golden, diff(string(want), got))
+				t.Errorf("transcript differs from %s:\n%s", golden, decidetest.Diff(string(want), got))
 			}
 		})
 	}
@@ -201,7 +154,7 @@ func runScenario(t *testing.T, file string) string {
 		for _, l := range res {
 			out.WriteString("  " + l + "\n")
 		}
-		if err := checkInvariants(p.s); err != nil {
+		if err := decidetest.CheckInvariants(p.s); err != nil {
 			t.Fatalf("%s:%d: after %q: %v", file, line, text, err)
 		}
 	}
@@ -224,7 +177,7 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 func (p *pool) run(text string) ([]string, error) {
 	words := strings.Fields(text)
 	verb, a := words[0], args(words[1:])
-	var cmd handlers.Command
+	var cmd decide.Command
 	switch verb {
 	case "group":
 		spec := events.GroupSpec{MinSize: atoi(a["min"]), MaxSize: atoi(a["max"]), Scaler: events.ScalerClusterAutoscaler}
@@ -261,39 +214,39 @@ func (p *pool) run(text string) ([]string, error) {
 		}
 		return lines, nil
 	case "increase":
-		cmd = handlers.IncreaseSize{Group: a["group"], Delta: atoi(a["delta"]), RequestedBy: a["by"]}
+		cmd = decide.IncreaseSize{Group: a["group"], Delta: atoi(a["delta"]), RequestedBy: a["by"]}
 	case "decrease":
-		cmd = handlers.DecreaseTargetSize{Group: a["group"], Delta: atoi(a["delta"]), RequestedBy: a["by"]}
+		cmd = decide.DecreaseTargetSize{Group: a["group"], Delta: atoi(a["delta"]), RequestedBy: a["by"]}
 	case "delete":
-		var nodes []handlers.NodeRef
+		var nodes []decide.NodeRef
 		for _, n := range strings.Split(a["nodes"], ",") {
 			name, pid, _ := strings.Cut(n, "|")
-			nodes = append(nodes, handlers.NodeRef{Name: name, ProviderID: pid})
+			nodes = append(nodes, decide.NodeRef{Name: name, ProviderID: pid})
 		}
 		if a["nodes"] == "" {
 			nodes = nil
 		}
-		cmd = handlers.DeleteNodes{Group: a["group"], Nodes: nodes, RequestedBy: a["by"]}
+		cmd = decide.DeleteNodes{Group: a["group"], Nodes: nodes, RequestedBy: a["by"]}
 	case "manual":
-		cmd = handlers.ManualClaim{Slot: a["slot"], By: a["by"], Reason: a["reason"]}
+		cmd = decide.ManualClaim{Slot: a["slot"], By: a["by"], Reason: a["reason"]}
 	case "delclaim":
-		cmd = handlers.DeleteClaim{Claim: p.claimOf(a["slot"]), By: a["by"]}
+		cmd = decide.DeleteClaim{Claim: p.claimOf(a["slot"]), By: a["by"]}
 	case "decommission":
-		cmd = handlers.Decommission{Slot: a["slot"], By: a["by"], Reason: a["reason"]}
+		cmd = decide.Decommission{Slot: a["slot"], By: a["by"], Reason: a["reason"]}
 	case "recommission":
-		cmd = handlers.Recommission{Slot: a["slot"], By: a["by"]}
+		cmd = decide.Recommission{Slot: a["slot"], By: a["by"]}
 	case "boot":
-		cmd = handlers.BootClaim{Claim: p.claimOf(a["slot"])}
+		cmd = decide.BootClaim{Claim: p.claimOf(a["slot"])}
 	case "ready":
-		cmd = handlers.MarkReady{Claim: p.claimOf(a["slot"]), Node: a["slot"]}
+		cmd = decide.MarkReady{Claim: p.claimOf(a["slot"]), Node: a["slot"]}
 	case "fail":
-		cmd = handlers.FailClaim{Claim: p.claimOf(a["slot"]), Reason: a["reason"], ForceShutdown: a["force"] == "true"}
+		cmd = decide.FailClaim{Claim: p.claimOf(a["slot"]), Reason: a["reason"], ForceShutdown: a["force"] == "true"}
 	case "expire":
-		cmd = handlers.ExpireDeadline{Claim: p.claimOf(a["slot"])}
+		cmd = decide.ExpireDeadline{Claim: p.claimOf(a["slot"])}
 	case "complete":
-		cmd = handlers.CompleteClaim{Claim: p.claimOf(a["slot"])}
+		cmd = decide.CompleteClaim{Claim: p.claimOf(a["slot"])}
 	case "collect":
-		cmd = handlers.CollectClaim{Claim: p.newestOf(a["slot"])}
+		cmd = decide.CollectClaim{Claim: p.newestOf(a["slot"])}
 	case "merge":
 		// A ClaimCreated from another log (a merge, a hand-written entry):
 		// appended with the slot's current sequence, whatever it holds.
@@ -303,7 +256,7 @@ func (p *pool) run(text string) ([]string, error) {
 	}
 	evs, err := p.exec(cmd)
 	if err != nil {
-		if code := handlers.CodeOf(err); code != 0 {
+		if code := decide.CodeOf(err); code != 0 {
 			return []string{fmt.Sprintf("error %s: %v", code, err)}, nil
 		}
 		return nil, err
@@ -331,7 +284,7 @@ func (p *pool) merge(slot, claim, by string) ([]string, error) {
 		RequestedAt: p.now, RequestedBy: by, Request: events.Request{Call: events.CallManual, Group: sl.Group},
 		DeadlineAt: projections.DeadlineAt(p.now, g.Spec), TTL: events.Duration(time.Hour),
 	}
-	evs, err := p.append([]eventlog.Write{{Aggregate: events.SlotAggregate(slot), Expected: sl.Seq, Events: []events.Event{{Time: p.now, Data: ev}}}})
+	evs, err := p.append([]events.Write{{Aggregate: events.SlotAggregate(slot), Expected: sl.Seq, Events: []events.Event{{Time: p.now, Data: ev}}}})
 	if err != nil {
 		return nil, err
 	}
@@ -429,22 +382,4 @@ func (p *pool) show() []string {
 		}
 	}
 	return lines
-}
-
-func diff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d:\n  want: %s\n  got:  %s\n", i+1, wl, gl)
-		}
-	}
-	return b.String()
 }

@@ -1,11 +1,10 @@
-package handlers
+package decide
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -24,10 +23,10 @@ type BootClaim struct {
 
 func (c BootClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c BootClaim) ClaimName() string { return c.Claim }
 
-func (c BootClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c BootClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || !cl.IsPending() || !cl.WantsMachine() {
 		return nil, nil
@@ -41,7 +40,7 @@ func (c BootClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write
 	attempt := max(cl.Attempt, 1)
 	ref := claimRef(cl, orCause(c.Cause, "boot"))
 	ref.Attempt = attempt
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ClaimBooting{Ref: ref, StartupJob: JobName(cl.Name, "start", attempt)})}, nil
+	return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimBooting{Ref: ref, StartupJob: JobName(cl.Name, "start", attempt)})}, nil
 }
 
 // MarkReady moves a booting claim to ready: its machine passed the
@@ -54,15 +53,15 @@ type MarkReady struct {
 
 func (c MarkReady) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c MarkReady) ClaimName() string { return c.Claim }
 
-func (c MarkReady) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c MarkReady) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || cl.Phase != projections.PhaseBooting {
 		return nil, nil
 	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ClaimReady{Ref: claimRef(cl, orCause(c.Cause, "readiness gate passed")), Node: c.Node})}, nil
+	return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimReady{Ref: claimRef(cl, orCause(c.Cause, "readiness gate passed")), Node: c.Node})}, nil
 }
 
 // FailClaim ends a live claim failed with a reason (StartupJobFailed,
@@ -77,12 +76,12 @@ type FailClaim struct {
 
 func (c FailClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c FailClaim) ClaimName() string { return c.Claim }
 
-func (c FailClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c FailClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	if c.Reason == "" {
-		return nil, refuse(CodeInvalidArgument, "reason: a failed claim needs a reason")
+		return nil, Refuse(CodeInvalidArgument, "reason: a failed claim needs a reason")
 	}
 	cl := s.Claims[c.Claim]
 	if cl == nil || !cl.IsLive() {
@@ -100,10 +99,10 @@ type ExpireDeadline struct {
 
 func (c ExpireDeadline) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c ExpireDeadline) ClaimName() string { return c.Claim }
 
-func (c ExpireDeadline) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c ExpireDeadline) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || !cl.Overdue(now) {
 		return nil, nil
@@ -122,10 +121,10 @@ type CompleteClaim struct {
 
 func (c CompleteClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c CompleteClaim) ClaimName() string { return c.Claim }
 
-func (c CompleteClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c CompleteClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || !projections.CanMove(cl.Phase, projections.PhaseCompleted) {
 		return nil, nil
@@ -134,7 +133,7 @@ func (c CompleteClaim) Decide(s *projections.State, now time.Time) ([]eventlog.W
 	if reason == "" {
 		reason = projections.ReasonScaledDown
 	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ClaimCompleted{Ref: claimRef(cl, orCause(c.Cause, "machine observed off")), Reason: reason})}, nil
+	return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimCompleted{Ref: claimRef(cl, orCause(c.Cause, "machine observed off")), Reason: reason})}, nil
 }
 
 // CollectClaim drops a terminal claim from the live views once its TTL has
@@ -145,19 +144,19 @@ type CollectClaim struct {
 
 func (c CollectClaim) LockKey(s *projections.State) string { return claimGroup(s, c.Claim) }
 
-// ClaimName is the claim the command is about (ClaimCommand).
+// ClaimName is the claim the command is about (handlers.ClaimCommand).
 func (c CollectClaim) ClaimName() string { return c.Claim }
 
-func (c CollectClaim) Decide(s *projections.State, now time.Time) ([]eventlog.Write, error) {
+func (c CollectClaim) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	cl := s.Claims[c.Claim]
 	if cl == nil || !cl.Phase.IsTerminal() || cl.FinishedAt == nil || now.Before(cl.FinishedAt.Add(cl.TTL.D())) {
 		return nil, nil
 	}
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ClaimCollected{Ref: claimRef(cl, fmt.Sprintf("TTL %s passed", cl.TTL))})}, nil
+	return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimCollected{Ref: claimRef(cl, fmt.Sprintf("TTL %s passed", cl.TTL))})}, nil
 }
 
-func failWrite(s *projections.State, cl *projections.Claim, now time.Time, reason, msg string, force bool, cause string) []eventlog.Write {
-	return []eventlog.Write{slotWrite(s, cl.Slot, now, events.ClaimFailed{
+func failWrite(s *projections.State, cl *projections.Claim, now time.Time, reason, msg string, force bool, cause string) []events.Write {
+	return []events.Write{slotWrite(s, cl.Slot, now, events.ClaimFailed{
 		Ref: claimRef(cl, orCause(cause, reason)), Reason: reason, Message: msg, ForceShutdown: force,
 	})}
 }

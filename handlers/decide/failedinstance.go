@@ -1,10 +1,9 @@
-package handlers
+package decide
 
 import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
-	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -15,10 +14,10 @@ import (
 // cloud provider's deleted instance does. cluster-autoscaler deletes a
 // failed instance once after its backoff; listing it on would make it
 // delete it again every loop. Anything else is a no-op.
-func deleteFailedInstance(s *projections.State, slot string, now time.Time, req events.Request, by, cause string) (eventlog.Write, bool) {
+func deleteFailedInstance(s *projections.State, slot string, now time.Time, req events.Request, by, cause string) (events.Write, bool) {
 	cl := s.ListedFailure(slot, now)
 	if cl == nil {
-		return eventlog.Write{}, false
+		return events.Write{}, false
 	}
 	return slotWrite(s, slot, now, events.FailedInstanceDeleted{Ref: claimRef(cl, cause), RequestedBy: by, Request: req}), true
 }

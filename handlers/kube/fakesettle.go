@@ -5,11 +5,93 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"k8s.io/client-go/tools/cache"
 )
 
-type cacheTombstone = cache.DeletedFinalStateUnknown
+// settler is the fake's side of Settle: the fake's truth (what was written
+// through it), the versions the informers' handlers were called with, and
+// the mark of the last Settle that found everything caught up. Only a
+// cluster over a Fake has one (Fake.NewCluster); its handlers note what
+// they saw through it, after they told the watchers.
+type settler struct {
+	versions     func() (nodes, jobs map[string]string)
+	workVersions func() map[string]map[string]string
+	generation   func() uint64
+	changes      func(since uint64) ([]Change, bool)
+	lag          func() time.Duration
+	settled      settledAt
+	handled      handledVersions
+}
+
+// NewCluster is New over the fake, with Settle waiting for the caches to
+// reach what was written through the fake: its versions of the Nodes and
+// of the namespace's Jobs, of the workload objects once the built-in
+// scaler's informers run, the writes since the last Settle (ChangesSince),
+// and the writes still on their way in real time (RealLag).
+func (f *Fake) NewCluster(opts Options) *Cluster {
+	c := New(f, opts)
+	c.settle = &settler{
+		versions:     f.Versions(c.namespace),
+		workVersions: f.WorkVersions,
+		generation:   f.Generation,
+		changes:      f.ChangesSince,
+		lag:          f.RealLag,
+	}
+	return c
+}
+
+// note records what a handler of cache saw; a nil s (no fake) records
+// nothing.
+func (s *settler) note(cache string, o any, deleted bool) {
+	if s != nil {
+		s.handled.note(cache, o, deleted)
+	}
+}
+
+// wait is Settle.
+func (s *settler) wait(ctx context.Context, c *Cluster) error {
+	if err := s.waitLag(ctx); err != nil {
+		return err
+	}
+	at, unchanged := s.unchangedSinceSettled(c)
+	if unchanged {
+		return nil
+	}
+	if ok, err := s.settleChanges(ctx, c, at); ok {
+		if err == nil {
+			s.markSettled(at)
+		}
+		return err
+	}
+	for {
+		noted := s.handled.next()
+		nodes, jobs := s.versions()
+		if s.handled.same("nodes", nodes, "") && s.handled.same("jobs", jobs, c.namespace+"/") && s.settledWork(c) {
+			s.markSettled(at)
+			return nil
+		}
+		if err := waitHandled(ctx, noted); err != nil {
+			return err
+		}
+	}
+}
+
+// settledWork reports whether the workload caches, if started, reached
+// the fake's workload versions.
+func (s *settler) settledWork(c *Cluster) bool {
+	c.workMu.Lock()
+	w := c.work
+	c.workMu.Unlock()
+	if w == nil {
+		return true
+	}
+	want := s.workVersions()
+	for res := range w.stores {
+		if !s.handled.same("work/"+res, want[res], "") {
+			return false
+		}
+	}
+	return true
+}
 
 // settledAt is the mark at which Settle last found the caches caught up:
 // a replayed week calls Settle millions of times, mostly with nothing
@@ -31,26 +113,23 @@ type settleMark struct {
 // workload informer started since the caches were last found caught up.
 // The mark is read before the versions, so a check that passes proves the
 // caches hold at least the writes up to its generation.
-func (c *Cluster) unchangedSinceSettled() (settleMark, bool) {
-	if c.generation == nil {
-		return settleMark{}, false
-	}
+func (s *settler) unchangedSinceSettled(c *Cluster) (settleMark, bool) {
 	c.workMu.Lock()
 	work := c.work
 	c.workMu.Unlock()
-	m := settleMark{ok: true, gen: c.generation(), work: work}
-	c.settled.mu.Lock()
-	defer c.settled.mu.Unlock()
-	return m, c.settled.last == m
+	m := settleMark{ok: true, gen: s.generation(), work: work}
+	s.settled.mu.Lock()
+	defer s.settled.mu.Unlock()
+	return m, s.settled.last == m
 }
 
-func (c *Cluster) markSettled(m settleMark) {
+func (s *settler) markSettled(m settleMark) {
 	if !m.ok {
 		return
 	}
-	c.settled.mu.Lock()
-	c.settled.last = m
-	c.settled.mu.Unlock()
+	s.settled.mu.Lock()
+	s.settled.last = m
+	s.settled.mu.Unlock()
 }
 
 // handledVersions are the resource versions the informers' handlers were
@@ -78,11 +157,8 @@ func (h *handledVersions) next() <-chan struct{} {
 	return h.noted
 }
 
-// note records o's version; a nil h (no Versions) records nothing.
+// note records o's version.
 func (h *handledVersions) note(cache string, o any, deleted bool) {
-	if h == nil {
-		return
-	}
 	if t, ok := o.(cacheTombstone); ok {
 		o = t.Obj
 	}
@@ -137,17 +213,14 @@ func (h *handledVersions) same(cache string, want map[string]string, prefix stri
 // Jobs). ok is false when it cannot tell (no change log, no earlier mark,
 // a workload informer started since, or the log no longer reaches back):
 // the caller compares everything.
-func (c *Cluster) settleChanges(ctx context.Context, at settleMark) (ok bool, err error) {
-	if c.changes == nil {
-		return false, nil
-	}
-	c.settled.mu.Lock()
-	last := c.settled.last
-	c.settled.mu.Unlock()
+func (s *settler) settleChanges(ctx context.Context, c *Cluster, at settleMark) (ok bool, err error) {
+	s.settled.mu.Lock()
+	last := s.settled.last
+	s.settled.mu.Unlock()
 	if !last.ok || last.work != at.work {
 		return false, nil
 	}
-	changes, ok := c.changes(last.gen)
+	changes, ok := s.changes(last.gen)
 	if !ok {
 		return false, nil
 	}
@@ -166,20 +239,20 @@ func (c *Cluster) settleChanges(ctx context.Context, at settleMark) (ok bool, er
 		}
 	}
 	for {
-		noted := c.handled.next()
+		noted := s.handled.next()
 		caught := true
-		c.handled.mu.Lock()
+		s.handled.mu.Lock()
 		for o, rv := range want {
-			if got, seen := c.handled.by[o.cache][o.key]; got != rv || seen != (rv != "") {
+			if got, seen := s.handled.by[o.cache][o.key]; got != rv || seen != (rv != "") {
 				caught = false
 				break
 			}
 		}
-		c.handled.mu.Unlock()
+		s.handled.mu.Unlock()
 		if caught {
 			return true, nil
 		}
-		if err := c.waitHandled(ctx, noted); err != nil {
+		if err := waitHandled(ctx, noted); err != nil {
 			return true, err
 		}
 	}
@@ -189,7 +262,7 @@ func (c *Cluster) settleChanges(ctx context.Context, at settleMark) (ok bool, er
 // taken before the check that failed) or ctx to end. A change the
 // handlers never note (the cache of an object nothing wrote through the
 // fake) is looked at again after a short while.
-func (c *Cluster) waitHandled(ctx context.Context, noted <-chan struct{}) error {
+func waitHandled(ctx context.Context, noted <-chan struct{}) error {
 	t := time.NewTimer(settleRecheck)
 	defer t.Stop()
 	select {
@@ -205,12 +278,9 @@ func (c *Cluster) waitHandled(ctx context.Context, noted <-chan struct{}) error 
 const settleRecheck = 10 * time.Millisecond
 
 // waitLag waits until no write is on its way to the informers in real
-// time (Options.Lag).
-func (c *Cluster) waitLag(ctx context.Context) error {
-	if c.lag == nil {
-		return nil
-	}
-	for d := c.lag(); d > 0; d = c.lag() {
+// time (Fake.RealLag).
+func (s *settler) waitLag(ctx context.Context) error {
+	for d := s.lag(); d > 0; d = s.lag() {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -3,10 +3,6 @@ package ipmi
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,147 +10,31 @@ import (
 
 	"github.com/claimstream/claimstream/internal/freeport"
 	"github.com/claimstream/claimstream/internal/power"
+	"github.com/claimstream/claimstream/internal/power/ipmi/ipmisim"
 )
 
 const (
-	simUser     = "operator1"
-	simPassword = "s3cret-pw"
+	simUser     = ipmisim.User
+	simPassword = ipmisim.Password
 )
 
-// bmc is an OpenIPMI ipmi_sim started for one test: a BMC on a loopback
-// UDP port whose chassis power is a file, switched by the chassis control
-// program the simulator runs for each power command.
-type bmc struct {
-	port      int
-	stateFile string
-	passFile  string
-}
-
-// startSim starts ipmi_sim. ignoreSoft: the chassis accepts a soft
-// shutdown and does nothing, as a machine whose operating system ignores
-// the ACPI power button.
+// startSim starts ipmi_sim, ready once the driver reads its chassis.
 func startSim(t *testing.T, ignoreSoft bool) *bmc {
 	t.Helper()
-	sim, err := exec.LookPath("ipmi_sim")
-	if err != nil {
-		if os.Getenv("CLAIMSTREAM_REQUIRE_IPMI_SIM") == "1" {
-			t.Fatalf("ipmi_sim not found and CLAIMSTREAM_REQUIRE_IPMI_SIM=1: %v (Debian package openipmi)", err)
-		}
-		t.Skipf("ipmi_sim not found (Debian package openipmi; set CLAIMSTREAM_REQUIRE_IPMI_SIM=1 to fail instead): %v", err)
-	}
-	dir := t.TempDir()
-	ports, err := freeport.Ports(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bmc{port: ports[0], stateFile: filepath.Join(dir, "power"), passFile: filepath.Join(dir, "password")}
-	soft := `echo 0 > "$state"`
-	if ignoreSoft {
-		soft = ":"
-	}
-	// ipmi_sim runs "<prog> get power" (and reads "power:<0|1>") and
-	// "<prog> set power <0|1>" or "<prog> set shutdown 1" (a soft off).
-	script := `#!/bin/sh
-state=` + strconv.Quote(b.stateFile) + `
-op=$1; shift
-case $op in
-get) for p in "$@"; do [ "$p" = power ] && echo "power:$(cat "$state")"; done ;;
-set) while [ $# -ge 2 ]; do
-	case $1 in
-	power) echo "$2" > "$state" ;;
-	shutdown) [ "$2" = 1 ] && ` + soft + ` ;;
-	esac
-	shift 2
-done ;;
-esac
-`
-	write(t, filepath.Join(dir, "chassis"), script, 0o755)
-	write(t, b.stateFile, "0\n", 0o644)
-	write(t, b.passFile, simPassword, 0o600)
-	write(t, filepath.Join(dir, "lan.conf"), fmt.Sprintf(`name "testbmc"
-set_working_mc 0x20
-  startlan 1
-    addr 127.0.0.1 %d
-    priv_limit admin
-    allowed_auths_callback md5
-    allowed_auths_user md5
-    allowed_auths_operator md5
-    allowed_auths_admin md5
-    guid a123456789abcdefa123456789abcdef
-  endlan
-  user 2 true "%s" "%s" operator 10 md5
-  chassis_control "%s"
-`, b.port, simUser, simPassword, filepath.Join(dir, "chassis")), 0o644)
-	write(t, filepath.Join(dir, "bmc.emu"), "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02\nmc_enable 0x20\n", 0o644)
-	if err := os.Mkdir(filepath.Join(dir, "state"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sim, "-n", "-c", filepath.Join(dir, "lan.conf"), "-f", filepath.Join(dir, "bmc.emu"), "-s", filepath.Join(dir, "state"))
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("ipmi_sim output:\n%s", out.String())
-		}
+	s := ipmisim.Start(t, ipmisim.Options{IgnoreSoft: ignoreSoft}, func(ctx context.Context, port int) error {
+		_, err := (&bmc{BMC: &ipmisim.BMC{Port: port}}).driver(simPassword).Status(ctx)
+		return err
 	})
-	// Ready once it answers a chassis status; it binds its port a moment
-	// after it starts.
-	d := b.driver(simPassword)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	limit := time.After(15 * time.Second)
-	for {
-		_, err := d.Status(context.Background())
-		if err == nil {
-			return b
-		}
-		select {
-		case <-exited:
-			t.Fatalf("ipmi_sim exited: %s", out.String())
-		case <-limit:
-			t.Fatalf("ipmi_sim never answered on 127.0.0.1:%d: %v", b.port, err)
-		case <-tick.C:
-		}
-	}
+	return &bmc{BMC: s}
 }
 
-func write(t *testing.T, path, text string, mode os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(text), mode); err != nil {
-		t.Fatal(err)
-	}
-}
+type bmc struct{ *ipmisim.BMC }
 
 // driver uses cipher suite 3, the one ipmi_sim implements: the
 // simulator does not answer Get Channel Cipher Suites, so a negotiating
 // client waits out that request first.
 func (b *bmc) driver(password string) *Driver {
-	return &Driver{Host: "127.0.0.1", Port: b.port, Username: simUser, Password: password, CipherSuite: 3, Timeout: time.Second}
-}
-
-// ipmitool is ipmitool's own reading of the chassis: the cross-check that
-// the simulated machine changed state, seen by another client.
-func (b *bmc) ipmitool(t *testing.T) string {
-	t.Helper()
-	tool, err := exec.LookPath("ipmitool")
-	if err != nil {
-		if os.Getenv("CLAIMSTREAM_REQUIRE_IPMI_SIM") == "1" {
-			t.Fatalf("ipmitool not found: %v", err)
-		}
-		t.Skipf("ipmitool not found (Debian package ipmitool): %v", err)
-	}
-	out, err := exec.Command(tool, "-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(b.port), "-U", simUser, "-f", b.passFile, "-L", "OPERATOR", "-C", "3", "chassis", "power", "status").Output()
-	if err != nil {
-		t.Fatalf("ipmitool chassis power status: %v", err)
-	}
-	return strings.TrimSpace(string(out))
+	return &Driver{Host: "127.0.0.1", Port: b.Port, Username: simUser, Password: password, CipherSuite: 3, Timeout: time.Second}
 }
 
 func TestSimOnSoftOffHardOff(t *testing.T) {
@@ -166,14 +46,14 @@ func TestSimOnSoftOffHardOff(t *testing.T) {
 	negotiating := b.driver(simPassword)
 	negotiating.CipherSuite = 0
 	r, err := negotiating.Status(ctx)
-	if err != nil || r.State != power.Off || r.ID != "ipmi:127.0.0.1:"+strconv.Itoa(b.port) {
+	if err != nil || r.State != power.Off || r.ID != "ipmi:127.0.0.1:"+strconv.Itoa(b.Port) {
 		t.Fatalf("status before: %+v, %v; want off under the BMC's address", r, err)
 	}
 	out, err := power.Wait(ctx, d, power.On, opts)
 	if err != nil || out.Already || out.Reading.State != power.On {
 		t.Fatalf("on: %+v, %v", out, err)
 	}
-	if got := b.ipmitool(t); got != "Chassis Power is on" {
+	if got := b.Ipmitool(t); got != "Chassis Power is on" {
 		t.Fatalf("ipmitool after on: %q", got)
 	}
 	out, err = power.Wait(ctx, d, power.On, opts)
@@ -184,7 +64,7 @@ func TestSimOnSoftOffHardOff(t *testing.T) {
 	if err != nil || out.Already || out.Reading.State != power.Off {
 		t.Fatalf("soft off: %+v, %v", out, err)
 	}
-	if got := b.ipmitool(t); got != "Chassis Power is off" {
+	if got := b.Ipmitool(t); got != "Chassis Power is off" {
 		t.Fatalf("ipmitool after soft off: %q", got)
 	}
 	if _, err := power.Wait(ctx, d, power.On, opts); err != nil {
@@ -195,7 +75,7 @@ func TestSimOnSoftOffHardOff(t *testing.T) {
 	if err != nil || out.Reading.State != power.Off {
 		t.Fatalf("hard off: %+v, %v", out, err)
 	}
-	if got := b.ipmitool(t); got != "Chassis Power is off" {
+	if got := b.Ipmitool(t); got != "Chassis Power is off" {
 		t.Fatalf("ipmitool after hard off: %q", got)
 	}
 }
@@ -214,7 +94,7 @@ func TestSimSoftOffIgnoredNeverReachesOff(t *testing.T) {
 	if !strings.Contains(err.Error(), "was still on") {
 		t.Fatalf("error %q does not say the machine stayed on", err)
 	}
-	if got := b.ipmitool(t); got != "Chassis Power is on" {
+	if got := b.Ipmitool(t); got != "Chassis Power is on" {
 		t.Fatalf("ipmitool: %q; the chassis should have stayed on", got)
 	}
 }
@@ -226,7 +106,7 @@ func TestSimWrongPassword(t *testing.T) {
 		t.Fatalf("wrong password: %v; want wrong credentials", err)
 	}
 	t.Log(err)
-	for _, want := range []string{"wrong credentials", simUser, "127.0.0.1:" + strconv.Itoa(b.port)} {
+	for _, want := range []string{"wrong credentials", simUser, "127.0.0.1:" + strconv.Itoa(b.Port)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

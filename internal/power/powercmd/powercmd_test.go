@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/internal/freeport"
 	"github.com/claimstream/claimstream/internal/power/ipmi"
@@ -200,6 +202,24 @@ func TestFlagErrors(t *testing.T) {
 		_, err, _ := exec(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// docs/power.md lists every flag of the command.
+func TestDocsListEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "power.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	New().PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !bytes.Contains(doc, []byte("`--"+f.Name+"`")) {
+			t.Errorf("docs/power.md does not list --%s", f.Name)
+		}
+	})
+	for _, env := range []string{EnvUsername, EnvPassword, EnvSecureOn} {
+		if !bytes.Contains(doc, []byte(env)) {
+			t.Errorf("docs/power.md does not name $%s", env)
 		}
 	}
 }

@@ -87,7 +87,8 @@ type Outcome struct {
 
 // Options bound Wait.
 type Options struct {
-	// Timeout bounds the whole action, from the first status to the last.
+	// Timeout bounds the whole action, from the first status to the
+	// last: with zero, a machine not already there fails once asked.
 	Timeout time.Duration
 	// Interval is the time between two status polls.
 	Interval time.Duration

@@ -103,7 +103,7 @@ func (d *Driver) session(ctx context.Context, fn func(*client.Client) error) err
 	if err != nil {
 		return fmt.Errorf("BMC %s: %w", d.ID(), err)
 	}
-	// Chassis control needs the operator privilege, and a BMC refuses a
+	// Chassis control needs the operator privilege, and a BMC may refuse a
 	// session asking for more than the user has (the library asks for
 	// administrator unless told).
 	c.WithMaxPrivilegeLevel(types.PrivilegeLevelOperator)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstream/claimstream/internal/cli"
+	"github.com/claimstream/claimstream/internal/power/powercmd"
 )
 
 // The CLI falls back on the token of a serve on this machine.
@@ -37,6 +38,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newServe(), newConfig())
 	root.AddCommand(cli.Commands()...)
 	root.AddCommand(newBackupCmd(), newRestoreCmd())
+	root.AddCommand(powercmd.New())
 	withVersion(root)
 	return root
 }

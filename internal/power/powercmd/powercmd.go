@@ -1,0 +1,249 @@
+// Package powercmd is `claimstream power`: a lifecycle Job's power
+// action through one of the power drivers. It lives apart from package
+// power because it builds every driver, and the drivers import power.
+package powercmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimstream/claimstream/internal/power"
+	"github.com/claimstream/claimstream/internal/power/ipmi"
+	"github.com/claimstream/claimstream/internal/power/wol"
+)
+
+// The environment variables credentials may come from (a Secret's keys
+// mapped with env.valueFrom), when no file is given.
+const (
+	EnvUsername = "CLAIMSTREAM_POWER_USERNAME"
+	EnvPassword = "CLAIMSTREAM_POWER_PASSWORD"
+	EnvSecureOn = "CLAIMSTREAM_POWER_SECUREON"
+)
+
+// DefaultTerminationLog is where Kubernetes reads a container's
+// termination message.
+const DefaultTerminationLog = "/dev/termination-log"
+
+// Report is the Job report written to the termination log: the fields
+// of the startup Job report the reactors read (instanceID, address), and
+// the power state seen, which they ignore.
+type Report struct {
+	InstanceID string `json:"instanceID"`
+	Address    string `json:"address,omitempty"`
+	PowerState string `json:"powerState"`
+}
+
+type flags struct {
+	driver         string
+	timeout        time.Duration
+	interval       time.Duration
+	terminationLog string
+
+	// wol
+	mac, broadcast, probe, secureOnFile string
+	repeat                              int
+
+	// ipmi
+	address, username, usernameFile, passwordFile string
+	hard                                          bool
+	cipherSuite                                   int
+	exchangeTimeout                               time.Duration
+}
+
+// New is the `power` command.
+func New() *cobra.Command {
+	var f flags
+	root := &cobra.Command{
+		Use:   "power on|off|status --driver wol|ipmi [flags]",
+		Short: "Switch a machine on or off through its power controller, and wait for it",
+		Long: `Switch a machine on or off through its power controller (a Wake-on-LAN
+packet, a BMC) and wait until it reports the asked state, or read its state.
+A machine already in the asked state is left alone, and that is success.
+Credentials come from files (a mounted Secret) or the environment, never
+from flags. One line of outcome goes to standard output; when
+/dev/termination-log exists, the Job report goes there.`,
+	}
+	p := root.PersistentFlags()
+	p.StringVar(&f.driver, "driver", "", "power driver: wol or ipmi")
+	p.DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long on or off waits for the machine to reach the state")
+	p.DurationVar(&f.interval, "interval", 2*time.Second, "time between two status reads while waiting")
+	p.StringVar(&f.terminationLog, "termination-log", DefaultTerminationLog, "file the Job report is written to, when it exists")
+	p.StringVar(&f.mac, "mac", "", "wol: the machine's MAC address")
+	p.StringVar(&f.broadcast, "broadcast", "255.255.255.255", "wol: broadcast address or relay the magic packet goes to, host[:port] (port 9 when not given)")
+	p.IntVar(&f.repeat, "repeat", 3, "wol: magic packets sent per on")
+	p.StringVar(&f.probe, "probe", "", "wol: host:port on the machine that accepts TCP connections once it is up (its ssh or kubelet port)")
+	p.StringVar(&f.secureOnFile, "secureon-file", "", "wol: file holding the SecureOn password (a.b.c.d or aa:bb:cc:dd:ee:ff; else $"+EnvSecureOn+")")
+	p.StringVar(&f.address, "address", "", "ipmi: the BMC's address, host[:port] (port 623 when not given)")
+	p.StringVar(&f.username, "username", "", "ipmi: BMC user (else --username-file, else $"+EnvUsername+")")
+	p.StringVar(&f.usernameFile, "username-file", "", "ipmi: file holding the BMC user")
+	p.StringVar(&f.passwordFile, "password-file", "", "ipmi: file holding the BMC user's password (else $"+EnvPassword+")")
+	p.BoolVar(&f.hard, "hard", false, "ipmi: off cuts the power (chassis power off) instead of asking the operating system to shut down (soft)")
+	p.IntVar(&f.cipherSuite, "cipher-suite", 0, "ipmi: RMCP+ cipher suite ID; 0 takes the strongest the BMC offers")
+	p.DurationVar(&f.exchangeTimeout, "exchange-timeout", 2*time.Second, "ipmi: bound on one exchange with the BMC (retried a few times)")
+
+	for _, a := range []struct {
+		verb, short string
+		want        power.PowerState
+	}{
+		{"on", "Switch the machine on and wait until it is on", power.On},
+		{"off", "Switch the machine off and wait until it is off", power.Off},
+		{"status", "Print the machine's power state", ""},
+	} {
+		root.AddCommand(&cobra.Command{
+			Use:   a.verb,
+			Short: a.short,
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return run(cmd.Context(), cmd.OutOrStdout(), &f, a.verb, a.want)
+			},
+		})
+	}
+	return root
+}
+
+func run(ctx context.Context, out io.Writer, f *flags, verb string, want power.PowerState) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d, addr, err := f.build(verb)
+	if err != nil {
+		return err
+	}
+	var (
+		r    power.Reading
+		line string
+	)
+	if want == "" {
+		r, err = d.Status(ctx)
+		line = fmt.Sprintf("power status: %s is %s", r.ID, r.State)
+	} else {
+		var o power.Outcome
+		o, err = power.Wait(ctx, d, want, power.Options{Timeout: f.timeout, Interval: f.interval})
+		r = o.Reading
+		if o.Already {
+			line = fmt.Sprintf("power %s: %s was already %s; nothing sent", verb, r.ID, want)
+		} else {
+			line = fmt.Sprintf("power %s: %s is %s after %s", verb, r.ID, want, o.Took.Round(time.Second))
+		}
+	}
+	if err != nil {
+		reason := power.Reason(err)
+		f.writeLog(reason + ": " + err.Error())
+		return fmt.Errorf("power %s: %s: %w", verb, reason, err)
+	}
+	rep, _ := json.Marshal(Report{InstanceID: r.ID, Address: addr, PowerState: string(r.State)})
+	f.writeLog(string(rep))
+	_, err = fmt.Fprintln(out, line)
+	return err
+}
+
+// writeLog writes msg to the termination log when the file exists (in a
+// Job's container, not on a workstation).
+func (f *flags) writeLog(msg string) {
+	if f.terminationLog == "" {
+		return
+	}
+	if _, err := os.Stat(f.terminationLog); err != nil {
+		return
+	}
+	// Kubernetes keeps the first 4096 bytes.
+	if len(msg) > 4096 {
+		msg = msg[:4096]
+	}
+	os.WriteFile(f.terminationLog, []byte(msg), 0o644)
+}
+
+// build makes the driver from the flags, and the machine's address for
+// the report when the driver knows it.
+func (f *flags) build(verb string) (power.Driver, string, error) {
+	switch f.driver {
+	case "wol":
+		if f.mac == "" {
+			return nil, "", errors.New("--driver wol needs --mac")
+		}
+		mac, err := wol.ParseMAC(f.mac)
+		if err != nil {
+			return nil, "", err
+		}
+		pwText, err := secret(f.secureOnFile, EnvSecureOn)
+		if err != nil {
+			return nil, "", err
+		}
+		pw, err := wol.ParsePassword(pwText)
+		if err != nil {
+			return nil, "", err
+		}
+		if f.probe == "" && verb != "status" {
+			return nil, "", errors.New("--driver wol needs --probe host:port to see the machine come up (a port it accepts TCP connections on once it is up)")
+		}
+		var addr string
+		if f.probe != "" {
+			host, _, err := net.SplitHostPort(f.probe)
+			if err != nil {
+				return nil, "", fmt.Errorf("--probe %q: %w", f.probe, err)
+			}
+			if net.ParseIP(host) != nil {
+				addr = host
+			}
+		}
+		return &wol.Driver{MAC: mac, Password: pw, Broadcast: f.broadcast, Repeat: f.repeat, Probe: f.probe}, addr, nil
+	case "ipmi":
+		if f.address == "" {
+			return nil, "", errors.New("--driver ipmi needs --address, the BMC's host[:port]")
+		}
+		host, port := f.address, ipmi.DefaultPort
+		if h, p, err := net.SplitHostPort(f.address); err == nil {
+			n, err := strconv.Atoi(p)
+			if err != nil || n <= 0 || n > 65535 {
+				return nil, "", fmt.Errorf("--address %q: bad port", f.address)
+			}
+			host, port = h, n
+		}
+		user := f.username
+		if user == "" {
+			u, err := secret(f.usernameFile, EnvUsername)
+			if err != nil {
+				return nil, "", err
+			}
+			user = u
+		}
+		if user == "" {
+			return nil, "", errors.New("--driver ipmi needs a user: --username, --username-file or $" + EnvUsername)
+		}
+		pw, err := secret(f.passwordFile, EnvPassword)
+		if err != nil {
+			return nil, "", err
+		}
+		if pw == "" {
+			return nil, "", errors.New("--driver ipmi needs a password: --password-file or $" + EnvPassword)
+		}
+		return &ipmi.Driver{Host: host, Port: port, Username: user, Password: pw, Hard: f.hard, CipherSuite: f.cipherSuite, Timeout: f.exchangeTimeout}, "", nil
+	case "":
+		return nil, "", errors.New("--driver is required: wol or ipmi")
+	}
+	return nil, "", fmt.Errorf("--driver %q: want wol or ipmi", f.driver)
+}
+
+// secret reads a credential from file, else from the environment
+// variable env; a file's trailing newline (a Secret made with echo) is
+// not part of it.
+func secret(file, env string) (string, error) {
+	if file == "" {
+		return os.Getenv(env), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("credentials file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}

@@ -1,0 +1,225 @@
+package powercmd
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/claimstream/claimstream/handlers"
+	"github.com/claimstream/claimstream/internal/freeport"
+	"github.com/claimstream/claimstream/internal/power/ipmi"
+	"github.com/claimstream/claimstream/internal/power/ipmi/ipmisim"
+	"github.com/claimstream/claimstream/internal/power/wol"
+)
+
+// exec runs `power args...` in process, with a termination log in a
+// temporary directory, and returns its output line, its error and what
+// it wrote to the termination log.
+func exec(t *testing.T, args ...string) (string, error, string) {
+	t.Helper()
+	logFile := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(logFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := New()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append(args, "--termination-log", logFile))
+	err := cmd.ExecuteContext(context.Background())
+	log, rerr := os.ReadFile(logFile)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return strings.TrimSpace(out.String()), err, string(log)
+}
+
+func startSim(t *testing.T) *ipmisim.BMC {
+	return ipmisim.Start(t, ipmisim.Options{}, func(ctx context.Context, port int) error {
+		_, err := (&ipmi.Driver{Host: "127.0.0.1", Port: port, Username: ipmisim.User, Password: ipmisim.Password, CipherSuite: 3, Timeout: time.Second}).Status(ctx)
+		return err
+	})
+}
+
+func TestIPMIOnOffThroughTheCommand(t *testing.T) {
+	b := startSim(t)
+	id := "ipmi:127.0.0.1:" + strconv.Itoa(b.Port)
+	args := func(verb string) []string {
+		return []string{verb, "--driver", "ipmi", "--address", "127.0.0.1:" + strconv.Itoa(b.Port),
+			"--username", ipmisim.User, "--password-file", b.PasswordFile, "--cipher-suite", "3",
+			"--timeout", "20s", "--interval", "100ms"}
+	}
+	line, err, log := exec(t, args("on")...)
+	if err != nil {
+		t.Fatalf("on: %v (%s)", err, line)
+	}
+	if !strings.HasPrefix(line, "power on: "+id+" is on after ") {
+		t.Fatalf("on printed %q", line)
+	}
+	if got := b.Ipmitool(t); got != "Chassis Power is on" {
+		t.Fatalf("ipmitool after on: %q", got)
+	}
+	// The report is one the reactors read as a startup Job's: the
+	// instance is the driver's name for the machine.
+	rep, err := handlers.ParseJobReport(log)
+	if err != nil || rep.InstanceID != id || rep.Address != "" {
+		t.Fatalf("report %q read as %+v, %v", log, rep, err)
+	}
+	if log != `{"instanceID":"`+id+`","powerState":"on"}` {
+		t.Fatalf("report %s", log)
+	}
+
+	line, err, _ = exec(t, args("on")...)
+	if err != nil || line != "power on: "+id+" was already on; nothing sent" {
+		t.Fatalf("on when on: %q, %v", line, err)
+	}
+	line, err, _ = exec(t, args("status")...)
+	if err != nil || line != "power status: "+id+" is on" {
+		t.Fatalf("status: %q, %v", line, err)
+	}
+	line, err, log = exec(t, append(args("off"), "--hard")...)
+	if err != nil || !strings.HasPrefix(line, "power off: "+id+" is off after ") || !strings.Contains(log, `"powerState":"off"`) {
+		t.Fatalf("off: %q, %v, report %s", line, err, log)
+	}
+	if got := b.Ipmitool(t); got != "Chassis Power is off" {
+		t.Fatalf("ipmitool after off: %q", got)
+	}
+}
+
+func TestIPMIWrongPasswordFromTheEnvironment(t *testing.T) {
+	b := startSim(t)
+	t.Setenv(EnvUsername, ipmisim.User)
+	t.Setenv(EnvPassword, "not-the-password")
+	line, err, log := exec(t, "on", "--driver", "ipmi", "--address", "127.0.0.1:"+strconv.Itoa(b.Port), "--cipher-suite", "3")
+	if err == nil {
+		t.Fatalf("on with a wrong password succeeded: %q", line)
+	}
+	if !strings.HasPrefix(err.Error(), "power on: WrongCredentials: wrong credentials: ") || !strings.HasPrefix(log, "WrongCredentials: wrong credentials: ") {
+		t.Fatalf("error %q, log %q; want the reason first", err, log)
+	}
+	for _, s := range []string{line, err.Error(), log} {
+		if strings.Contains(s, "not-the-password") {
+			t.Fatalf("the password shows in %q", s)
+		}
+	}
+	if got := b.Ipmitool(t); got != "Chassis Power is off" {
+		t.Fatalf("ipmitool: %q; the chassis should not have moved", got)
+	}
+}
+
+func TestWOLOnWaitsForTheMachine(t *testing.T) {
+	// The machine: its network card (a UDP socket) and, once the packet
+	// came, its ssh port (a TCP listener on a port picked beforehand).
+	nic, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nic.Close()
+	ports, err := freeport.Ports(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := "127.0.0.1:" + strconv.Itoa(ports[0])
+	woke := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 200)
+		n, _, err := nic.ReadFromUDP(buf)
+		if err != nil {
+			close(woke)
+			return
+		}
+		woke <- buf[:n]
+	}()
+	up := make(chan net.Listener, 1)
+	go func() {
+		pkt, ok := <-woke
+		mac, _ := wol.ParseMAC("52:54:00:12:34:56")
+		want, _ := wol.MagicPacket(mac, []byte{10, 0, 0, 9})
+		if !ok || !bytes.Equal(pkt, want) {
+			close(up)
+			return
+		}
+		l, err := net.Listen("tcp", probe)
+		if err != nil {
+			close(up)
+			return
+		}
+		up <- l
+	}()
+	secureOn := filepath.Join(t.TempDir(), "secureon")
+	if err := os.WriteFile(secureOn, []byte("10.0.0.9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line, err, log := exec(t, "on", "--driver", "wol", "--mac", "52:54:00:12:34:56", "--broadcast", nic.LocalAddr().String(),
+		"--repeat", "1", "--secureon-file", secureOn, "--probe", probe, "--timeout", "20s", "--interval", "50ms")
+	if l, ok := <-up; ok {
+		defer l.Close()
+	} else {
+		t.Fatal("the machine never received the magic packet it expects")
+	}
+	if err != nil || !strings.HasPrefix(line, "power on: wol:52:54:00:12:34:56 is on after ") {
+		t.Fatalf("on: %q, %v", line, err)
+	}
+	rep, err := handlers.ParseJobReport(log)
+	if err != nil || rep.InstanceID != "wol:52:54:00:12:34:56" || rep.Address != "127.0.0.1" {
+		t.Fatalf("report %q read as %+v, %v", log, rep, err)
+	}
+}
+
+func TestWOLOffIsUnsupported(t *testing.T) {
+	ssh, err := net.Listen("tcp", "127.0.0.1:0") // the machine is on
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ssh.Close()
+	_, err, log := exec(t, "off", "--driver", "wol", "--mac", "52:54:00:12:34:56", "--probe", ssh.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), "Unsupported: not supported by this driver: Wake-on-LAN can only switch a machine on") || !strings.HasPrefix(log, "Unsupported: ") {
+		t.Fatalf("off: %v, log %q", err, log)
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	t.Setenv(EnvPassword, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"on"}, "--driver is required"},
+		{[]string{"on", "--driver", "redfish"}, `--driver "redfish": want wol or ipmi`},
+		{[]string{"on", "--driver", "ipmi", "--address", "10.0.0.5", "--username", "u"}, "needs a password: --password-file or $" + EnvPassword},
+		{[]string{"on", "--driver", "ipmi", "--address", "10.0.0.5", "--username", "u", "--password", "x"}, "unknown flag: --password"},
+		{[]string{"on", "--driver", "wol", "--mac", "52:54:00:12:34:56"}, "needs --probe"},
+		{[]string{"on", "--driver", "wol", "--mac", "52:54:00:12:34"}, "invalid MAC address"},
+	} {
+		_, err, _ := exec(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// docs/power.md lists every flag of the command.
+func TestDocsListEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "power.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	New().PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !bytes.Contains(doc, []byte("`--"+f.Name+"`")) {
+			t.Errorf("docs/power.md does not list --%s", f.Name)
+		}
+	})
+	for _, env := range []string{EnvUsername, EnvPassword, EnvSecureOn} {
+		if !bytes.Contains(doc, []byte(env)) {
+			t.Errorf("docs/power.md does not name $%s", env)
+		}
+	}
+}

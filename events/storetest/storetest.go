@@ -35,23 +35,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ReadsAcrossLeaderChange", func(t *testing.T) { readsAcrossLeaderChange(t, b) })
 }
 
-var t0 = time.Date(2026, 3, 4, 9, 38, 15, 0, time.UTC)
-
-// Created is a claim's first event on slot.
-func Created(slot, claim string) events.Event {
-	return events.Event{Time: t0, Data: events.ClaimCreated{
-		Ref:         events.Ref{Claim: claim, Slot: slot, Group: "g", Attempt: 1, Cause: "test"},
-		RequestedAt: t0, RequestedBy: "test", Request: events.Request{Call: events.CallIncreaseSize, Delta: 1, Group: "g"},
-		DeadlineAt: t0.Add(12 * time.Minute), Budget: events.Duration(12 * time.Minute), TTL: events.Duration(time.Hour),
-	}}
-}
-
-// Booting is the claim's next event.
-func Booting(slot, claim string) events.Event {
-	return events.Event{Time: t0.Add(time.Second), Data: events.ClaimBooting{
-		Ref: events.Ref{Claim: claim, Slot: slot, Group: "g", Attempt: 1, Cause: "test"}, StartupJob: claim + "-start-1",
-	}}
-}
+// Created and Booting are a claim's first two events on slot.
+var Created, Booting = eventstest.Created, eventstest.Booting
 
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -167,19 +167,29 @@ func metaOf(obj any) (metav1.Object, error) {
 	return nil, fmt.Errorf("unexpected %T", obj)
 }
 
-// delivered ends the adapter's own write of an object the informer now
-// shows (ownWrites).
-func (c *Cluster) delivered(cache string, o any, deleted bool) {
+// objectKey is the object an informer handler was given (a tombstone's
+// last state unwrapped), its metadata and its cache key (namespace/name).
+func objectKey(o any) (any, metav1.Object, string, bool) {
 	if t, ok := o.(cacheTombstone); ok {
 		o = t.Obj
 	}
 	m, err := metaOf(o)
 	if err != nil {
-		return
+		return o, nil, "", false
 	}
 	key := m.GetName()
 	if ns := m.GetNamespace(); ns != "" {
 		key = ns + "/" + key
+	}
+	return o, m, key, true
+}
+
+// delivered ends the adapter's own write of an object the informer now
+// shows (ownWrites).
+func (c *Cluster) delivered(cache string, o any, deleted bool) {
+	o, _, key, ok := objectKey(o)
+	if !ok {
+		return
 	}
 	c.own.delivered(ownKey(cache, key), o, deleted)
 }

@@ -159,16 +159,9 @@ func (h *handledVersions) next() <-chan struct{} {
 
 // note records o's version.
 func (h *handledVersions) note(cache string, o any, deleted bool) {
-	if t, ok := o.(cacheTombstone); ok {
-		o = t.Obj
-	}
-	m, err := metaOf(o)
-	if err != nil {
+	_, m, key, ok := objectKey(o)
+	if !ok {
 		return
-	}
-	key := m.GetName()
-	if ns := m.GetNamespace(); ns != "" {
-		key = ns + "/" + key
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

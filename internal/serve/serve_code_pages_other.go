@@ -1,0 +1,5 @@
+//go:build !linux
+
+package serve
+
+func dropExecutableCodePages() ([]codeMapping, error) { return nil, errNoCodePages }

@@ -70,6 +70,30 @@ func TestBasicAuthOnGracefulOffForceOff(t *testing.T) {
 	}
 }
 
+// redfishtool, another client, sees what the driver did, and the driver
+// sees what redfishtool did.
+func TestRedfishtoolCrossCheck(t *testing.T) {
+	s := redfishsim.Start(t, redfishsim.Options{})
+	ctx := context.Background()
+	d := driver(t, s, redfishsim.Password)
+	if _, err := power.Wait(ctx, d, power.On, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Redfishtool(t, "-P", "PowerState", "get"); !strings.Contains(got, `"PowerState": "On"`) {
+		t.Fatalf("redfishtool after on: %s", got)
+	}
+	s.Redfishtool(t, "reset", "ForceOff")
+	if r, err := d.Status(ctx); err != nil || r.State != power.Off {
+		t.Fatalf("status after redfishtool's ForceOff: %+v, %v", r, err)
+	}
+	if got := s.Resets(); !slices.Equal(got, []string{"On", "ForceOff"}) {
+		t.Fatalf("resets %v", got)
+	}
+	if _, opened, deleted := s.Counts(); opened == 0 || deleted != opened {
+		t.Fatalf("redfishtool's sessions: %d opened, %d deleted", opened, deleted)
+	}
+}
+
 func TestSessionAuthPinnedFingerprint(t *testing.T) {
 	s := redfishsim.Start(t, redfishsim.Options{})
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -124,6 +125,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("OData-Version", "4.0")
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	switch {
+	case path == "/redfish" && r.Method == http.MethodGet:
+		// The protocol versions the service speaks (DSP0266).
+		reply(w, http.StatusOK, map[string]any{"v1": "/redfish/v1/"})
+		return
 	case path == "/redfish/v1" && r.Method == http.MethodGet:
 		// The service root is readable without credentials (DSP0266).
 		reply(w, http.StatusOK, map[string]any{
@@ -251,6 +256,30 @@ func (s *Server) authorized(r *http.Request) bool {
 		return true
 	}
 	return false
+}
+
+// Redfishtool runs DMTF's redfishtool client (Debian package
+// redfishtool) against the service with a session, "Systems -1" and
+// args after it, and returns its output: the cross-check that the
+// service's shapes are the ones another client speaks. Without it the
+// test skips, or fails under CLAIMSTREAM_REQUIRE_REDFISHTOOL=1.
+func (s *Server) Redfishtool(t testing.TB, args ...string) string {
+	t.Helper()
+	tool, err := exec.LookPath("redfishtool")
+	if err != nil {
+		if os.Getenv("CLAIMSTREAM_REQUIRE_REDFISHTOOL") == "1" {
+			t.Fatalf("redfishtool not found and CLAIMSTREAM_REQUIRE_REDFISHTOOL=1: %v (Debian package redfishtool)", err)
+		}
+		t.Skipf("redfishtool not found (Debian package redfishtool; CLAIMSTREAM_REQUIRE_REDFISHTOOL=1 fails instead): %v", err)
+	}
+	// It accepts the test's self-signed certificate without a CA.
+	cmd := exec.Command(tool, append([]string{"-r", strings.TrimPrefix(s.URL, "https://"), "-u", User, "-p", Password,
+		"-S", "Always", "-A", "Session", "-T", "10", "Systems", "-1"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("redfishtool %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }

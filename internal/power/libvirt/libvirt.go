@@ -203,10 +203,14 @@ func (d *Driver) classify(ctx context.Context, err error) error {
 	at := d.address()
 	var le golibvirt.Error
 	if errors.As(err, &le) {
-		switch golibvirt.ErrorNumber(le.Code) {
-		case golibvirt.ErrAuthFailed, golibvirt.ErrAuthCancelled, golibvirt.ErrAuthUnavailable, golibvirt.ErrAccessDenied, golibvirt.ErrOperationDenied:
+		code := golibvirt.ErrorNumber(le.Code)
+		// A socket that wants SASL or polkit answers the unauthenticated
+		// calls with an RPC error saying so.
+		authRequired := code == golibvirt.ErrRPC && strings.Contains(le.Message, "authentication")
+		switch {
+		case authRequired || code == golibvirt.ErrAuthFailed || code == golibvirt.ErrAuthCancelled || code == golibvirt.ErrAuthUnavailable || code == golibvirt.ErrAccessDenied || code == golibvirt.ErrOperationDenied:
 			return fmt.Errorf("%w: the libvirt daemon at %s refused this client (%s); this driver connects without SASL, so the socket or TCP listener needs auth \"none\" with access limited by who can reach it", power.ErrCredentials, at, le.Message)
-		case golibvirt.ErrNoConnect:
+		case code == golibvirt.ErrNoConnect:
 			return fmt.Errorf("the libvirt daemon at %s cannot open %s: %s", at, d.uri(), le.Message)
 		}
 		return fmt.Errorf("domain %s: %w", d.ID(), err)

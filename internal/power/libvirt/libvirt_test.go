@@ -22,7 +22,7 @@ func driver(d *libvirtd.Daemon) *Driver {
 var opts = power.Options{Timeout: 20 * time.Second, Interval: 50 * time.Millisecond}
 
 func TestDaemonShutdownCreateDestroy(t *testing.T) {
-	lv := libvirtd.Start(t)
+	lv := libvirtd.Start(t, libvirtd.Options{})
 	ctx := context.Background()
 	d := driver(lv)
 
@@ -63,7 +63,7 @@ func TestDaemonShutdownCreateDestroy(t *testing.T) {
 }
 
 func TestDaemonNoSuchDomain(t *testing.T) {
-	lv := libvirtd.Start(t)
+	lv := libvirtd.Start(t, libvirtd.Options{})
 	d := driver(lv)
 	d.Domain = "no-such-vm"
 	_, err := d.Status(context.Background())
@@ -74,6 +74,17 @@ func TestDaemonNoSuchDomain(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
+	}
+}
+
+func TestDaemonAsksForSASL(t *testing.T) {
+	lv := libvirtd.Start(t, libvirtd.Options{SASL: true})
+	_, err := driver(lv).Status(context.Background())
+	if !errors.Is(err, power.ErrCredentials) || power.Reason(err) != "WrongCredentials" {
+		t.Fatalf("SASL socket: %v; want wrong credentials", err)
+	}
+	if !strings.Contains(err.Error(), "the libvirt daemon at "+lv.Socket+" refused this client") {
+		t.Errorf("error %q does not name the socket", err)
 	}
 }
 

@@ -266,7 +266,7 @@ func TestRedfishOnOffThroughTheCommand(t *testing.T) {
 }
 
 func TestLibvirtOnOffThroughTheCommand(t *testing.T) {
-	lv := libvirtd.Start(t)
+	lv := libvirtd.Start(t, libvirtd.Options{})
 	id := "libvirt:" + libvirtd.Domain + "@" + lv.Socket
 	args := func(verb string) []string {
 		return []string{verb, "--driver", "libvirt", "--address", lv.Socket, "--uri", libvirtd.URI, "--domain", libvirtd.Domain,

@@ -6,6 +6,7 @@ package libvirtd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,11 +58,18 @@ func Require(t testing.TB) (daemon, virsh string) {
 	return daemon, virsh
 }
 
-// Start starts libvirtd and returns once its socket serves the test
-// driver. It holds one connection to the test driver until the test
-// ends, because the driver's state lasts only while a connection is
-// open; the daemon is killed when the test ends.
-func Start(t testing.TB) *Daemon {
+// Options shape the daemon.
+type Options struct {
+	// SASL: the socket asks clients for SASL authentication, which a
+	// client without credentials cannot pass.
+	SASL bool
+}
+
+// Start starts libvirtd and returns once its socket answers. It holds
+// one connection to the test driver until the test ends, because the
+// driver's state lasts only while a connection is open; the daemon is
+// killed when the test ends.
+func Start(t testing.TB, o Options) *Daemon {
 	t.Helper()
 	bin, _ := Require(t)
 	// Not t.TempDir: the daemon may run as another user, who needs to
@@ -73,13 +81,17 @@ func Start(t testing.TB) *Daemon {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	d := &Daemon{Socket: filepath.Join(dir, "run", "libvirt-sock")}
 	conf := filepath.Join(dir, "libvirtd.conf")
+	auth := "none"
+	if o.SASL {
+		auth = "sasl"
+	}
 	write(t, conf, fmt.Sprintf(`listen_tls = 0
 listen_tcp = 0
 unix_sock_dir = %q
 unix_sock_rw_perms = "0777"
-auth_unix_ro = "none"
-auth_unix_rw = "none"
-`, filepath.Dir(d.Socket)))
+auth_unix_ro = %q
+auth_unix_rw = %q
+`, filepath.Dir(d.Socket), auth, auth))
 	cmd := exec.Command(bin, "-f", conf, "-p", filepath.Join(dir, "home", "libvirtd.pid"))
 	home := filepath.Join(dir, "home")
 	for _, sub := range []string{"run", "home"} {
@@ -122,6 +134,10 @@ auth_unix_rw = "none"
 		err := l.ConnectToURI(URI)
 		if err == nil {
 			t.Cleanup(func() { l.Disconnect() })
+			return d
+		}
+		var refused golibvirt.Error
+		if o.SASL && errors.As(err, &refused) {
 			return d
 		}
 		select {

@@ -5,6 +5,7 @@ package powercmd
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/claimstream/claimstream/internal/power"
 	"github.com/claimstream/claimstream/internal/power/ipmi"
+	"github.com/claimstream/claimstream/internal/power/libvirt"
+	"github.com/claimstream/claimstream/internal/power/redfish"
 	"github.com/claimstream/claimstream/internal/power/wol"
 )
 
@@ -58,23 +61,33 @@ type flags struct {
 	hard                                          bool
 	cipherSuite                                   int
 	exchangeTimeout                               time.Duration
+
+	// redfish
+	system, caFile, fingerprint string
+	session                     bool
+
+	// libvirt
+	uri, domain string
+
+	// redfish, libvirt
+	requestTimeout time.Duration
 }
 
 // New is the `power` command.
 func New() *cobra.Command {
 	var f flags
 	root := &cobra.Command{
-		Use:   "power on|off|status --driver wol|ipmi [flags]",
+		Use:   "power on|off|status --driver wol|ipmi|redfish|libvirt [flags]",
 		Short: "Switch a machine on or off through its power controller, and wait for it",
 		Long: `Switch a machine on or off through its power controller (a Wake-on-LAN
-packet, a BMC) and wait until it reports the asked state, or read its state.
+packet, a BMC, a libvirt daemon) and wait until it reports the asked state, or read its state.
 A machine already in the asked state is left alone, and that is success.
 Credentials come from files (a mounted Secret) or the environment, never
 from flags. One line of outcome goes to standard output; when
 /dev/termination-log exists, the Job report goes there.`,
 	}
 	p := root.PersistentFlags()
-	p.StringVar(&f.driver, "driver", "", "power driver: wol or ipmi")
+	p.StringVar(&f.driver, "driver", "", "power driver: wol, ipmi, redfish or libvirt")
 	p.DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long on or off waits for the machine to reach the state")
 	p.DurationVar(&f.interval, "interval", 2*time.Second, "time between two status reads while waiting")
 	p.StringVar(&f.terminationLog, "termination-log", DefaultTerminationLog, "file the Job report is written to, when it exists")
@@ -83,13 +96,20 @@ from flags. One line of outcome goes to standard output; when
 	p.IntVar(&f.repeat, "repeat", 3, "wol: magic packets sent per on")
 	p.StringVar(&f.probe, "probe", "", "wol: host:port on the machine that accepts TCP connections once it is up (its ssh or kubelet port)")
 	p.StringVar(&f.secureOnFile, "secureon-file", "", "wol: file holding the SecureOn password (a.b.c.d or aa:bb:cc:dd:ee:ff; else $"+EnvSecureOn+")")
-	p.StringVar(&f.address, "address", "", "ipmi: the BMC's address, host[:port] (port 623 when not given)")
-	p.StringVar(&f.username, "username", "", "ipmi: BMC user (else --username-file, else $"+EnvUsername+")")
-	p.StringVar(&f.usernameFile, "username-file", "", "ipmi: file holding the BMC user")
-	p.StringVar(&f.passwordFile, "password-file", "", "ipmi: file holding the BMC user's password (else $"+EnvPassword+")")
-	p.BoolVar(&f.hard, "hard", false, "ipmi: off cuts the power (chassis power off) instead of asking the operating system to shut down (soft)")
+	p.StringVar(&f.address, "address", "", "ipmi: the BMC's host[:port] (port 623 when not given); redfish: the BMC's https://host[:port]; libvirt: the daemon's unix socket path or host:port ("+libvirt.DefaultSocket+" when not given)")
+	p.StringVar(&f.username, "username", "", "ipmi, redfish: BMC user (else --username-file, else $"+EnvUsername+")")
+	p.StringVar(&f.usernameFile, "username-file", "", "ipmi, redfish: file holding the BMC user")
+	p.StringVar(&f.passwordFile, "password-file", "", "ipmi, redfish: file holding the BMC user's password (else $"+EnvPassword+")")
+	p.BoolVar(&f.hard, "hard", false, "off cuts the power instead of asking the operating system to shut down: ipmi chassis power off, redfish ForceOff, libvirt destroy")
 	p.IntVar(&f.cipherSuite, "cipher-suite", 0, "ipmi: RMCP+ cipher suite ID; 0 takes the strongest the BMC offers")
 	p.DurationVar(&f.exchangeTimeout, "exchange-timeout", 2*time.Second, "ipmi: bound on one exchange with the BMC (retried a few times)")
+	p.StringVar(&f.system, "system", "", "redfish: the ComputerSystem's Id or path; empty takes the only one")
+	p.BoolVar(&f.session, "session", false, "redfish: authenticate with a Redfish session (X-Auth-Token) instead of basic authentication")
+	p.StringVar(&f.caFile, "ca-file", "", "redfish: PEM file of the CA that signed the BMC's certificate (else the system's roots)")
+	p.StringVar(&f.fingerprint, "fingerprint", "", "redfish: SHA-256 fingerprint of the BMC's certificate, trusted without a CA (openssl x509 -noout -fingerprint -sha256)")
+	p.StringVar(&f.uri, "uri", libvirt.DefaultURI, "libvirt: the hypervisor connection URI inside the daemon")
+	p.StringVar(&f.domain, "domain", "", "libvirt: the domain's name")
+	p.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "redfish, libvirt: bound on one call to the BMC or daemon")
 
 	for _, a := range []struct {
 		verb, short string
@@ -209,29 +229,69 @@ func (f *flags) build(verb string) (power.Driver, string, error) {
 			}
 			host, port = h, n
 		}
-		user := f.username
-		if user == "" {
-			u, err := secret(f.usernameFile, EnvUsername)
-			if err != nil {
-				return nil, "", err
-			}
-			user = u
-		}
-		if user == "" {
-			return nil, "", errors.New("--driver ipmi needs a user: --username, --username-file or $" + EnvUsername)
-		}
-		pw, err := secret(f.passwordFile, EnvPassword)
+		user, pw, err := f.credentials()
 		if err != nil {
 			return nil, "", err
 		}
-		if pw == "" {
-			return nil, "", errors.New("--driver ipmi needs a password: --password-file or $" + EnvPassword)
-		}
 		return &ipmi.Driver{Host: host, Port: port, Username: user, Password: pw, Hard: f.hard, CipherSuite: f.cipherSuite, Timeout: f.exchangeTimeout}, "", nil
+	case "redfish":
+		if f.address == "" {
+			return nil, "", errors.New("--driver redfish needs --address, the BMC's https://host[:port]")
+		}
+		endpoint := f.address
+		if !strings.Contains(endpoint, "://") {
+			endpoint = "https://" + endpoint
+		}
+		user, pw, err := f.credentials()
+		if err != nil {
+			return nil, "", err
+		}
+		d := &redfish.Driver{Endpoint: endpoint, System: f.system, Username: user, Password: pw, Session: f.session, Force: f.hard, Timeout: f.requestTimeout}
+		if f.fingerprint != "" {
+			if d.Fingerprint, err = redfish.ParseFingerprint(f.fingerprint); err != nil {
+				return nil, "", fmt.Errorf("--fingerprint: %w", err)
+			}
+		}
+		if f.caFile != "" {
+			pem, err := os.ReadFile(f.caFile)
+			if err != nil {
+				return nil, "", fmt.Errorf("--ca-file: %w", err)
+			}
+			d.RootCAs = x509.NewCertPool()
+			if !d.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, "", fmt.Errorf("--ca-file %s: no PEM certificate in it", f.caFile)
+			}
+		}
+		return d, "", nil
+	case "libvirt":
+		if f.domain == "" {
+			return nil, "", errors.New("--driver libvirt needs --domain, the domain's name")
+		}
+		return &libvirt.Driver{Address: f.address, URI: f.uri, Domain: f.domain, Force: f.hard, Timeout: f.requestTimeout}, "", nil
 	case "":
-		return nil, "", errors.New("--driver is required: wol or ipmi")
+		return nil, "", errors.New("--driver is required: wol, ipmi, redfish or libvirt")
 	}
-	return nil, "", fmt.Errorf("--driver %q: want wol or ipmi", f.driver)
+	return nil, "", fmt.Errorf("--driver %q: want wol, ipmi, redfish or libvirt", f.driver)
+}
+
+// credentials are the BMC user and password, both required.
+func (f *flags) credentials() (user, password string, err error) {
+	user = f.username
+	if user == "" {
+		if user, err = secret(f.usernameFile, EnvUsername); err != nil {
+			return "", "", err
+		}
+	}
+	if user == "" {
+		return "", "", fmt.Errorf("--driver %s needs a user: --username, --username-file or $%s", f.driver, EnvUsername)
+	}
+	if password, err = secret(f.passwordFile, EnvPassword); err != nil {
+		return "", "", err
+	}
+	if password == "" {
+		return "", "", fmt.Errorf("--driver %s needs a password: --password-file or $%s", f.driver, EnvPassword)
+	}
+	return user, password, nil
 }
 
 // secret reads a credential from file, else from the environment

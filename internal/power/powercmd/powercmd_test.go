@@ -17,6 +17,9 @@ import (
 	"github.com/claimstream/claimstream/internal/freeport"
 	"github.com/claimstream/claimstream/internal/power/ipmi"
 	"github.com/claimstream/claimstream/internal/power/ipmi/ipmisim"
+	"github.com/claimstream/claimstream/internal/power/libvirt/libvirtd"
+	"github.com/claimstream/claimstream/internal/power/redfish"
+	"github.com/claimstream/claimstream/internal/power/redfish/redfishsim"
 	"github.com/claimstream/claimstream/internal/power/wol"
 )
 
@@ -193,7 +196,10 @@ func TestFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"on"}, "--driver is required"},
-		{[]string{"on", "--driver", "redfish"}, `--driver "redfish": want wol or ipmi`},
+		{[]string{"on", "--driver", "proxmox"}, `--driver "proxmox": want wol, ipmi, redfish or libvirt`},
+		{[]string{"on", "--driver", "redfish", "--address", "10.0.0.5", "--username", "u"}, "--driver redfish needs a password"},
+		{[]string{"on", "--driver", "redfish", "--address", "10.0.0.5", "--username", "u", "--fingerprint", "AB:CD"}, "--driver redfish needs a password"},
+		{[]string{"on", "--driver", "libvirt"}, "--driver libvirt needs --domain"},
 		{[]string{"on", "--driver", "ipmi", "--address", "10.0.0.5", "--username", "u"}, "needs a password: --password-file or $" + EnvPassword},
 		{[]string{"on", "--driver", "ipmi", "--address", "10.0.0.5", "--username", "u", "--password", "x"}, "unknown flag: --password"},
 		{[]string{"on", "--driver", "wol", "--mac", "52:54:00:12:34:56"}, "needs --probe"},
@@ -221,5 +227,71 @@ func TestDocsListEveryFlag(t *testing.T) {
 		if !bytes.Contains(doc, []byte(env)) {
 			t.Errorf("docs/power.md does not name $%s", env)
 		}
+	}
+}
+
+func TestRedfishOnOffThroughTheCommand(t *testing.T) {
+	s := redfishsim.Start(t, redfishsim.Options{})
+	host := strings.TrimPrefix(s.URL, "https://")
+	id := "redfish:" + host
+	args := func(verb string, trust ...string) []string {
+		return append([]string{verb, "--driver", "redfish", "--address", host, "--session",
+			"--username", redfishsim.User, "--password-file", s.PasswordFile,
+			"--timeout", "10s", "--interval", "20ms"}, trust...)
+	}
+	line, err, log := exec(t, args("on", "--ca-file", s.CAFile)...)
+	if err != nil || !strings.HasPrefix(line, "power on: "+id+" is on after ") || s.PowerState() != "On" {
+		t.Fatalf("on: %q, %v; service holds %s", line, err, s.PowerState())
+	}
+	if log != `{"instanceID":"`+id+`","powerState":"on"}` {
+		t.Fatalf("report %s", log)
+	}
+	fp := "sha256 Fingerprint=" + redfish.FormatFingerprint(s.Fingerprint)
+	line, err, _ = exec(t, args("off", "--hard", "--fingerprint", fp)...)
+	if err != nil || !strings.HasPrefix(line, "power off: "+id+" is off after ") || s.PowerState() != "Off" {
+		t.Fatalf("off: %q, %v; service holds %s", line, err, s.PowerState())
+	}
+	if got := s.Resets(); len(got) != 2 || got[1] != "ForceOff" {
+		t.Fatalf("resets %v; want On then ForceOff", got)
+	}
+	_, err, log = exec(t, args("status")...)
+	if err == nil || !strings.HasPrefix(log, "Failed: the certificate of the Redfish service at "+host+" is not trusted") {
+		t.Fatalf("status without a CA: %v, log %q", err, log)
+	}
+	t.Setenv(EnvPassword, "not-the-password")
+	_, err, log = exec(t, "on", "--driver", "redfish", "--address", s.URL, "--username", redfishsim.User, "--ca-file", s.CAFile)
+	if err == nil || !strings.HasPrefix(log, "WrongCredentials: wrong credentials: the Redfish service at "+host+" refused user") || strings.Contains(log, "not-the-password") {
+		t.Fatalf("wrong password: %v, log %q", err, log)
+	}
+}
+
+func TestLibvirtOnOffThroughTheCommand(t *testing.T) {
+	lv := libvirtd.Start(t, libvirtd.Options{})
+	id := "libvirt:" + libvirtd.Domain + "@" + lv.Socket
+	args := func(verb string) []string {
+		return []string{verb, "--driver", "libvirt", "--address", lv.Socket, "--uri", libvirtd.URI, "--domain", libvirtd.Domain,
+			"--timeout", "20s", "--interval", "50ms"}
+	}
+	line, err, log := exec(t, args("off")...)
+	if err != nil || !strings.HasPrefix(line, "power off: "+id+" is off after ") || log != `{"instanceID":"`+id+`","powerState":"off"}` {
+		t.Fatalf("off: %q, %v, report %s", line, err, log)
+	}
+	if got := lv.Domstate(t); got != "shut off" {
+		t.Fatalf("virsh after off: %q", got)
+	}
+	line, err, _ = exec(t, args("on")...)
+	if err != nil || !strings.HasPrefix(line, "power on: "+id+" is on after ") {
+		t.Fatalf("on: %q, %v", line, err)
+	}
+	if got := lv.Domstate(t); got != "running" {
+		t.Fatalf("virsh after on: %q", got)
+	}
+	line, err, _ = exec(t, args("status")...)
+	if err != nil || line != "power status: "+id+" is on" {
+		t.Fatalf("status: %q, %v", line, err)
+	}
+	_, err, log = exec(t, "status", "--driver", "libvirt", "--address", filepath.Join(t.TempDir(), "none"), "--domain", "vm")
+	if err == nil || !strings.HasPrefix(log, "Unreachable: unreachable: no libvirt daemon answered at ") {
+		t.Fatalf("no daemon: %v, log %q", err, log)
 	}
 }

@@ -93,6 +93,8 @@ auth_unix_ro = %q
 auth_unix_rw = %q
 `, filepath.Dir(d.Socket), auth, auth))
 	cmd := exec.Command(bin, "-f", conf, "-p", filepath.Join(dir, "home", "libvirtd.pid"))
+	// The daemon dies with the test binary, however that ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	home := filepath.Join(dir, "home")
 	for _, sub := range []string{"run", "home"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
@@ -109,7 +111,7 @@ auth_unix_rw = %q
 		if err := os.Chmod(conf, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/internal/freeport"
+	"github.com/claimstream/claimstream/internal/testtools"
 )
 
 // The BMC's user (with the operator privilege chassis control needs).
@@ -43,21 +44,8 @@ type Options struct {
 // it under CLAIMSTREAM_REQUIRE_IPMI_SIM=1, and returns their paths.
 func Require(t testing.TB) (sim, tool string) {
 	t.Helper()
-	for _, name := range []string{"ipmi_sim", "ipmitool"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			if os.Getenv("CLAIMSTREAM_REQUIRE_IPMI_SIM") == "1" {
-				t.Fatalf("%s not found and CLAIMSTREAM_REQUIRE_IPMI_SIM=1: %v (Debian packages openipmi and ipmitool)", name, err)
-			}
-			t.Skipf("%s not found (Debian packages openipmi and ipmitool; CLAIMSTREAM_REQUIRE_IPMI_SIM=1 fails instead): %v", name, err)
-		}
-		if name == "ipmi_sim" {
-			sim = p
-		} else {
-			tool = p
-		}
-	}
-	return sim, tool
+	p := testtools.Require(t, "CLAIMSTREAM_REQUIRE_IPMI_SIM", "openipmi, ipmitool", "ipmi_sim", "ipmitool")
+	return p[0], p[1]
 }
 
 // Start starts ipmi_sim on 127.0.0.1, the chassis off, and kills it when

@@ -18,6 +18,8 @@ import (
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/claimstream/claimstream/internal/testtools"
 )
 
 // URI is the test driver, and Domain its default domain.
@@ -41,21 +43,8 @@ type Daemon struct {
 // under CLAIMSTREAM_REQUIRE_LIBVIRTD=1, and returns their paths.
 func Require(t testing.TB) (daemon, virsh string) {
 	t.Helper()
-	for _, name := range []string{"libvirtd", "virsh"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			if os.Getenv("CLAIMSTREAM_REQUIRE_LIBVIRTD") == "1" {
-				t.Fatalf("%s not found and CLAIMSTREAM_REQUIRE_LIBVIRTD=1: %v (Debian packages libvirt-daemon and libvirt-clients)", name, err)
-			}
-			t.Skipf("%s not found (Debian packages libvirt-daemon and libvirt-clients; CLAIMSTREAM_REQUIRE_LIBVIRTD=1 fails instead): %v", name, err)
-		}
-		if name == "libvirtd" {
-			daemon = p
-		} else {
-			virsh = p
-		}
-	}
-	return daemon, virsh
+	p := testtools.Require(t, "CLAIMSTREAM_REQUIRE_LIBVIRTD", "libvirt-daemon, libvirt-clients", "libvirtd", "virsh")
+	return p[0], p[1]
 }
 
 // Options shape the daemon.

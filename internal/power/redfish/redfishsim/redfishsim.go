@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/claimstream/claimstream/internal/testtools"
 )
 
 // The service's user (its role may Reset), and the system's path.
@@ -265,13 +267,7 @@ func (s *Server) authorized(r *http.Request) bool {
 // test skips, or fails under CLAIMSTREAM_REQUIRE_REDFISHTOOL=1.
 func (s *Server) Redfishtool(t testing.TB, args ...string) string {
 	t.Helper()
-	tool, err := exec.LookPath("redfishtool")
-	if err != nil {
-		if os.Getenv("CLAIMSTREAM_REQUIRE_REDFISHTOOL") == "1" {
-			t.Fatalf("redfishtool not found and CLAIMSTREAM_REQUIRE_REDFISHTOOL=1: %v (Debian package redfishtool)", err)
-		}
-		t.Skipf("redfishtool not found (Debian package redfishtool; CLAIMSTREAM_REQUIRE_REDFISHTOOL=1 fails instead): %v", err)
-	}
+	tool := testtools.Require(t, "CLAIMSTREAM_REQUIRE_REDFISHTOOL", "redfishtool", "redfishtool")[0]
 	// It accepts the test's self-signed certificate without a CA.
 	cmd := exec.Command(tool, append([]string{"-r", strings.TrimPrefix(s.URL, "https://"), "-u", User, "-p", Password,
 		"-S", "Always", "-A", "Session", "-T", "10", "Systems", "-1"}, args...)...)

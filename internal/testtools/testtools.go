@@ -5,7 +5,10 @@ package testtools
 import (
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
+
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 // Require returns the path of each named program. One missing skips the
@@ -26,4 +29,40 @@ func Require(t testing.TB, env, debs string, names ...string) []string {
 		paths[i] = p
 	}
 	return paths
+}
+
+// Process is a program a test started with Start.
+type Process struct {
+	// Exited is closed once the program has exited.
+	Exited <-chan struct{}
+	out    *logcapture.Buffer
+}
+
+// Output is what the program wrote to its standard output and error.
+func (p *Process) Output() string { return p.out.String() }
+
+// Start starts cmd, which dies with the test binary however that ends and
+// is killed when the test ends; a failed test logs its output under name.
+func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
+	t.Helper()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	p := &Process{out: &logcapture.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	exited := make(chan struct{})
+	p.Exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.Output())
+		}
+	})
+	return p
 }

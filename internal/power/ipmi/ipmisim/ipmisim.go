@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,22 +102,7 @@ set_working_mc 0x20
 		t.Fatal(err)
 	}
 	cmd := exec.Command(sim, "-n", "-c", filepath.Join(dir, "lan.conf"), "-f", filepath.Join(dir, "bmc.emu"), "-s", filepath.Join(dir, "state"))
-	// The simulator dies with the test binary, however that ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("ipmi_sim output:\n%s", out.String())
-		}
-	})
+	proc := testtools.Start(t, "ipmi_sim", cmd)
 	// ipmi_sim binds its port a moment after it starts.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -129,8 +113,8 @@ set_working_mc 0x20
 			return b
 		}
 		select {
-		case <-exited:
-			t.Fatalf("ipmi_sim exited: %s", out.String())
+		case <-proc.Exited:
+			t.Fatalf("ipmi_sim exited: %s", proc.Output())
 		case <-limit:
 			t.Fatalf("ipmi_sim never answered on 127.0.0.1:%d: %v", b.Port, err)
 		case <-tick.C:

@@ -82,8 +82,6 @@ auth_unix_ro = %q
 auth_unix_rw = %q
 `, filepath.Dir(d.Socket), auth, auth))
 	cmd := exec.Command(bin, "-f", conf, "-p", filepath.Join(dir, "home", "libvirtd.pid"))
-	// The daemon dies with the test binary, however that ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	home := filepath.Join(dir, "home")
 	for _, sub := range []string{"run", "home"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
@@ -100,22 +98,9 @@ auth_unix_rw = %q
 		if err := os.Chmod(conf, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("libvirtd output:\n%s", out.String())
-		}
-	})
+	proc := testtools.Start(t, "libvirtd", cmd)
 	// libvirtd creates its socket once its drivers are loaded.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -132,8 +117,8 @@ auth_unix_rw = %q
 			return d
 		}
 		select {
-		case <-exited:
-			t.Fatalf("libvirtd exited: %s", out.String())
+		case <-proc.Exited:
+			t.Fatalf("libvirtd exited: %s", proc.Output())
 		case <-limit:
 			t.Fatalf("libvirtd never served %s on %s: %v", URI, d.Socket, err)
 		case <-tick.C:

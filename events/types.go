@@ -210,13 +210,64 @@ const (
 	DrainForce = "force"
 )
 
-// JobSpec is a lifecycle Job's pod spec, kept as the JSON of a
-// Kubernetes core/v1 PodSpec so this package stays free of Kubernetes types.
+// JobSpec is a lifecycle Job: a pod spec, kept as the JSON of a
+// Kubernetes core/v1 PodSpec so this package stays free of Kubernetes
+// types, or a power driver's action (PodSpec null, Power set).
 type JobSpec struct {
 	PodSpec json.RawMessage `json:"podSpec"`
+	// Power: the Job runs `claimstream power on` (startup) or `off`
+	// (shutdown) from the claimstream image with this driver.
+	Power *Power `json:"power,omitempty"`
 	// TTLSecondsAfterFinished: claimstream deletes the finished Job this
 	// long after its outcome is in the log (JobObserved); nil keeps it.
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// The power drivers a pool file may name (docs/power.md).
+const (
+	PowerWoL     = "wol"
+	PowerIPMI    = "ipmi"
+	PowerRedfish = "redfish"
+	PowerLibvirt = "libvirt"
+	PowerProxmox = "proxmox"
+	// PowerExec is the pod specs as written.
+	PowerExec = "exec"
+)
+
+// Power is how a slot's machine is switched by a power driver: what the
+// lifecycle Job passes to `claimstream power`. Credentials are never
+// here: CredentialsSecret names the Secret (in the Jobs' namespace) the
+// Job mounts.
+type Power struct {
+	Driver string `json:"driver"`
+	// Address: the BMC (ipmi host[:port], redfish https://host[:port]),
+	// the libvirt daemon (socket path or host:port), the Proxmox API
+	// (https://host:8006).
+	Address           string `json:"address,omitempty"`
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+	// Hard: off cuts the power instead of asking the operating system.
+	Hard bool `json:"hard,omitempty"`
+	// wol
+	MAC       string `json:"mac,omitempty"`
+	Broadcast string `json:"broadcast,omitempty"`
+	Probe     string `json:"probe,omitempty"`
+	// ipmi
+	CipherSuite int `json:"cipherSuite,omitempty"`
+	// redfish
+	System  string `json:"system,omitempty"`
+	Session bool   `json:"session,omitempty"`
+	// redfish, proxmox: the SHA-256 fingerprint of the controller's
+	// certificate (else its CA, key ca.crt of the Secret, else the
+	// image's roots).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// libvirt
+	Domain string `json:"domain,omitempty"`
+	URI    string `json:"uri,omitempty"`
+	// proxmox: a VM (Node and VMID) or a node (Node, woken through Via).
+	Node    string `json:"node,omitempty"`
+	VMID    int    `json:"vmid,omitempty"`
+	Via     string `json:"via,omitempty"`
+	TokenID string `json:"tokenID,omitempty"`
 }
 
 // SlotSpec is the declared configuration of a slot: one machine, named like
@@ -558,7 +609,13 @@ type JobObserved struct {
 	// Reason is Kubernetes' reason for a failed Job (DeadlineExceeded,
 	// BackoffLimitExceeded).
 	Reason string `json:"reason,omitempty"`
+	// Message is what a failed Job said of its failure: its pod's
+	// termination message, at most MaxJobMessage bytes.
+	Message string `json:"message,omitempty"`
 }
+
+// MaxJobMessage bounds a failed Job's message in the log.
+const MaxJobMessage = 1024
 
 // A lifecycle Job's outcome (JobObserved.Outcome).
 const (

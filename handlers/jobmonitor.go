@@ -54,6 +54,15 @@ func (r *JobMonitor) Reconcile(ctx context.Context, slot string) (time.Duration,
 		if job.Message != "" {
 			msg += ": " + job.Message
 		}
+		// The Job's own word on why (a power driver's WrongCredentials,
+		// Unreachable, StateNotReached) is what the operator acts on.
+		said, err := r.failureMessage(ctx, job.Name)
+		if err != nil {
+			return 0, err
+		}
+		if said != "" {
+			msg += "; the Job said: " + said
+		}
 		return 0, fail(projections.ReasonStartupJobFailed, msg)
 	case JobRunning:
 		start := job.CreatedAt

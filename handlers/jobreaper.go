@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -92,9 +93,16 @@ func (r *JobReaper) reap(ctx context.Context, v slotView, st JobState) (time.Dur
 	lj, named := logged(v, st.Name)
 	if named && lj.outcome == nil {
 		outcome, finished, reason := jobOutcome(st)
+		var msg string
+		if outcome == events.JobFailed {
+			var err error
+			if msg, err = r.failureMessage(ctx, st.Name); err != nil {
+				return 0, err
+			}
+		}
 		_, err := r.exec(ctx, r.Name(), decide.ObserveJob{
 			Slot: v.Slot.Name, Claim: lj.claim, Job: st.Name, Operation: lj.op,
-			Outcome: outcome, FinishedAt: finished, Reason: reason,
+			Outcome: outcome, FinishedAt: finished, Reason: reason, Message: msg,
 			Cause: "job reaper: " + lj.op + " Job " + outcome,
 		})
 		return 0, err

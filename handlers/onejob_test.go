@@ -364,7 +364,7 @@ func TestCrashAfterCreateThenTTLGetsNoSecondJob(t *testing.T) {
 	l.h.MustExec(decide.BootClaim{Claim: c.Name, Cause: "the process dies after the create"})
 	c = l.claim("a")
 	// The create the dead process made, as it made it.
-	job, err := kube.BuildJob(ns, handlers.JobRequest{
+	job, err := kube.BuildJob(kube.JobDefaults{Namespace: ns}, handlers.JobRequest{
 		Name: c.StartupJob, Namespace: ns, Slot: "a", Claim: c.Name, Attempt: c.Attempt, Operation: decide.OperationStartup,
 		Labels:      map[string]string{handlers.LabelClaim: c.Name, handlers.LabelSlot: "a", handlers.LabelOperation: decide.OperationStartup},
 		Annotations: map[string]string{handlers.AnnotationSlot: "a"}, Spec: *startup,

@@ -6,7 +6,10 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/utils/clock"
 
@@ -304,6 +307,47 @@ func jobOutcome(st JobState) (outcome string, finishedAt *time.Time, reason stri
 		finishedAt = &at
 	}
 	return outcome, finishedAt, reason
+}
+
+// failureMessage is what a failed Job said of its failure (its pod's
+// termination message: a power driver writes "<Reason>: <message>"), on
+// one line and bounded for the log.
+func (b base) failureMessage(ctx context.Context, job string) (string, error) {
+	out, err := b.cluster.JobOutput(ctx, job)
+	if err != nil {
+		return "", fmt.Errorf("read the failure of Job %s: %w", job, err)
+	}
+	return OneLine(out, events.MaxJobMessage), nil
+}
+
+// OneLine makes text fit a log line: its lines joined with "; ", control
+// characters dropped, at most max bytes (cut at a character's start).
+func OneLine(text string, max int) string {
+	var sb strings.Builder
+	for i, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		if i > 0 && sb.Len() > 0 {
+			sb.WriteString("; ")
+		}
+		sb.WriteString(strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) || r == utf8.RuneError {
+				return -1
+			}
+			return r
+		}, l))
+	}
+	s := sb.String()
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // observeJob appends the JobObserved of a Job the cluster showed.

@@ -76,12 +76,22 @@ var (
 	fullSlotSpec = events.SlotSpec{
 		ProviderID: "homelab://worker-1",
 		Address:    "10.0.0.21",
-		Startup:    &events.JobSpec{PodSpec: podSpec, TTLSecondsAfterFinished: ptr(int32(600))},
-		Shutdown:   &events.JobSpec{PodSpec: podSpec, TTLSecondsAfterFinished: ptr(int32(0))},
-		Labels:     map[string]string{"topology.kubernetes.io/zone": "rack-a"},
-		Taints:     taints,
-		Capacity:   map[string]string{"cpu": "8", "nvidia.com/gpu": "1"},
-		Cost:       &events.Cost{PricePerHour: ptr(0.2), PowerWatts: ptr(120.0), BootWatts: ptr(150.0), EnergyPricePerKWh: ptr(0.25), Currency: "EUR"},
+		Startup: &events.JobSpec{PodSpec: podSpec, TTLSecondsAfterFinished: ptr(int32(600)), Power: &events.Power{
+			Driver: "proxmox", Address: "https://pve.lan:8006", CredentialsSecret: "pve-token", Hard: true,
+			MAC: "52:54:00:12:34:56", Broadcast: "10.0.0.255", Probe: "10.0.0.31:22", CipherSuite: 17,
+			System: "1", Session: true, Fingerprint: "AB", Domain: "node-3", URI: "test:///default",
+			Node: "pve1", VMID: 101, Via: "pve2", TokenID: "root@pam!claimstream",
+		}},
+		Shutdown: &events.JobSpec{PodSpec: podSpec, TTLSecondsAfterFinished: ptr(int32(0)), Power: &events.Power{
+			Driver: "ipmi", Address: "10.0.0.21", CredentialsSecret: "bmc", Hard: true,
+			MAC: "52:54:00:12:34:56", Broadcast: "10.0.0.255", Probe: "10.0.0.31:22", CipherSuite: 3,
+			System: "1", Session: true, Fingerprint: "AB", Domain: "node-3", URI: "test:///default",
+			Node: "pve1", VMID: 101, Via: "pve2", TokenID: "root@pam!claimstream",
+		}},
+		Labels:   map[string]string{"topology.kubernetes.io/zone": "rack-a"},
+		Taints:   taints,
+		Capacity: map[string]string{"cpu": "8", "nvidia.com/gpu": "1"},
+		Cost:     &events.Cost{PricePerHour: ptr(0.2), PowerWatts: ptr(120.0), BootWatts: ptr(150.0), EnergyPricePerKWh: ptr(0.25), Currency: "EUR"},
 	}
 )
 
@@ -133,7 +143,7 @@ var fullSamples = []events.Data{
 	events.LeaderElected{Replica: "claimstream-1", Epoch: 4, GRPCAddress: "10.0.0.5:8086", APIAddress: "10.0.0.5:8087", Cause: "key-value lease claimstream-leader"},
 	events.ScaleRequested{Ref: fullRef, Call: events.CallDeleteNodes, Delta: 2, Nodes: []string{"worker-1"}, Requester: "cluster-autoscaler", Accepted: true, Reason: "maxSize", Repeats: 3},
 	events.DemandObserved{Ref: fullRef, Demand: 9, Pending: 4, Running: 5},
-	events.JobObserved{Ref: fullRef, Job: "worker-1-start-3", Operation: "startup", Created: true, Outcome: events.JobFailed, FinishedAt: &at, Reason: "DeadlineExceeded"},
+	events.JobObserved{Ref: fullRef, Job: "worker-1-start-3", Operation: "startup", Created: true, Outcome: events.JobFailed, FinishedAt: &at, Reason: "BackoffLimitExceeded", Message: "Unreachable: no BMC answered"},
 }
 
 // minimalSamples are zero values with only Ref.Group and Ref.Cause set; the

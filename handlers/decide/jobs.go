@@ -31,7 +31,9 @@ type ObserveJob struct {
 	Outcome    string
 	FinishedAt *time.Time
 	Reason     string
-	Cause      string
+	// Message: a failed Job's own word on its failure.
+	Message string
+	Cause   string
 }
 
 func (c ObserveJob) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
@@ -64,6 +66,6 @@ func (c ObserveJob) Decide(s *projections.State, now time.Time) ([]events.Write,
 	}
 	return []events.Write{slotWrite(s, sl.Name, now, events.JobObserved{
 		Ref: ref, Job: c.Job, Operation: c.Operation, Created: c.Created,
-		Outcome: c.Outcome, FinishedAt: c.FinishedAt, Reason: c.Reason,
+		Outcome: c.Outcome, FinishedAt: c.FinishedAt, Reason: c.Reason, Message: c.Message,
 	})}, nil
 }

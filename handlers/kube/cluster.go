@@ -34,12 +34,16 @@ type Options struct {
 	// the informers' caches before they deliver it (default the real
 	// clock).
 	Clock clock.PassiveClock
+	// PowerImage is the image a power driver's Job runs (`claimstream
+	// power`); without it such a Job cannot be built.
+	PowerImage string
 }
 
 // Cluster implements handlers.Cluster over a Kubernetes API.
 type Cluster struct {
-	client    Client
-	namespace string
+	client     Client
+	namespace  string
+	powerImage string
 
 	nodes cache.SharedIndexInformer
 	jobs  cache.SharedIndexInformer
@@ -68,7 +72,7 @@ func New(client Client, opts Options) *Cluster {
 	if opts.Namespace == "" {
 		opts.Namespace = "claimstream"
 	}
-	c := &Cluster{client: client, namespace: opts.Namespace, changed: make(chan struct{}), resync: opts.Resync, own: newOwnWrites(opts.Clock)}
+	c := &Cluster{client: client, namespace: opts.Namespace, powerImage: opts.PowerImage, changed: make(chan struct{}), resync: opts.Resync, own: newOwnWrites(opts.Clock)}
 	c.nodes = newInformer[*corev1.NodeList](client, client.CoreV1().Nodes(), &corev1.Node{}, opts.Resync, "", trimNode)
 	// Of the namespace's Jobs, the lifecycle Jobs only (they all carry a
 	// claim label): the namespace may be shared with other work.
@@ -303,7 +307,7 @@ func (c *Cluster) cachedNode(name string) runtime.Object {
 // CreateJob implements handlers.Cluster: created is false when the Job
 // was there already (AlreadyExists). Either way the next look sees it.
 func (c *Cluster) CreateJob(ctx context.Context, req handlers.JobRequest) (created bool, err error) {
-	job, err := BuildJob(c.namespace, req)
+	job, err := BuildJob(JobDefaults{Namespace: c.namespace, PowerImage: c.powerImage}, req)
 	if err != nil {
 		return false, err
 	}

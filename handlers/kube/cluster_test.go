@@ -106,7 +106,7 @@ func TestCreateJobShapeAndAlreadyExists(t *testing.T) {
 	if _, ok := c.Job(req.Name); ok || len(c.SlotJobs("a")) != 0 {
 		t.Fatal("a deleted Job is still read")
 	}
-	if _, err := kube.BuildJob("ns", handlers.JobRequest{Name: "x"}); err == nil {
+	if _, err := kube.BuildJob(kube.JobDefaults{Namespace: "ns"}, handlers.JobRequest{Name: "x"}); err == nil {
 		t.Fatal("a Job with no containers was built")
 	}
 }

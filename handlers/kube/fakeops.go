@@ -86,6 +86,29 @@ func (f *Fake) FinishJob(_ context.Context, ns, name string, ok bool, reason, me
 	return nil
 }
 
+// JobPodTerminated plays the pod of Job job ending: its container
+// terminated with exit code and termination message msg (a provisioning
+// Job's report, a power driver's failure), as the kubelet reports it.
+func (f *Fake) JobPodTerminated(ctx context.Context, ns, job string, exitCode int32, msg string, at time.Time) error {
+	phase := corev1.PodSucceeded
+	if exitCode != 0 {
+		phase = corev1.PodFailed
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: job + "-pod", Namespace: ns, Labels: map[string]string{"batch.kubernetes.io/job-name": job}},
+		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: exitCode, Message: msg, FinishedAt: metav1.NewTime(at),
+			}},
+		}}},
+	}
+	_, err := f.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
 // RegisterNode creates (or re-registers) a NotReady Node with the given
 // providerID and taints, created at `at`.
 func (f *Fake) RegisterNode(ctx context.Context, name, providerID string, taints []events.Taint, at time.Time) error {

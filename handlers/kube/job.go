@@ -23,12 +23,22 @@ import (
 // to honour once the Job's outcome is in the log: a TTL controller that
 // removed a Job before the log saw it would let it run twice), and no
 // ownerReferences (no garbage collector may take a Job mid-shutdown).
-func BuildJob(namespace string, req handlers.JobRequest) (*batchv1.Job, error) {
+//
+// A power driver's Job (req.Spec.Power) runs `claimstream power` from
+// d.PowerImage (powerjob.go).
+func BuildJob(d JobDefaults, req handlers.JobRequest) (*batchv1.Job, error) {
 	var spec corev1.PodSpec
-	if len(req.Spec.PodSpec) > 0 {
+	switch {
+	case len(req.Spec.PodSpec) > 0 && string(req.Spec.PodSpec) != "null":
 		if err := json.Unmarshal(req.Spec.PodSpec, &spec); err != nil {
 			return nil, fmt.Errorf("job %s: decode pod spec: %w", req.Name, err)
 		}
+	case req.Spec.Power != nil:
+		ps, err := powerPodSpec(req.Spec.Power, req.Operation, d.PowerImage, req.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", req.Name, err)
+		}
+		spec = ps
 	}
 	if len(spec.Containers) == 0 {
 		return nil, fmt.Errorf("job %s: the pod spec has no containers", req.Name)
@@ -52,7 +62,7 @@ func BuildJob(namespace string, req handlers.JobRequest) (*batchv1.Job, error) {
 	}
 	ns := req.Namespace
 	if ns == "" {
-		ns = namespace
+		ns = d.Namespace
 	}
 	var deadline *int64
 	if req.Timeout > 0 {
@@ -75,6 +85,14 @@ func BuildJob(namespace string, req handlers.JobRequest) (*batchv1.Job, error) {
 		},
 	}
 	return job, nil
+}
+
+// JobDefaults are what a Job takes from the adapter rather than the slot.
+type JobDefaults struct {
+	// Namespace of a Job whose request names none.
+	Namespace string
+	// PowerImage runs a power driver's Job: the claimstream image.
+	PowerImage string
 }
 
 // JobStateOf reads what the reactors need of a Job.

@@ -164,6 +164,7 @@ func check(t *tree) *checker {
 		}
 	}
 	c.costs(groups, slots, groupAt)
+	c.powers(groups, slots)
 	return c
 }
 

@@ -271,6 +271,7 @@ func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Confi
 		m := copyMap(g.(map[string]any))
 		name := m["name"].(string)
 		delete(m, "name")
+		delete(m, "power") // the template of its slots' power blocks
 		if _, ok := m["scaler"]; !ok {
 			m["scaler"] = events.ScalerClusterAutoscaler
 		}
@@ -294,12 +295,15 @@ func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Confi
 		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr), at: ptr})
 	}
 
+	gp := groupPowers(groups)
 	for i, s := range slots {
 		ptr := pointer("slots", strconv.Itoa(i))
-		m := copyMap(s.(map[string]any))
+		sm := s.(map[string]any)
+		m := copyMap(sm)
 		name, group := m["name"].(string), m["group"].(string)
 		delete(m, "name")
 		delete(m, "group")
+		delete(m, "power")
 		if _, ok := m["providerID"]; !ok {
 			m["providerID"] = DefaultProviderID(name)
 		}
@@ -317,6 +321,12 @@ func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Confi
 		if err := strictJSON(m, &spec); err != nil {
 			problems = append(problems, Problem{Line: t.line(ptr), Path: t.path(ptr), Msg: err.Error()})
 			continue
+		}
+		if b := powerOf(sm, ptr, gp); b != nil {
+			if err := powerJobs(b, &spec); err != nil {
+				problems = append(problems, Problem{Line: t.line(b.ptr), Path: t.path(b.ptr), Msg: err.Error()})
+				continue
+			}
 		}
 		cfg.Slots = append(cfg.Slots, Slot{Name: name, Group: group, Spec: spec, Line: t.line(ptr), at: ptr})
 	}

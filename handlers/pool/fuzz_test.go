@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -89,7 +90,23 @@ func writeOut(t *testing.T, cfg *Config) []byte {
 		file["groups"] = append(file["groups"], entry(g.Spec, map[string]any{"name": g.Name}))
 	}
 	for _, s := range cfg.Slots {
-		file["slots"] = append(file["slots"], entry(s.Spec, map[string]any{"name": s.Name, "group": s.Group}))
+		m := entry(s.Spec, map[string]any{"name": s.Name, "group": s.Group})
+		// A driver's Jobs are written as the slot's power block.
+		for _, job := range []struct {
+			key  string
+			spec *events.JobSpec
+		}{{"startup", s.Spec.Startup}, {"shutdown", s.Spec.Shutdown}} {
+			if job.spec == nil || job.spec.Power == nil {
+				continue
+			}
+			p := entry(job.spec.Power, nil)
+			if ttl := job.spec.TTLSecondsAfterFinished; ttl != nil {
+				p["ttlSecondsAfterFinished"] = *ttl
+			}
+			m["power"] = p
+			delete(m, job.key)
+		}
+		file["slots"] = append(file["slots"], m)
 	}
 	b, err := json.Marshal(file)
 	if err != nil {

@@ -83,7 +83,8 @@ func NewWorld(cfg WorldConfig) *World {
 func (w *World) Start(ctx context.Context) error {
 	ictx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	w.Cluster = w.Fake.NewCluster(kube.Options{Namespace: w.cfg.Namespace, Clock: w.cfg.Clock})
+	// The simulator runs no image: a power driver's Job needs one named.
+	w.Cluster = w.Fake.NewCluster(kube.Options{Namespace: w.cfg.Namespace, Clock: w.cfg.Clock, PowerImage: "claimstream:simulated"})
 	w.Cluster.Start(ictx)
 	if !w.Cluster.WaitForSync(ictx) {
 		cancel()

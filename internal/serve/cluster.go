@@ -21,6 +21,8 @@ import (
 type clusterOptions struct {
 	kubeconfig string
 	namespace  string
+	// powerImage runs the power drivers' Jobs (`claimstream power`).
+	powerImage string
 	scenario   string
 	speed      float64
 	seed       int64
@@ -96,7 +98,7 @@ func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenar
 	if o.simulated() {
 		return p.runSimulated(ctx, o, sc)
 	}
-	cl := kube.New(p.lead.kube, kube.Options{Namespace: o.namespace})
+	cl := kube.New(p.lead.kube, kube.Options{Namespace: o.namespace, PowerImage: o.powerImage})
 	cl.Start(ctx)
 	defer cl.Shutdown()
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

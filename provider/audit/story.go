@@ -198,6 +198,18 @@ func tell(d events.Data, at time.Time, c *claimClock) string {
 		return fmt.Sprintf("%d shutdown Jobs did not power off a machine no claim wants; paused until %s", d.Attempts, stamp(d.PausedUntil))
 	case events.NodeDeleteRequested:
 		return fmt.Sprintf("node %s deleted: %s", d.Node, d.Why)
+	case events.JobObserved:
+		if d.Outcome != events.JobFailed {
+			break
+		}
+		s := fmt.Sprintf("%s Job %s failed", d.Operation, d.Job)
+		if d.Reason != "" {
+			s += " (" + d.Reason + ")"
+		}
+		if d.Message != "" {
+			s += ": " + d.Message
+		}
+		return s
 	case events.FailedInstanceDeleted:
 		return fmt.Sprintf("failed instance deleted by %s via %s at %s; no longer listed", d.RequestedBy, call(d.Request), stamp(at))
 	}

@@ -44,6 +44,8 @@ func history() []events.Event {
 	add(84*time.Minute+11*time.Second, events.ClaimCollected{Ref: ref(a, 1, "TTL 1h0m0s passed")})
 	add(5*time.Hour, events.ScaleDownRequested{Ref: ref(b, 2, "DeleteNodes(node-1.lan) by cluster-autoscaler for group homelab"), RequestedBy: "cluster-autoscaler", Request: del, Reason: "ScaledDown"})
 	add(5*time.Hour+5*time.Second, events.ShutdownFired{Ref: ref(b, 2, "scale-down"), Job: b + "-stop-1", ShutdownAttempt: 1})
+	add(5*time.Hour+2*time.Minute, events.JobObserved{Ref: ref(b, 2, "job reaper: shutdown Job failed"), Job: b + "-stop-1", Operation: "shutdown", Outcome: events.JobFailed, Reason: "BackoffLimitExceeded",
+		Message: "StateNotReached: never reached the state: ipmi:10.0.0.21:623 was still on 1m30s after asking for off"})
 	add(5*time.Hour+3*time.Minute, events.ShutdownFired{Ref: ref(b, 2, "scale-down"), Job: b + "-stop-2", ShutdownAttempt: 2})
 	add(5*time.Hour+4*time.Minute, events.ClaimCompleted{Ref: ref(b, 2, "machine observed off"), Reason: "ScaledDown"})
 	evs = append(evs, events.Event{Seq: uint64(len(evs) + 1), Time: t0.Add(6 * time.Hour), Type: "FutureThing", Err: errors.New(`unknown event type "dev.claimstream.FutureThing.v1"`)})
@@ -56,7 +58,8 @@ func TestStoryOfSlot(t *testing.T) {
 
 func TestStoryOfClaim(t *testing.T) {
 	got := audit.Render(audit.Story(audit.OfClaim(history(), "node-1.lan-bbbbbb")))
-	for _, want := range []string{"attempt 2", "Ready after 3m12s", "scale-down by cluster-autoscaler via DeleteNodes(node-1.lan)", "shutdown 2 of 3"} {
+	for _, want := range []string{"attempt 2", "Ready after 3m12s", "scale-down by cluster-autoscaler via DeleteNodes(node-1.lan)", "shutdown 2 of 3",
+		"shutdown Job node-1.lan-bbbbbb-stop-1 failed (BackoffLimitExceeded): StateNotReached: never reached the state: ipmi:10.0.0.21:623 was still on"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("story lacks %q:\n%s", want, got)
 		}

@@ -248,7 +248,7 @@ func (f *flags) build(verb string) (power.Driver, string, error) {
 		}
 		d := &redfish.Driver{Endpoint: endpoint, System: f.system, Username: user, Password: pw, Session: f.session, Force: f.hard, Timeout: f.requestTimeout}
 		if f.fingerprint != "" {
-			if d.Fingerprint, err = redfish.ParseFingerprint(f.fingerprint); err != nil {
+			if d.Fingerprint, err = power.ParseFingerprint(f.fingerprint); err != nil {
 				return nil, "", fmt.Errorf("--fingerprint: %w", err)
 			}
 		}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/internal/freeport"
+	"github.com/claimstream/claimstream/internal/power"
 	"github.com/claimstream/claimstream/internal/power/ipmi"
 	"github.com/claimstream/claimstream/internal/power/ipmi/ipmisim"
 	"github.com/claimstream/claimstream/internal/power/libvirt/libvirtd"
-	"github.com/claimstream/claimstream/internal/power/redfish"
 	"github.com/claimstream/claimstream/internal/power/redfish/redfishsim"
 	"github.com/claimstream/claimstream/internal/power/wol"
 )
@@ -246,7 +246,7 @@ func TestRedfishOnOffThroughTheCommand(t *testing.T) {
 	if log != `{"instanceID":"`+id+`","powerState":"on"}` {
 		t.Fatalf("report %s", log)
 	}
-	fp := "sha256 Fingerprint=" + redfish.FormatFingerprint(s.Fingerprint)
+	fp := "sha256 Fingerprint=" + power.FormatFingerprint(s.Fingerprint)
 	line, err, _ = exec(t, args("off", "--hard", "--fingerprint", fp)...)
 	if err != nil || !strings.HasPrefix(line, "power off: "+id+" is off after ") || s.PowerState() != "Off" {
 		t.Fatalf("off: %q, %v; service holds %s", line, err, s.PowerState())

@@ -13,6 +13,6 @@ import (
 func main() {
 	if err := serve.NewRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "claimstream:", err)
-		os.Exit(1)
+		os.Exit(serve.ExitCode(err))
 	}
 }

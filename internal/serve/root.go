@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,16 @@ func NewRoot() *cobra.Command {
 	root.AddCommand(powercmd.New())
 	withVersion(root)
 	return root
+}
+
+// ExitCode is the process's exit code after err, the root command's
+// failure: the code a `power` failure carries (its kind), else 1.
+func ExitCode(err error) int {
+	var e *powercmd.ExitError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 1
 }
 
 // newLogger builds the process logger from --log-level and --log-format.

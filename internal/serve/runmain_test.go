@@ -10,6 +10,6 @@ import (
 func runMain() {
 	if err := NewRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "claimstream:", err)
-		os.Exit(1)
+		os.Exit(ExitCode(err))
 	}
 }

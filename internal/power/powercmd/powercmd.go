@@ -21,6 +21,7 @@ import (
 	"github.com/claimstream/claimstream/internal/power"
 	"github.com/claimstream/claimstream/internal/power/ipmi"
 	"github.com/claimstream/claimstream/internal/power/libvirt"
+	"github.com/claimstream/claimstream/internal/power/proxmox"
 	"github.com/claimstream/claimstream/internal/power/redfish"
 	"github.com/claimstream/claimstream/internal/power/wol"
 )
@@ -31,6 +32,7 @@ const (
 	EnvUsername = "CLAIMSTREAM_POWER_USERNAME"
 	EnvPassword = "CLAIMSTREAM_POWER_PASSWORD"
 	EnvSecureOn = "CLAIMSTREAM_POWER_SECUREON"
+	EnvToken    = "CLAIMSTREAM_POWER_TOKEN"
 )
 
 // DefaultTerminationLog is where Kubernetes reads a container's
@@ -69,7 +71,11 @@ type flags struct {
 	// libvirt
 	uri, domain string
 
-	// redfish, libvirt
+	// proxmox
+	node, kind, tokenID, tokenFile string
+	vmid                           int
+
+	// redfish, libvirt, proxmox
 	requestTimeout time.Duration
 }
 
@@ -77,17 +83,22 @@ type flags struct {
 func New() *cobra.Command {
 	var f flags
 	root := &cobra.Command{
-		Use:   "power on|off|status --driver wol|ipmi|redfish|libvirt [flags]",
+		Use:   "power on|off|status --driver wol|ipmi|redfish|libvirt|proxmox [flags]",
 		Short: "Switch a machine on or off through its power controller, and wait for it",
 		Long: `Switch a machine on or off through its power controller (a Wake-on-LAN
-packet, a BMC, a libvirt daemon) and wait until it reports the asked state, or read its state.
+packet, a BMC, a libvirt daemon, the Proxmox VE API) and wait until it reports the asked state, or read its state.
 A machine already in the asked state is left alone, and that is success.
 Credentials come from files (a mounted Secret) or the environment, never
 from flags. One line of outcome goes to standard output; when
-/dev/termination-log exists, the Job report goes there.`,
+/dev/termination-log exists, the Job report goes there. The exit code
+names the failure: 2 usage, 3 WrongCredentials, 4 Unreachable,
+5 StateNotReached, 6 Unsupported, 1 any other.`,
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: err}
+	})
 	p := root.PersistentFlags()
-	p.StringVar(&f.driver, "driver", "", "power driver: wol, ipmi, redfish or libvirt")
+	p.StringVar(&f.driver, "driver", "", "power driver: wol, ipmi, redfish, libvirt or proxmox")
 	p.DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long on or off waits for the machine to reach the state")
 	p.DurationVar(&f.interval, "interval", 2*time.Second, "time between two status reads while waiting")
 	p.StringVar(&f.terminationLog, "termination-log", DefaultTerminationLog, "file the Job report is written to, when it exists")
@@ -96,20 +107,25 @@ from flags. One line of outcome goes to standard output; when
 	p.IntVar(&f.repeat, "repeat", 3, "wol: magic packets sent per on")
 	p.StringVar(&f.probe, "probe", "", "wol: host:port on the machine that accepts TCP connections once it is up (its ssh or kubelet port)")
 	p.StringVar(&f.secureOnFile, "secureon-file", "", "wol: file holding the SecureOn password (a.b.c.d or aa:bb:cc:dd:ee:ff; else $"+EnvSecureOn+")")
-	p.StringVar(&f.address, "address", "", "ipmi: the BMC's host[:port] (port 623 when not given); redfish: the BMC's https://host[:port]; libvirt: the daemon's unix socket path or host:port ("+libvirt.DefaultSocket+" when not given)")
+	p.StringVar(&f.address, "address", "", "ipmi: the BMC's host[:port] (port 623 when not given); redfish: the BMC's https://host[:port]; libvirt: the daemon's unix socket path or host:port ("+libvirt.DefaultSocket+" when not given); proxmox: the API's https://host:8006 (for a node, another member of its cluster)")
 	p.StringVar(&f.username, "username", "", "ipmi, redfish: BMC user (else --username-file, else $"+EnvUsername+")")
 	p.StringVar(&f.usernameFile, "username-file", "", "ipmi, redfish: file holding the BMC user")
 	p.StringVar(&f.passwordFile, "password-file", "", "ipmi, redfish: file holding the BMC user's password (else $"+EnvPassword+")")
-	p.BoolVar(&f.hard, "hard", false, "off cuts the power instead of asking the operating system to shut down: ipmi chassis power off, redfish ForceOff, libvirt destroy")
+	p.BoolVar(&f.hard, "hard", false, "off cuts the power instead of asking the operating system to shut down: ipmi chassis power off, redfish ForceOff, libvirt destroy, proxmox stop")
 	p.IntVar(&f.cipherSuite, "cipher-suite", 0, "ipmi: RMCP+ cipher suite ID; 0 takes the strongest the BMC offers")
 	p.DurationVar(&f.exchangeTimeout, "exchange-timeout", 2*time.Second, "ipmi: bound on one exchange with the BMC (retried a few times)")
 	p.StringVar(&f.system, "system", "", "redfish: the ComputerSystem's Id or path; empty takes the only one")
 	p.BoolVar(&f.session, "session", false, "redfish: authenticate with a Redfish session (X-Auth-Token) instead of basic authentication")
-	p.StringVar(&f.caFile, "ca-file", "", "redfish: PEM file of the CA that signed the BMC's certificate (else the system's roots)")
-	p.StringVar(&f.fingerprint, "fingerprint", "", "redfish: SHA-256 fingerprint of the BMC's certificate, trusted without a CA (openssl x509 -noout -fingerprint -sha256)")
+	p.StringVar(&f.caFile, "ca-file", "", "redfish, proxmox: PEM file of the CA that signed the BMC's or host's certificate (else the system's roots)")
+	p.StringVar(&f.fingerprint, "fingerprint", "", "redfish, proxmox: SHA-256 fingerprint of the BMC's or host's certificate, trusted without a CA (openssl x509 -noout -fingerprint -sha256)")
 	p.StringVar(&f.uri, "uri", libvirt.DefaultURI, "libvirt: the hypervisor connection URI inside the daemon")
 	p.StringVar(&f.domain, "domain", "", "libvirt: the domain's name")
-	p.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "redfish, libvirt: bound on one call to the BMC or daemon")
+	p.StringVar(&f.node, "node", "", "proxmox: the cluster node the guest runs on, or the node to switch when --vmid is not given")
+	p.IntVar(&f.vmid, "vmid", 0, "proxmox: the guest's ID; without it the node itself is switched")
+	p.StringVar(&f.kind, "kind", proxmox.QEMU, "proxmox: the guest's kind, qemu (a VM) or lxc (a container)")
+	p.StringVar(&f.tokenID, "token-id", "", "proxmox: the API token's ID, USER@REALM!TOKENID (not secret)")
+	p.StringVar(&f.tokenFile, "token-file", "", "proxmox: file holding the API token's secret (else $"+EnvToken+")")
+	p.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "redfish, libvirt, proxmox: bound on one call to the BMC, daemon or API")
 
 	for _, a := range []struct {
 		verb, short string
@@ -122,7 +138,12 @@ from flags. One line of outcome goes to standard output; when
 		root.AddCommand(&cobra.Command{
 			Use:   a.verb,
 			Short: a.short,
-			Args:  cobra.NoArgs,
+			Args: func(cmd *cobra.Command, args []string) error {
+				if err := cobra.NoArgs(cmd, args); err != nil {
+					return &ExitError{Code: ExitUsage, Err: err}
+				}
+				return nil
+			},
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return run(cmd.Context(), cmd.OutOrStdout(), &f, a.verb, a.want)
 			},
@@ -137,7 +158,7 @@ func run(ctx context.Context, out io.Writer, f *flags, verb string, want power.P
 	}
 	d, addr, err := f.build(verb)
 	if err != nil {
-		return err
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	var (
 		r    power.Reading
@@ -159,7 +180,7 @@ func run(ctx context.Context, out io.Writer, f *flags, verb string, want power.P
 	if err != nil {
 		reason := power.Reason(err)
 		f.writeLog(reason + ": " + err.Error())
-		return fmt.Errorf("power %s: %s: %w", verb, reason, err)
+		return &ExitError{Code: exitCode(err), Err: fmt.Errorf("power %s: %s: %w", verb, reason, err)}
 	}
 	rep, _ := json.Marshal(Report{InstanceID: r.ID, Address: addr, PowerState: string(r.State)})
 	f.writeLog(string(rep))
@@ -247,20 +268,8 @@ func (f *flags) build(verb string) (power.Driver, string, error) {
 			return nil, "", err
 		}
 		d := &redfish.Driver{Endpoint: endpoint, System: f.system, Username: user, Password: pw, Session: f.session, Force: f.hard, Timeout: f.requestTimeout}
-		if f.fingerprint != "" {
-			if d.Fingerprint, err = redfish.ParseFingerprint(f.fingerprint); err != nil {
-				return nil, "", fmt.Errorf("--fingerprint: %w", err)
-			}
-		}
-		if f.caFile != "" {
-			pem, err := os.ReadFile(f.caFile)
-			if err != nil {
-				return nil, "", fmt.Errorf("--ca-file: %w", err)
-			}
-			d.RootCAs = x509.NewCertPool()
-			if !d.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, "", fmt.Errorf("--ca-file %s: no PEM certificate in it", f.caFile)
-			}
+		if d.RootCAs, d.Fingerprint, err = f.trust(); err != nil {
+			return nil, "", err
 		}
 		return d, "", nil
 	case "libvirt":
@@ -268,10 +277,74 @@ func (f *flags) build(verb string) (power.Driver, string, error) {
 			return nil, "", errors.New("--driver libvirt needs --domain, the domain's name")
 		}
 		return &libvirt.Driver{Address: f.address, URI: f.uri, Domain: f.domain, Force: f.hard, Timeout: f.requestTimeout}, "", nil
+	case "proxmox":
+		return f.buildProxmox()
 	case "":
-		return nil, "", errors.New("--driver is required: wol, ipmi, redfish or libvirt")
+		return nil, "", errors.New("--driver is required: wol, ipmi, redfish, libvirt or proxmox")
 	}
-	return nil, "", fmt.Errorf("--driver %q: want wol, ipmi, redfish or libvirt", f.driver)
+	return nil, "", fmt.Errorf("--driver %q: want wol, ipmi, redfish, libvirt or proxmox", f.driver)
+}
+
+// buildProxmox makes the proxmox driver: a guest with --vmid, else the
+// node.
+func (f *flags) buildProxmox() (power.Driver, string, error) {
+	if f.address == "" {
+		return nil, "", errors.New("--driver proxmox needs --address, the API's https://host:8006 (for a node, another member of its cluster)")
+	}
+	if f.node == "" {
+		return nil, "", errors.New("--driver proxmox needs --node, the node the guest runs on or the node to switch")
+	}
+	if f.tokenID == "" {
+		return nil, "", errors.New("--driver proxmox needs --token-id, the API token's USER@REALM!TOKENID")
+	}
+	endpoint := f.address
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "https://" + endpoint
+		if _, _, err := net.SplitHostPort(f.address); err != nil {
+			endpoint += ":8006"
+		}
+	}
+	secret, err := secret(f.tokenFile, EnvToken)
+	if err != nil {
+		return nil, "", err
+	}
+	if secret == "" {
+		return nil, "", fmt.Errorf("--driver proxmox needs the API token's secret: --token-file or $%s", EnvToken)
+	}
+	d := &proxmox.Driver{Endpoint: endpoint, Node: f.node, VMID: f.vmid, Kind: f.kind, TokenID: f.tokenID, Secret: secret, Hard: f.hard, Timeout: f.requestTimeout}
+	if d.RootCAs, d.Fingerprint, err = f.trust(); err != nil {
+		return nil, "", err
+	}
+	if err := d.Validate(); err != nil {
+		return nil, "", err
+	}
+	return d, "", nil
+}
+
+// trust is what --ca-file and --fingerprint give to check an HTTPS
+// controller's certificate.
+func (f *flags) trust() (*x509.CertPool, []byte, error) {
+	var (
+		roots *x509.CertPool
+		fp    []byte
+		err   error
+	)
+	if f.fingerprint != "" {
+		if fp, err = power.ParseFingerprint(f.fingerprint); err != nil {
+			return nil, nil, fmt.Errorf("--fingerprint: %w", err)
+		}
+	}
+	if f.caFile != "" {
+		pem, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", f.caFile)
+		}
+	}
+	return roots, fp, nil
 }
 
 // credentials are the BMC user and password, both required.

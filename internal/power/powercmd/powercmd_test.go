@@ -3,6 +3,8 @@ package powercmd
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,10 +17,11 @@ import (
 
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/internal/freeport"
+	"github.com/claimstream/claimstream/internal/power"
 	"github.com/claimstream/claimstream/internal/power/ipmi"
 	"github.com/claimstream/claimstream/internal/power/ipmi/ipmisim"
 	"github.com/claimstream/claimstream/internal/power/libvirt/libvirtd"
-	"github.com/claimstream/claimstream/internal/power/redfish"
+	"github.com/claimstream/claimstream/internal/power/proxmox/proxmoxsim"
 	"github.com/claimstream/claimstream/internal/power/redfish/redfishsim"
 	"github.com/claimstream/claimstream/internal/power/wol"
 )
@@ -191,12 +194,18 @@ func TestWOLOffIsUnsupported(t *testing.T) {
 
 func TestFlagErrors(t *testing.T) {
 	t.Setenv(EnvPassword, "")
+	t.Setenv(EnvToken, "")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"on"}, "--driver is required"},
-		{[]string{"on", "--driver", "proxmox"}, `--driver "proxmox": want wol, ipmi, redfish or libvirt`},
+		{[]string{"on", "--driver", "proxmux"}, `--driver "proxmux": want wol, ipmi, redfish, libvirt or proxmox`},
+		{[]string{"on", "--driver", "proxmox", "--address", "pve1.lab", "--node", "pve1"}, "--driver proxmox needs --token-id"},
+		{[]string{"on", "--driver", "proxmox", "--address", "pve1.lab", "--node", "pve1", "--token-id", "u@pve!t"}, "needs the API token's secret: --token-file or $" + EnvToken},
+		{[]string{"on", "--driver", "proxmox", "--address", "pve1.lab", "--node", "pve1", "--token-id", "u@pve!t", "--token-file", "/nonexistent/token"}, "credentials file: open /nonexistent/token"},
+		{[]string{"on", "--driver", "proxmox", "--address", "pve1.lab", "--node", "pve1", "--token-id", "u@pve!t", "--token", "x"}, "unknown flag: --token"},
+		{[]string{"on", "extra"}, `unknown command "extra"`},
 		{[]string{"on", "--driver", "redfish", "--address", "10.0.0.5", "--username", "u"}, "--driver redfish needs a password"},
 		{[]string{"on", "--driver", "redfish", "--address", "10.0.0.5", "--username", "u", "--fingerprint", "AB:CD"}, "--driver redfish needs a password"},
 		{[]string{"on", "--driver", "libvirt"}, "--driver libvirt needs --domain"},
@@ -208,6 +217,10 @@ func TestFlagErrors(t *testing.T) {
 		_, err, _ := exec(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
+		}
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != ExitUsage {
+			t.Errorf("%v: %v; want exit code %d", tc.args, err, ExitUsage)
 		}
 	}
 }
@@ -223,7 +236,7 @@ func TestDocsListEveryFlag(t *testing.T) {
 			t.Errorf("docs/power.md does not list --%s", f.Name)
 		}
 	})
-	for _, env := range []string{EnvUsername, EnvPassword, EnvSecureOn} {
+	for _, env := range []string{EnvUsername, EnvPassword, EnvSecureOn, EnvToken} {
 		if !bytes.Contains(doc, []byte(env)) {
 			t.Errorf("docs/power.md does not name $%s", env)
 		}
@@ -246,7 +259,7 @@ func TestRedfishOnOffThroughTheCommand(t *testing.T) {
 	if log != `{"instanceID":"`+id+`","powerState":"on"}` {
 		t.Fatalf("report %s", log)
 	}
-	fp := "sha256 Fingerprint=" + redfish.FormatFingerprint(s.Fingerprint)
+	fp := "sha256 Fingerprint=" + power.FormatFingerprint(s.Fingerprint)
 	line, err, _ = exec(t, args("off", "--hard", "--fingerprint", fp)...)
 	if err != nil || !strings.HasPrefix(line, "power off: "+id+" is off after ") || s.PowerState() != "Off" {
 		t.Fatalf("off: %q, %v; service holds %s", line, err, s.PowerState())
@@ -293,5 +306,84 @@ func TestLibvirtOnOffThroughTheCommand(t *testing.T) {
 	_, err, log = exec(t, "status", "--driver", "libvirt", "--address", filepath.Join(t.TempDir(), "none"), "--domain", "vm")
 	if err == nil || !strings.HasPrefix(log, "Unreachable: unreachable: no libvirt daemon answered at ") {
 		t.Fatalf("no daemon: %v, log %q", err, log)
+	}
+}
+
+func TestProxmoxThroughTheCommand(t *testing.T) {
+	s := proxmoxsim.Start(t, proxmoxsim.Options{BootReads: 1})
+	host := strings.TrimPrefix(s.URL, "https://")
+	args := func(verb string, target ...string) []string {
+		return append([]string{verb, "--driver", "proxmox", "--address", host, "--token-id", proxmoxsim.TokenID,
+			"--token-file", s.SecretFile, "--ca-file", s.CAFile, "--timeout", "10s", "--interval", "10ms"}, target...)
+	}
+	vm := []string{"--node", proxmoxsim.Local, "--vmid", "100"}
+	line, err, log := exec(t, args("on", vm...)...)
+	if err != nil || !strings.HasPrefix(line, "power on: proxmox:pve1/qemu/100 is on after ") || !s.Running("qemu", 100) {
+		t.Fatalf("on: %q, %v", line, err)
+	}
+	if log != `{"instanceID":"proxmox:pve1/qemu/100","powerState":"on"}` {
+		t.Fatalf("report %s", log)
+	}
+	fp := "sha256 Fingerprint=" + power.FormatFingerprint(s.Fingerprint)
+	line, err, _ = exec(t, append(args("off", vm...), "--hard", "--ca-file", "", "--fingerprint", fp)...)
+	if err != nil || !strings.HasPrefix(line, "power off: proxmox:pve1/qemu/100 is off after ") || s.Running("qemu", 100) {
+		t.Fatalf("off --hard: %q, %v", line, err)
+	}
+	if got := s.Actions(); len(got) != 2 || !strings.HasSuffix(got[1], "/qemu/100/status/stop") {
+		t.Fatalf("actions %v; want start then stop", got)
+	}
+	line, err, _ = exec(t, args("on", "--node", proxmoxsim.Sleeper)...)
+	if err != nil || !strings.HasPrefix(line, "power on: proxmox:node/pve2 is on after ") {
+		t.Fatalf("wake a node: %q, %v", line, err)
+	}
+	line, err, _ = exec(t, args("status", "--node", proxmoxsim.Local, "--vmid", "200", "--kind", "lxc")...)
+	if err != nil || line != "power status: proxmox:pve1/lxc/200 is off" {
+		t.Fatalf("status of a container: %q, %v", line, err)
+	}
+
+	// The secret from the environment, and a wrong one.
+	t.Setenv(EnvToken, "00000000-0000-4000-8000-000000000000")
+	_, err, log = exec(t, "on", "--driver", "proxmox", "--address", host, "--token-id", proxmoxsim.TokenID, "--ca-file", s.CAFile, "--node", "pve1", "--vmid", "100")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitWrongCredentials ||
+		!strings.HasPrefix(log, `WrongCredentials: wrong credentials: the Proxmox API at `+host+` refused the API token "`+proxmoxsim.TokenID+`"`) ||
+		strings.Contains(log, "00000000-0000-4000-8000-000000000000") {
+		t.Fatalf("wrong token: %v, log %q", err, log)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("x: %w", power.ErrCredentials), ExitWrongCredentials},
+		{fmt.Errorf("x: %w", power.ErrUnreachable), ExitUnreachable},
+		{fmt.Errorf("x: %w", power.ErrNotReached), ExitStateNotReached},
+		{fmt.Errorf("x: %w", power.ErrUnsupported), ExitUnsupported},
+		{errors.New("HTTP 500"), ExitFailed},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+	codes := map[int]bool{0: true}
+	for _, c := range []int{ExitFailed, ExitUsage, ExitWrongCredentials, ExitUnreachable, ExitStateNotReached, ExitUnsupported} {
+		if codes[c] {
+			t.Fatalf("exit code %d given twice", c)
+		}
+		codes[c] = true
+	}
+
+	// A driver's failure through the command carries its code.
+	ports, err := freeport.Ports(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvToken, "secret")
+	_, err, _ = exec(t, "status", "--driver", "proxmox", "--address", "127.0.0.1:"+strconv.Itoa(ports[0]), "--node", "pve1", "--vmid", "100", "--token-id", "u@pve!t", "--request-timeout", "2s")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitUnreachable || !errors.Is(err, power.ErrUnreachable) {
+		t.Fatalf("nothing listening: %v; want exit code %d", err, ExitUnreachable)
 	}
 }

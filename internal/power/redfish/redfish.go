@@ -7,22 +7,15 @@ package redfish
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/claimstream/claimstream/internal/power"
@@ -184,22 +177,7 @@ func (d *Driver) conn() (*conn, error) {
 	if base.Scheme != "https" {
 		return nil, fmt.Errorf("Redfish endpoint %q: want https (the credentials would cross the network in clear)", d.Endpoint)
 	}
-	tc := &tls.Config{RootCAs: d.RootCAs, MinVersion: tls.VersionTLS12}
-	if len(d.Fingerprint) > 0 {
-		want := d.Fingerprint
-		// The pinned certificate stands in for the chain.
-		tc.InsecureSkipVerify = true
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("no certificate")
-			}
-			got := sha256.Sum256(cs.PeerCertificates[0].Raw)
-			if subtle.ConstantTimeCompare(got[:], want) != 1 {
-				return &fingerprintError{got: got[:]}
-			}
-			return nil
-		}
-	}
+	tc := power.TLSConfig(d.RootCAs, d.Fingerprint)
 	timeout := d.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -218,12 +196,6 @@ func (d *Driver) conn() (*conn, error) {
 		},
 	}
 	return &conn{d: d, client: client, base: base}, nil
-}
-
-type fingerprintError struct{ got []byte }
-
-func (e *fingerprintError) Error() string {
-	return "its SHA-256 fingerprint is " + FormatFingerprint(e.got)
 }
 
 // login opens a session and returns its path.
@@ -387,49 +359,15 @@ func (d *Driver) transportError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var fp *fingerprintError
+	var fp *power.FingerprintError
 	if errors.As(err, &fp) {
 		return fmt.Errorf("the certificate of the Redfish service at %s is not the pinned one: %v", d.host(), fp)
 	}
-	var unknown x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	if errors.As(err, &unknown) || errors.As(err, &hostErr) || errors.As(err, &invalid) {
+	if power.Untrusted(err) {
 		return fmt.Errorf("the certificate of the Redfish service at %s is not trusted: give the CA that signed it (--ca-file) or pin its SHA-256 fingerprint (--fingerprint) (%v)", d.host(), err)
 	}
-	var dnsErr *net.DNSError
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.As(err, &dnsErr) || isTimeout(err) {
+	if power.Unanswered(err) {
 		return fmt.Errorf("%w: no Redfish service answered at %s; check the address, the port and that the BMC's HTTPS service is enabled (%v)", power.ErrUnreachable, d.host(), err)
 	}
 	return fmt.Errorf("Redfish service at %s: %w", d.host(), err)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-// ParseFingerprint reads a SHA-256 fingerprint as openssl prints it
-// ("sha256 Fingerprint=AB:CD:..."), or as bare hex.
-func ParseFingerprint(s string) ([]byte, error) {
-	t := strings.TrimSpace(s)
-	if i := strings.LastIndex(t, "="); i >= 0 {
-		t = t[i+1:]
-	}
-	t = strings.ReplaceAll(t, ":", "")
-	b, err := hex.DecodeString(t)
-	if err != nil || len(b) != sha256.Size {
-		return nil, fmt.Errorf("fingerprint %q: want the certificate's SHA-256, 64 hex digits (openssl x509 -noout -fingerprint -sha256)", s)
-	}
-	return b, nil
-}
-
-// FormatFingerprint writes a fingerprint as openssl does.
-func FormatFingerprint(b []byte) string {
-	parts := make([]string, len(b))
-	for i, c := range b {
-		parts[i] = fmt.Sprintf("%02X", c)
-	}
-	return strings.Join(parts, ":")
 }

@@ -113,7 +113,7 @@ func TestSessionAuthPinnedFingerprint(t *testing.T) {
 	wrong := *d
 	wrong.Fingerprint = make([]byte, 32)
 	_, err := wrong.Status(ctx)
-	if err == nil || !strings.Contains(err.Error(), "is not the pinned one") || !strings.Contains(err.Error(), FormatFingerprint(s.Fingerprint)) {
+	if err == nil || !strings.Contains(err.Error(), "is not the pinned one") || !strings.Contains(err.Error(), power.FormatFingerprint(s.Fingerprint)) {
 		t.Fatalf("wrong fingerprint: %v; want the certificate refused, its fingerprint named", err)
 	}
 	if _, opened2, _ := s.Counts(); opened2 != opened {
@@ -192,27 +192,5 @@ func TestUnreachableService(t *testing.T) {
 	d.Endpoint = "http://" + addr
 	if _, err := d.Status(context.Background()); err == nil || !strings.Contains(err.Error(), "want https") {
 		t.Fatalf("http endpoint: %v; want refused", err)
-	}
-}
-
-func TestFingerprint(t *testing.T) {
-	want := make([]byte, 32)
-	for i := range want {
-		want[i] = byte(i * 7)
-	}
-	for _, in := range []string{
-		FormatFingerprint(want),
-		"sha256 Fingerprint=" + FormatFingerprint(want),
-		strings.ToLower(strings.ReplaceAll(FormatFingerprint(want), ":", "")),
-	} {
-		got, err := ParseFingerprint(in)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("ParseFingerprint(%q) = %x, %v", in, got, err)
-		}
-	}
-	for _, in := range []string{"", "AB:CD", strings.Repeat("zz", 32)} {
-		if _, err := ParseFingerprint(in); err == nil {
-			t.Errorf("ParseFingerprint(%q): no error", in)
-		}
 	}
 }

@@ -263,10 +263,11 @@ type Power struct {
 	// libvirt
 	Domain string `json:"domain,omitempty"`
 	URI    string `json:"uri,omitempty"`
-	// proxmox: a VM (Node and VMID) or a node (Node, woken through Via).
+	// proxmox: a guest (Node, VMID, Kind qemu or lxc) or a node (Node
+	// alone, woken by the cluster member at Address).
 	Node    string `json:"node,omitempty"`
 	VMID    int    `json:"vmid,omitempty"`
-	Via     string `json:"via,omitempty"`
+	Kind    string `json:"kind,omitempty"`
 	TokenID string `json:"tokenID,omitempty"`
 }
 

@@ -85,7 +85,7 @@ func powerPodSpec(p *events.Power, operation, image string, deadline time.Durati
 		if p.VMID != 0 {
 			flag("vmid", strconv.Itoa(p.VMID))
 		}
-		flag("via", p.Via)
+		flag("kind", p.Kind)
 		flag("token-id", p.TokenID)
 		secretFile("token-file", "token")
 		flag("fingerprint", p.Fingerprint)

@@ -23,7 +23,7 @@ var powerFields = map[string]struct{ required, optional []string }{
 	events.PowerIPMI:    {[]string{"address", "credentialsSecret"}, []string{"hard", "cipherSuite"}},
 	events.PowerRedfish: {[]string{"address", "credentialsSecret"}, []string{"hard", "system", "session", "fingerprint"}},
 	events.PowerLibvirt: {[]string{"address", "domain"}, []string{"uri", "hard"}},
-	events.PowerProxmox: {[]string{"address", "credentialsSecret", "tokenID", "node"}, []string{"vmid", "via", "hard", "fingerprint"}},
+	events.PowerProxmox: {[]string{"address", "credentialsSecret", "tokenID", "node"}, []string{"vmid", "kind", "hard", "fingerprint"}},
 	events.PowerExec:    {},
 }
 
@@ -187,11 +187,9 @@ func (c *checker) powerValues(driver string, b *powerBlock, missing, prefix stri
 	if v, at, ok := str("tokenID"); ok && !tokenIDForm.MatchString(v) {
 		c.add(at, "must be a Proxmox API token id USER@REALM!TOKENID (got %q); the secret goes in the Secret's key token", v)
 	}
-	for _, f := range []string{"node", "via"} {
-		if v, at, ok := str(f); ok {
-			if errs := validation.IsDNS1123Label(strings.ToLower(v)); len(errs) > 0 {
-				c.add(at, "must be a Proxmox node name (got %q)", v)
-			}
+	if v, at, ok := str("node"); ok {
+		if errs := validation.IsDNS1123Label(strings.ToLower(v)); len(errs) > 0 {
+			c.add(at, "must be a Proxmox node name (got %q)", v)
 		}
 	}
 	if v, at, ok := str("address"); ok {
@@ -211,13 +209,12 @@ func (c *checker) powerValues(driver string, b *powerBlock, missing, prefix stri
 		}
 	}
 	if driver == events.PowerProxmox {
-		_, vm := b.fields["vmid"]
-		_, via := b.fields["via"]
-		switch {
-		case vm && via:
-			c.add(b.at["via"], "is for a Proxmox node (woken through another node); a VM (vmid) is started by its own node")
-		case !vm && !via:
-			c.add(missing, "%sdriver proxmox needs vmid (a VM on node) or via (node itself, woken through the node via)", prefix)
+		_, guest := b.fields["vmid"]
+		if _, set := b.fields["kind"]; set && !guest {
+			c.add(b.at["kind"], "is the kind of a guest (vmid); without vmid the node itself is switched")
+		}
+		if hard, _ := b.fields["hard"].(bool); hard && !guest {
+			c.add(b.at["hard"], "the Proxmox API cannot cut a node's power; a node is shut down by its operating system")
 		}
 	}
 }

@@ -88,6 +88,8 @@ func TestPowerJobArgsAreTheCommandsFlags(t *testing.T) {
 			map[string]string{"address": "10.0.0.21", "username-file": "/secret/username", "password-file": "/secret/password", "cipher-suite": "17", "hard": "true"}},
 		{events.Power{Driver: events.PowerRedfish, Address: "https://10.0.0.40", CredentialsSecret: "s", System: "1", Session: true, Fingerprint: strings.Repeat("AB", 32)},
 			map[string]string{"address": "https://10.0.0.40", "system": "1", "session": "true", "fingerprint": strings.Repeat("AB", 32), "hard": "false"}},
+		{events.Power{Driver: events.PowerProxmox, Address: "https://pve.lan:8006", CredentialsSecret: "s", TokenID: "root@pam!cs", Node: "pve1", VMID: 200, Kind: "lxc", Fingerprint: strings.Repeat("AB", 32), Hard: true},
+			map[string]string{"address": "https://pve.lan:8006", "token-id": "root@pam!cs", "token-file": "/secret/token", "node": "pve1", "vmid": "200", "kind": "lxc", "fingerprint": strings.Repeat("AB", 32), "hard": "true"}},
 		{events.Power{Driver: events.PowerLibvirt, Address: "hv.lan:16509", Domain: "vm-1", URI: "test:///default"},
 			map[string]string{"address": "hv.lan:16509", "domain": "vm-1", "uri": "test:///default"}},
 	} {

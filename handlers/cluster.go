@@ -125,6 +125,9 @@ const (
 	LabelSlot      = "claimstream.dev/slot"
 	LabelAttempt   = "claimstream.dev/attempt"
 	LabelOperation = "claimstream.dev/operation"
+	// LabelPowerDriver marks a power driver's Job and its pod with the
+	// driver (kubectl get jobs -l claimstream.dev/power-driver=ipmi).
+	LabelPowerDriver = "claimstream.dev/power-driver"
 
 	EnvSlot       = "CLAIMSTREAM_SLOT"
 	EnvClaim      = "CLAIMSTREAM_CLAIM"

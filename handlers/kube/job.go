@@ -28,6 +28,7 @@ import (
 // d.PowerImage (powerjob.go).
 func BuildJob(d JobDefaults, req handlers.JobRequest) (*batchv1.Job, error) {
 	var spec corev1.PodSpec
+	driver := "" // of a power driver's Job
 	switch {
 	case len(req.Spec.PodSpec) > 0 && string(req.Spec.PodSpec) != "null":
 		if err := json.Unmarshal(req.Spec.PodSpec, &spec); err != nil {
@@ -38,7 +39,7 @@ func BuildJob(d JobDefaults, req handlers.JobRequest) (*batchv1.Job, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %s: %w", req.Name, err)
 		}
-		spec = ps
+		spec, driver = ps, req.Spec.Power.Driver
 	}
 	if len(spec.Containers) == 0 {
 		return nil, fmt.Errorf("job %s: the pod spec has no containers", req.Name)
@@ -59,6 +60,9 @@ func BuildJob(d JobDefaults, req handlers.JobRequest) (*batchv1.Job, error) {
 	labels := map[string]string{}
 	for k, v := range req.Labels {
 		labels[k] = v
+	}
+	if driver != "" {
+		labels[handlers.LabelPowerDriver] = driver
 	}
 	ns := req.Namespace
 	if ns == "" {

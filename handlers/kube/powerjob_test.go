@@ -50,6 +50,9 @@ func TestPowerJobPod(t *testing.T) {
 		len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].MountPath != kube.PowerCredentialsPath {
 		t.Errorf("volumes %+v mounts %+v", ps.Volumes, c.VolumeMounts)
 	}
+	if job.Labels[handlers.LabelPowerDriver] != "ipmi" || job.Spec.Template.Labels[handlers.LabelPowerDriver] != "ipmi" {
+		t.Errorf("labels %v, pod %v: want the driver", job.Labels, job.Spec.Template.Labels)
+	}
 	if len(c.Env) != 1 || c.Env[0].Name != "CLAIMSTREAM_SLOT" {
 		t.Errorf("env %+v", c.Env)
 	}

@@ -144,7 +144,10 @@ func (c *checker) powers(groups, slots []any) {
 		switch {
 		case driver == events.PowerExec && (startup == nil || shutdown == nil):
 			c.add(b.at["driver"], "driver exec runs the slot's startup and shutdown pod specs as written: give both")
-		case driver == events.PowerWoL:
+		case driver == events.PowerWoL && shutdown == nil:
+			c.add(missing, "%sdriver wol only wakes a machine: give the slot a shutdown pod spec that switches it off (an ssh poweroff, a smart plug)", prefix)
+		}
+		if driver == events.PowerWoL {
 			if _, set := b.fields["probe"]; !set {
 				if addr, _ := sm["address"].(string); addr == "" {
 					c.add(missing, "%sdriver wol needs probe (a host:port the machine accepts TCP connections on once up) or the slot's address (probed on port 22)", prefix)

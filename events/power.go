@@ -21,6 +21,9 @@ const (
 	// the Node object is gone, or its condition time is outside the window
 	// between the slot's previous power fact and now).
 	AtObserved = "observed"
+	// AtPowerDriver: the time the slot's power driver read the state (its
+	// BMC, hypervisor or probe), while the slot had no Node.
+	AtPowerDriver = "power-driver"
 )
 
 // Why a machine is recorded off (MachinePoweredOff.Reason).
@@ -36,6 +39,9 @@ const (
 	PowerOffNotReady = "node-not-ready"
 	// PowerOffNodeDeleted: its Node object disappeared.
 	PowerOffNodeDeleted = "node-deleted"
+	// PowerOffDriver: its power driver read it off, no shutdown fired since
+	// it came on.
+	PowerOffDriver = "power-driver-off"
 )
 
 // MachinePoweredOn: the slot's machine was observed on (its Node Ready) at

@@ -46,6 +46,10 @@ type ReactorsConfig struct {
 	// Fence, when set, is asked before every change to the cluster
 	// (Leadership.Prove; see Fenced).
 	Fence func(context.Context) error
+	// Power, when set, reads the power drivers of Node-less slots every
+	// PowerEvery (default DefaultPowerWatchInterval): PowerWatch.
+	Power      PowerReader
+	PowerEvery time.Duration
 }
 
 // Reactors runs every reactor over every slot.
@@ -55,13 +59,15 @@ type Reactors struct {
 	workers int
 	metrics QueueMetrics
 	queue   atomic.Pointer[workQueue]
+	// watchesPower: PowerWatch is among the reactors.
+	watchesPower bool
 	// asked is the soonest requeue a reactor asked for in the last
 	// ReconcileAll, uncapped (0: none); see Asked.
 	asked atomic.Int64
 }
 
 // NewReactors builds the reactors, in the order one pass runs them on a
-// slot: observe, hosts (expected host, join matching, refusal), deadline,
+// slot: observe, power watch (with a PowerReader), hosts (expected host, join matching, refusal), deadline,
 // boot, job monitor, job reaper, readiness gate, host loss, machine gone,
 // drain then scale-down (and force shutdown), input law, node cleanup,
 // collector.
@@ -82,10 +88,15 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 		cfg.Workers = DefaultWorkers
 	}
 	r := &Reactors{base: b, workers: cfg.Workers, metrics: cfg.Metrics}
-	r.list = []Reactor{
-		&Observer{b}, &Hosts{base: b, silent: newSilentJobs()}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &JobReaper{b}, &ReadinessGate{b},
-		&HostLoss{b}, &MachineGone{b}, &Drain{base: b, next: &ScaleDown{b}}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
+	r.list = []Reactor{&Observer{b}}
+	if cfg.Power != nil {
+		r.list = append(r.list, newPowerWatch(b, cfg.Power, cfg.PowerEvery))
+		r.watchesPower = true
 	}
+	r.list = append(r.list,
+		&Hosts{base: b, silent: newSilentJobs()}, &Deadline{b}, &Boot{b}, &JobMonitor{b}, &JobReaper{b}, &ReadinessGate{b},
+		&HostLoss{b}, &MachineGone{b}, &Drain{base: b, next: &ScaleDown{b}}, &InputLaw{b}, &NodeCleanup{b}, &Collector{b},
+	)
 	return r
 }
 
@@ -181,7 +192,10 @@ func (r *Reactors) idle(slot string) bool {
 	idle, node, reaps := false, slot, false
 	r.views.Read(func(s *projections.State) {
 		sl := s.Slots[slot]
-		idle = sl != nil && len(sl.Claims) == 0 && !sl.Node.Present
+		// A machine its power driver read on, or one the power watch
+		// reads, has work without a claim or a Node.
+		idle = sl != nil && len(sl.Claims) == 0 && !sl.Node.Present && !sl.SeenOnByDriver() &&
+			!(r.watchesPower && specPower(sl.Spec) != nil)
 		if sl != nil {
 			node = sl.NodeName()
 			reaps = hasTTL(sl.Spec.Startup) || hasTTL(sl.Spec.Shutdown)

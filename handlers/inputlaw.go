@@ -8,7 +8,8 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// InputLaw shuts down a machine observed up with no live claim:
+// InputLaw shuts down a machine observed up with no live claim (its Node
+// Ready, or no Node and its power driver reading it on, PowerWatch):
 // ShutdownFired (no claim, Force, the cause naming the law), then the
 // cordon and the shutdown Job <slot>-stop-<slot seq>. While a shutdown of
 // the slot is in flight (running, or finished less than ShutdownSettle ago)
@@ -21,7 +22,7 @@ func (r *InputLaw) Name() string { return "inputlaw" }
 
 func (r *InputLaw) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
 	v := r.view(slot)
-	if !v.GroupOK || v.Live != nil || !v.Slot.PoweredOn() {
+	if !v.GroupOK || v.Live != nil || !(v.Slot.PoweredOn() || v.Slot.SeenOnByDriver()) {
 		return 0, nil
 	}
 	last := v.Slot.LastShutdown

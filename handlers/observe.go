@@ -26,7 +26,7 @@ func (r *Observer) Reconcile(ctx context.Context, slot string) (time.Duration, e
 	if n, ok := r.cluster.Node(v.Slot.NodeName()); ok {
 		st, readySince = n.State(), n.ReadySince
 	}
-	if decide.NodeStatesEqual(v.Slot.Node, st) && v.Slot.PoweredOnRecorded() == decide.PoweredOn(st) {
+	if decide.NodeStatesEqual(v.Slot.Node, st) && (v.Slot.PoweredOnRecorded() == decide.PoweredOn(st) || v.Slot.SeenOnByDriver()) {
 		return 0, nil
 	}
 	_, err := r.exec(ctx, r.Name(), decide.ObserveNode{Slot: slot, Node: st, ReadySince: readySince})

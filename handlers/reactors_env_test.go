@@ -38,19 +38,28 @@ var rquiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level:
 
 var testPodSpec = json.RawMessage(`{"containers":[{"name":"power","image":"busybox:1.37"}]}`)
 
-func newRenv(t *testing.T) *renv {
+func newRenv(t *testing.T) *renv { return newRenvWith(t, kube.Options{}, nil) }
+
+// newRenvWith is newRenv with the cluster's options (its namespace is
+// always ns) and a change to the reactors' configuration.
+func newRenvWith(t *testing.T, o kube.Options, cfg func(e *renv, c *handlers.ReactorsConfig)) *renv {
 	t.Helper()
 	e := &renv{t: t, h: handlerstest.New(t), f: kube.NewFake()}
 	e.f.StampCreation(func() time.Time { return e.h.Clock.Now().UTC() }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cl = e.f.NewCluster(kube.Options{Namespace: ns})
+	o.Namespace = ns
+	e.cl = e.f.NewCluster(o)
 	e.cl.Start(ctx)
 	t.Cleanup(func() { cancel(); e.cl.Shutdown() })
 	if !e.cl.WaitForSync(ctx) {
 		t.Fatal("caches did not sync")
 	}
 	e.acts = &actionLog{Cluster: e.cl, store: e.h.Store}
-	e.r = handlers.NewReactors(handlers.ReactorsConfig{Views: e.h.Views, Service: e.h.Service, Cluster: e.acts, Clock: e.h.Clock, Namespace: ns, Log: rquiet})
+	c := handlers.ReactorsConfig{Views: e.h.Views, Service: e.h.Service, Cluster: e.acts, Clock: e.h.Clock, Namespace: ns, Log: rquiet}
+	if cfg != nil {
+		cfg(e, &c)
+	}
+	e.r = handlers.NewReactors(c)
 	return e
 }
 

@@ -191,7 +191,7 @@ func (c FireSlotShutdown) LockKey(s *projections.State) string { return groupOfS
 
 func (c FireSlotShutdown) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl := s.Slots[c.Slot]
-	if sl == nil || sl.Group == "" || !sl.PoweredOn() || s.LiveOfSlot(c.Slot) != nil {
+	if sl == nil || sl.Group == "" || !(sl.PoweredOn() || sl.SeenOnByDriver()) || s.LiveOfSlot(c.Slot) != nil {
 		return nil, nil
 	}
 	last := sl.LastShutdown

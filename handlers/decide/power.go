@@ -23,6 +23,10 @@ func powerFact(s *projections.State, sl *projections.Slot, n events.NodeState, r
 	if on == sl.PoweredOnRecorded() {
 		return nil, false
 	}
+	if !n.Present && sl.Power != nil && sl.Power.Driver {
+		// No Node to tell: the power driver's reading stands (ObservePower).
+		return nil, false
+	}
 	at, source := now, events.AtObserved
 	var floor time.Time
 	if sl.Power != nil {
@@ -60,4 +64,46 @@ func powerFact(s *projections.State, sl *projections.Slot, n events.NodeState, r
 	}
 	ref.Cause = "power observed: node " + name + " " + seen + " (" + reason + ")"
 	return events.MachinePoweredOff{Ref: ref, Node: name, At: at, AtSource: source, Reason: reason}, true
+}
+
+// ObservePower records what the slot's power driver read of its machine
+// while the slot has no Node: MachinePoweredOn or MachinePoweredOff when it
+// disagrees with the slot's last power fact, so a machine switched on by
+// hand is seen before its kubelet joins (the input law), and one switched
+// off without a Node is seen off. Where a Node exists its observation rules.
+type ObservePower struct {
+	Slot string
+	On   bool
+	// Reading names the driver's view of the machine (ipmi:10.0.0.21:623),
+	// for the cause.
+	Reading string
+}
+
+func (c ObservePower) LockKey(s *projections.State) string { return groupOfSlot(s, c.Slot) }
+
+func (c ObservePower) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
+	sl := s.Slots[c.Slot]
+	if sl == nil || sl.Group == "" || sl.Node.Present || c.On == sl.PoweredOnRecorded() {
+		return nil, nil
+	}
+	ref := events.Ref{Slot: sl.Name, Group: sl.Group}
+	live := s.LiveOfSlot(sl.Name)
+	if live != nil {
+		ref.Claim, ref.Attempt = live.Name, live.Attempt
+	}
+	if c.On {
+		ref.Cause = "power observed: " + c.Reading + " on, no node"
+		return []events.Write{slotWrite(s, sl.Name, now, events.MachinePoweredOn{Ref: ref, At: now, AtSource: events.AtPowerDriver})}, nil
+	}
+	reason := events.PowerOffDriver
+	if last := sl.LastShutdown; last != nil && sl.Power != nil && !last.At.Before(sl.Power.At) {
+		reason = events.PowerOffShutdown
+		if last.Claim == "" {
+			reason = events.PowerOffInputLaw
+		} else if live == nil {
+			ref.Claim, ref.Attempt = last.Claim, last.Attempt
+		}
+	}
+	ref.Cause = "power observed: " + c.Reading + " off, no node (" + reason + ")"
+	return []events.Write{slotWrite(s, sl.Name, now, events.MachinePoweredOff{Ref: ref, At: now, AtSource: events.AtPowerDriver, Reason: reason})}, nil
 }

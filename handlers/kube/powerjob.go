@@ -2,9 +2,6 @@ package kube
 
 import (
 	"errors"
-	"fmt"
-	"path"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,10 +9,11 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers/decide"
+	"github.com/claimstream/claimstream/internal/power/powercmd"
 )
 
 // PowerCredentialsPath is where a power Job mounts its credentials Secret:
-// each key a file (username, password, token, secureon).
+// each key a file (powercmd.KeyUsername, ...).
 const PowerCredentialsPath = "/var/run/claimstream/power"
 
 // PowerCommand is the claimstream binary in its image.
@@ -42,59 +40,14 @@ func powerPodSpec(p *events.Power, operation, image string, deadline time.Durati
 	if operation == decide.OperationShutdown {
 		verb = "off"
 	}
-	args := []string{"power", verb, "--driver", p.Driver, "--timeout", powerWait(deadline).String()}
-	flag := func(name, value string) {
-		if value != "" {
-			args = append(args, "--"+name, value)
-		}
+	cmd, err := powercmd.Args(*p, verb, PowerCredentialsPath)
+	if err != nil {
+		return corev1.PodSpec{}, err
 	}
-	secretFile := func(flagName, key string) {
-		flag(flagName, path.Join(PowerCredentialsPath, key))
-	}
-	switch p.Driver {
-	case events.PowerWoL:
-		flag("mac", p.MAC)
-		flag("broadcast", p.Broadcast)
-		flag("probe", p.Probe)
-		if p.CredentialsSecret != "" {
-			secretFile("secureon-file", "secureon")
-		}
-	case events.PowerIPMI:
-		flag("address", p.Address)
-		secretFile("username-file", "username")
-		secretFile("password-file", "password")
-		if p.CipherSuite != 0 {
-			flag("cipher-suite", strconv.Itoa(p.CipherSuite))
-		}
-	case events.PowerRedfish:
-		flag("address", p.Address)
-		secretFile("username-file", "username")
-		secretFile("password-file", "password")
-		flag("system", p.System)
-		flag("fingerprint", p.Fingerprint)
-		if p.Session {
-			args = append(args, "--session")
-		}
-	case events.PowerLibvirt:
-		flag("address", p.Address)
-		flag("uri", p.URI)
-		flag("domain", p.Domain)
-	case events.PowerProxmox:
-		flag("address", p.Address)
-		flag("node", p.Node)
-		if p.VMID != 0 {
-			flag("vmid", strconv.Itoa(p.VMID))
-		}
-		flag("kind", p.Kind)
-		flag("token-id", p.TokenID)
-		secretFile("token-file", "token")
-		flag("fingerprint", p.Fingerprint)
-	default:
-		return corev1.PodSpec{}, fmt.Errorf("power driver %q: not one this claimstream knows", p.Driver)
-	}
-	if p.Hard && verb == "off" {
-		args = append(args, "--hard")
-	}
+	// power <verb> --driver <d> --timeout <wait> <the driver's flags>
+	args := append([]string{"power"}, cmd[:3]...)
+	args = append(args, "--timeout", powerWait(deadline).String())
+	args = append(args, cmd[3:]...)
 
 	no, yes := false, true
 	user := int64(powerUser)

@@ -213,6 +213,20 @@ func (c *Cluster) DeletePod(ctx context.Context, p handlers.PodView) error {
 	return fmt.Errorf("delete pod %s: %w", p.Key(), err)
 }
 
+// Secret reads the data of a Secret of the Jobs' namespace, straight from
+// the API server: no Secret is cached. A refusal says which permission
+// is missing.
+func (c *Cluster) Secret(ctx context.Context, name string) (map[string][]byte, error) {
+	s, err := c.client.CoreV1().Secrets(c.namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("serve may not read it: grant get on Secret %s in namespace %s (chart value power.credentialsSecrets): %w", name, c.namespace, err)
+	case err != nil:
+		return nil, err
+	}
+	return s.Data, nil
+}
+
 // JobOutput implements handlers.Cluster: the termination message of the
 // newest terminated container of the Job's pods.
 func (c *Cluster) JobOutput(ctx context.Context, job string) (string, error) {

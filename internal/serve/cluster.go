@@ -15,6 +15,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/kube"
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/handlers/sinks"
+	"github.com/claimstream/claimstream/internal/power/powercmd"
 )
 
 // clusterOptions say which cluster the reactors act on.
@@ -23,6 +24,9 @@ type clusterOptions struct {
 	namespace  string
 	// powerImage runs the power drivers' Jobs (`claimstream power`).
 	powerImage string
+	// powerEvery is how often a Node-less slot's power driver is read
+	// (0: never).
+	powerEvery time.Duration
 	scenario   string
 	speed      float64
 	seed       int64
@@ -111,7 +115,11 @@ func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenar
 		return errors.New("the Node and Job caches did not sync within 2m: check the RBAC of the service account")
 	}
 	p.log.Info("reactors running", "cluster", p.lead.kubeHost, "namespace", cl.Namespace())
-	r := handlers.NewReactors(handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log, Metrics: p.reactorMetrics(), Fence: p.lead.leadership.Prove})
+	cfg := handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log, Metrics: p.reactorMetrics(), Fence: p.lead.leadership.Prove}
+	if o.powerEvery > 0 {
+		cfg.Power, cfg.PowerEvery = powercmd.Reader{Secret: cl.Secret}, o.powerEvery
+	}
+	r := handlers.NewReactors(cfg)
 	return p.withSinks(ctx, p.withKubeReports(cl, o, r.Run))
 }
 

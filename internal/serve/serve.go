@@ -138,6 +138,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
 	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
 	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs")
+	f.DurationVar(&o.cluster.powerEvery, "power-status-interval", handlers.DefaultPowerWatchInterval, "how often serve reads the power driver of a slot with no Node, so a machine switched on by hand is seen before it joins (0: never)")
 	f.StringVar(&o.cluster.powerImage, "power-image", "", "image a power driver's lifecycle Job runs `claimstream power` from: this claimstream's own image (the chart sets it)")
 	f.StringVar(&o.cluster.releaseNamespace, "release-namespace", "", "namespace of the leader Lease, the status ConfigMap and serve's own Pod (default: $POD_NAMESPACE, else --namespace)")
 	f.Float32Var(&o.cluster.kubeQPS, "kube-api-qps", kube.DefaultQPS, "Kubernetes API requests a second, all API groups together (one token bucket; 0: the default)")

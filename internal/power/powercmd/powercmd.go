@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/claimstream/claimstream/internal/power"
 	"github.com/claimstream/claimstream/internal/power/ipmi"
@@ -49,6 +50,10 @@ type Report struct {
 }
 
 type flags struct {
+	// files, when set, holds the credentials files' contents by name
+	// (DriverFor), read in place of files and the environment.
+	files map[string]string
+
 	driver         string
 	timeout        time.Duration
 	interval       time.Duration
@@ -97,7 +102,35 @@ names the failure: 2 usage, 3 WrongCredentials, 4 Unreachable,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
-	p := root.PersistentFlags()
+	f.register(root.PersistentFlags())
+
+	for _, a := range []struct {
+		verb, short string
+		want        power.PowerState
+	}{
+		{"on", "Switch the machine on and wait until it is on", power.On},
+		{"off", "Switch the machine off and wait until it is off", power.Off},
+		{"status", "Print the machine's power state", ""},
+	} {
+		root.AddCommand(&cobra.Command{
+			Use:   a.verb,
+			Short: a.short,
+			Args: func(cmd *cobra.Command, args []string) error {
+				if err := cobra.NoArgs(cmd, args); err != nil {
+					return &ExitError{Code: ExitUsage, Err: err}
+				}
+				return nil
+			},
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return run(cmd.Context(), cmd.OutOrStdout(), &f, a.verb, a.want)
+			},
+		})
+	}
+	return root
+}
+
+// register defines the command's flags on p, bound to f.
+func (f *flags) register(p *pflag.FlagSet) {
 	p.StringVar(&f.driver, "driver", "", "power driver: wol, ipmi, redfish, libvirt or proxmox")
 	p.DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long on or off waits for the machine to reach the state")
 	p.DurationVar(&f.interval, "interval", 2*time.Second, "time between two status reads while waiting")
@@ -126,30 +159,6 @@ names the failure: 2 usage, 3 WrongCredentials, 4 Unreachable,
 	p.StringVar(&f.tokenID, "token-id", "", "proxmox: the API token's ID, USER@REALM!TOKENID (not secret)")
 	p.StringVar(&f.tokenFile, "token-file", "", "proxmox: file holding the API token's secret (else $"+EnvToken+")")
 	p.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "redfish, libvirt, proxmox: bound on one call to the BMC, daemon or API")
-
-	for _, a := range []struct {
-		verb, short string
-		want        power.PowerState
-	}{
-		{"on", "Switch the machine on and wait until it is on", power.On},
-		{"off", "Switch the machine off and wait until it is off", power.Off},
-		{"status", "Print the machine's power state", ""},
-	} {
-		root.AddCommand(&cobra.Command{
-			Use:   a.verb,
-			Short: a.short,
-			Args: func(cmd *cobra.Command, args []string) error {
-				if err := cobra.NoArgs(cmd, args); err != nil {
-					return &ExitError{Code: ExitUsage, Err: err}
-				}
-				return nil
-			},
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return run(cmd.Context(), cmd.OutOrStdout(), &f, a.verb, a.want)
-			},
-		})
-	}
-	return root
 }
 
 func run(ctx context.Context, out io.Writer, f *flags, verb string, want power.PowerState) error {
@@ -216,7 +225,7 @@ func (f *flags) build(verb string) (power.Driver, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		pwText, err := secret(f.secureOnFile, EnvSecureOn)
+		pwText, err := f.secret(f.secureOnFile, EnvSecureOn)
 		if err != nil {
 			return nil, "", err
 		}
@@ -304,7 +313,7 @@ func (f *flags) buildProxmox() (power.Driver, string, error) {
 			endpoint += ":8006"
 		}
 	}
-	secret, err := secret(f.tokenFile, EnvToken)
+	secret, err := f.secret(f.tokenFile, EnvToken)
 	if err != nil {
 		return nil, "", err
 	}
@@ -351,14 +360,14 @@ func (f *flags) trust() (*x509.CertPool, []byte, error) {
 func (f *flags) credentials() (user, password string, err error) {
 	user = f.username
 	if user == "" {
-		if user, err = secret(f.usernameFile, EnvUsername); err != nil {
+		if user, err = f.secret(f.usernameFile, EnvUsername); err != nil {
 			return "", "", err
 		}
 	}
 	if user == "" {
 		return "", "", fmt.Errorf("--driver %s needs a user: --username, --username-file or $%s", f.driver, EnvUsername)
 	}
-	if password, err = secret(f.passwordFile, EnvPassword); err != nil {
+	if password, err = f.secret(f.passwordFile, EnvPassword); err != nil {
 		return "", "", err
 	}
 	if password == "" {
@@ -370,7 +379,11 @@ func (f *flags) credentials() (user, password string, err error) {
 // secret reads a credential from file, else from the environment
 // variable env; a file's trailing newline (a Secret made with echo) is
 // not part of it.
-func secret(file, env string) (string, error) {
+func (f *flags) secret(file, env string) (string, error) {
+	if f.files != nil {
+		// In process (DriverFor): the Secret's keys, never the environment.
+		return strings.TrimRight(f.files[file], "\r\n"), nil
+	}
 	if file == "" {
 		return os.Getenv(env), nil
 	}

@@ -1,6 +1,8 @@
-package powercmd
+package kube_test
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,8 +14,39 @@ import (
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/kube"
+	"github.com/claimstream/claimstream/internal/power/ipmi"
 	"github.com/claimstream/claimstream/internal/power/ipmi/ipmisim"
+	"github.com/claimstream/claimstream/internal/power/powercmd"
 )
+
+// runPower runs `claimstream power args...` in process, as the Job's
+// container would, with a termination log in a temporary directory, and
+// returns its output, its error and what it wrote to the termination log.
+func runPower(t *testing.T, args ...string) (string, error, string) {
+	t.Helper()
+	logFile := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(logFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := powercmd.New()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append(args, "--termination-log", logFile))
+	err := cmd.ExecuteContext(context.Background())
+	log, rerr := os.ReadFile(logFile)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return strings.TrimSpace(out.String()), err, string(log)
+}
+
+func startBMC(t *testing.T) *ipmisim.BMC {
+	return ipmisim.Start(t, ipmisim.Options{}, func(ctx context.Context, port int) error {
+		_, err := (&ipmi.Driver{Host: "127.0.0.1", Port: port, Username: ipmisim.User, Password: ipmisim.Password, CipherSuite: 3, Timeout: time.Second}).Status(ctx)
+		return err
+	})
+}
 
 // jobArgs builds the lifecycle Job of a slot whose pool entry names power
 // p, as the reactors would create it, and returns its container's
@@ -42,7 +75,7 @@ func jobArgs(t *testing.T, p events.Power, operation, dir string) []string {
 // (ipmi_sim) on and off with the credentials of the mounted Secret: the
 // arguments the Job passes are ones the command takes.
 func TestPowerJobsSwitchTheBMC(t *testing.T) {
-	b := startSim(t)
+	b := startBMC(t)
 	secret := t.TempDir()
 	for k, v := range map[string]string{"username": ipmisim.User + "\n", "password": ipmisim.Password + "\n"} {
 		if err := os.WriteFile(filepath.Join(secret, k), []byte(v), 0o400); err != nil {
@@ -51,7 +84,7 @@ func TestPowerJobsSwitchTheBMC(t *testing.T) {
 	}
 	p := events.Power{Driver: events.PowerIPMI, Address: "127.0.0.1:" + strconv.Itoa(b.Port), CredentialsSecret: "bmc-rack", CipherSuite: 3, Hard: true}
 	on := jobArgs(t, p, decide.OperationStartup, secret)
-	line, err, log := exec(t, append(on, "--interval", "100ms")...)
+	line, err, log := runPower(t, append(on, "--interval", "100ms")...)
 	if err != nil {
 		t.Fatalf("startup Job: %v (%s)", err, line)
 	}
@@ -62,7 +95,7 @@ func TestPowerJobsSwitchTheBMC(t *testing.T) {
 		t.Fatalf("startup Job report %s", log)
 	}
 	off := jobArgs(t, p, decide.OperationShutdown, secret)
-	line, err, log = exec(t, append(off, "--interval", "100ms")...)
+	line, err, log = runPower(t, append(off, "--interval", "100ms")...)
 	if err != nil {
 		t.Fatalf("shutdown Job: %v (%s)", err, line)
 	}
@@ -95,7 +128,7 @@ func TestPowerJobArgsAreTheCommandsFlags(t *testing.T) {
 	} {
 		t.Run(tc.p.Driver, func(t *testing.T) {
 			args := jobArgs(t, tc.p, decide.OperationShutdown, dir)
-			cmd, rest, err := New().Find(args)
+			cmd, rest, err := powercmd.New().Find(args)
 			if err != nil || cmd.Name() != "off" {
 				t.Fatalf("%v: found %v, %v", args, cmd.Name(), err)
 			}

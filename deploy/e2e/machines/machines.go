@@ -11,6 +11,9 @@
 // Knobs per slot inject failures: a machine that never boots, boots late, a
 // shutdown that exits 0 but leaves the machine up, and a machine that
 // vanishes (PowerOff without a Job).
+//
+// PowerJobs plays the kubelet for power drivers' Jobs: their container runs
+// as a process of the test environment.
 package machines
 
 import (

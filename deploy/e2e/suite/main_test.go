@@ -230,9 +230,29 @@ func setup(ctx context.Context) error {
 	go func() { defer close(mdone); _ = model.Run(mctx) }()
 	onTeardown(func() { mcancel(); <-mdone })
 
+	// The kubelet's part in power drivers' Jobs: their container runs as a
+	// process here.
+	plogf, err := os.Create(filepath.Join(env.Dir, "logs", "powerjobs.log"))
+	if err != nil {
+		return err
+	}
+	onTeardown(func() { plogf.Close() })
+	powerJobs := &machines.PowerJobs{Client: admin, Namespace: namespace, Binary: bin, Log: slog.New(slog.NewTextHandler(plogf, nil))}
+	pctx, pcancel := context.WithCancel(ctx)
+	pdone := make(chan struct{})
+	go func() { defer close(pdone); _ = powerJobs.Run(pctx) }()
+	onTeardown(func() { pcancel(); <-pdone })
+
 	// The server.
+	bmcPorts, err := testenv.FreePorts(len(ipmiSlots))
+	if err != nil {
+		return err
+	}
+	for i, s := range ipmiSlots {
+		ipmiPorts[s] = bmcPorts[i]
+	}
 	pool := filepath.Join(env.Dir, "pool.yaml")
-	if err := os.WriteFile(pool, []byte(e2ePool), 0o644); err != nil {
+	if err := os.WriteFile(pool, []byte(e2ePoolFile()), 0o644); err != nil {
 		return err
 	}
 	ports, err := testenv.FreePorts(3)

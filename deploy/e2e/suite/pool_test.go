@@ -1,6 +1,10 @@
 package suite
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/claimstream/claimstream/deploy/e2e/machines"
@@ -10,7 +14,8 @@ import (
 // slots; short lifecycle timeouts, so a deadline is about a minute, not
 // 12m10s; a readiness taint the machine model removes late. The lifecycle
 // Jobs run on the always-present worker node (kwok completes their pods;
-// the image is never pulled).
+// the image is never pulled). The ipmi groups' Jobs are power drivers'
+// Jobs, run by machines.PowerJobs.
 const e2ePool = `
 groups:
   - name: boot      # scenarios 1 and 2
@@ -44,6 +49,17 @@ groups:
     lifecycle: *lc
     template: *tmpl
     cost: {powerWatts: 100, energyPricePerKWh: 0.30, currency: EUR}
+  - name: ipmi      # two BMCs switched by power Jobs (power_test.go)
+    maxSize: 2
+    readinessTaints: *rt
+    lifecycle: &plc {startupJobTimeout: 60s, registrationWait: 20s, readinessGate: 20s}
+    template: *tmpl
+    power: {driver: ipmi, credentialsSecret: bmc, hard: true, cipherSuite: 3}
+  - name: ipmi-wrong  # a BMC whose Secret holds a wrong password (power_test.go)
+    readinessTaints: *rt
+    lifecycle: *plc
+    template: *tmpl
+    power: {driver: ipmi, credentialsSecret: bmc-wrong, hard: true, cipherSuite: 3}
 
 slots:
   - name: boot-1
@@ -65,11 +81,30 @@ slots:
   - {name: burst-1, group: burst, startup: *power, shutdown: *power}
   - {name: cost-1, group: cost, startup: *power, shutdown: *power}
   - {name: rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.rack-a.machine-with-a-long-name-1, group: long, startup: *power, shutdown: *power}
+  - {name: ipmi-1, group: ipmi, power: {address: "127.0.0.1:IPMI_PORT_1"}}
+  - {name: ipmi-2, group: ipmi, power: {address: "127.0.0.1:IPMI_PORT_2"}}
+  - {name: ipmi-wrong-1, group: ipmi-wrong, power: {address: "127.0.0.1:IPMI_PORT_3"}}
 `
+
+// ipmiSlots are the slots of the ipmi groups, each with the UDP port its
+// BMC (power_test.go) serves on; setup reserves the ports, as the BMCs'
+// addresses are in the pool file serve starts with.
+var ipmiSlots = []string{"ipmi-1", "ipmi-2", "ipmi-wrong-1"}
+
+var ipmiPorts = map[string]int{}
+
+// e2ePoolFile is e2ePool with the BMCs' ports.
+func e2ePoolFile() string {
+	var r []string
+	for i, s := range ipmiSlots {
+		r = append(r, fmt.Sprintf("IPMI_PORT_%d", i+1), strconv.Itoa(ipmiPorts[s]))
+	}
+	return strings.NewReplacer(r...).Replace(e2ePool)
+}
 
 func e2eSlots() []machines.Slot {
 	var out []machines.Slot
-	for _, n := range []string{"boot-1", "boot-2", "fail-1", "law-1", "crash-1", longSlot, "cost-1"} {
+	for _, n := range append([]string{"boot-1", "boot-2", "fail-1", "law-1", "crash-1", longSlot, "cost-1"}, ipmiSlots...) {
 		out = append(out, machines.Slot{
 			Name:            n,
 			ReadinessTaints: []corev1.Taint{{Key: readyTaint, Effect: corev1.TaintEffectNoExecute}},

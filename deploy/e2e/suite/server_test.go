@@ -37,6 +37,9 @@ func (s *Server) Start(ctx context.Context) error {
 		"--leader-elect=false",
 		"--log-level=debug",
 		"--config-poll=1s",
+		// The power drivers' Jobs run the claimstream binary
+		// (machines.PowerJobs), never this image.
+		"--power-image=claimstream:e2e",
 	}
 	// Every listener on a loopback port of its own (flags the binary has).
 	for flag, addr := range map[string]string{"--api-address": s.APIAddress, "--metrics-address": s.MetricsAddress} {

@@ -356,7 +356,8 @@ func buildKwok(ctx context.Context, dst string) error {
 }
 
 // KwokStages returns kwok v0.8.0's "fast" node and pod stages, concatenated,
-// read from the module cache (the module is downloaded if needed).
+// read from the module cache (the module is downloaded if needed); the
+// pod-complete stage leaves the pods of power drivers' Jobs alone.
 func KwokStages(ctx context.Context) (string, error) {
 	dir, err := kwokModuleDir(ctx)
 	if err != nil {
@@ -375,11 +376,32 @@ func KwokStages(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if f == "pod/fast/pod-complete.yaml" {
+			if data, err = skipPowerPods(data); err != nil {
+				return "", fmt.Errorf("%s: %w", f, err)
+			}
+		}
 		b.WriteString("---\n")
 		b.Write(data)
 		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+// LabelPowerDriver marks the Job and pod of a power driver
+// (handlers.LabelPowerDriver).
+const LabelPowerDriver = "claimstream.dev/power-driver"
+
+// skipPowerPods keeps a pod stage off the pods of power drivers' Jobs:
+// their container runs as a process of the test environment
+// (machines.PowerJobs), which ends the pod as the kubelet would.
+func skipPowerPods(stage []byte) ([]byte, error) {
+	const anchor = "    matchExpressions:\n"
+	if !bytes.Contains(stage, []byte(anchor)) {
+		return nil, fmt.Errorf("no %q in the stage", strings.TrimSpace(anchor))
+	}
+	expr := anchor + "    - key: '.metadata.labels[\"" + LabelPowerDriver + "\"]'\n      operator: 'DoesNotExist'\n"
+	return bytes.Replace(stage, []byte(anchor), []byte(expr), 1), nil
 }
 
 // KwokPortForwardCRD returns kwok's PortForward CustomResourceDefinition

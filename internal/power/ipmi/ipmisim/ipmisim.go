@@ -37,6 +37,9 @@ type Options struct {
 	// IgnoreSoft: the chassis accepts a soft shutdown and does nothing,
 	// as a machine whose operating system ignores the ACPI power button.
 	IgnoreSoft bool
+	// Port is the UDP port it serves on; 0 picks a free one. A test that
+	// writes the BMC's address before it starts the BMC sets it.
+	Port int
 }
 
 // Require skips the test when ipmi_sim or ipmitool is missing, or fails
@@ -55,11 +58,15 @@ func Start(t testing.TB, o Options, ready func(ctx context.Context, port int) er
 	t.Helper()
 	sim, _ := Require(t)
 	dir := t.TempDir()
-	ports, err := freeport.Ports(1)
-	if err != nil {
-		t.Fatal(err)
+	port := o.Port
+	if port == 0 {
+		ports, err := freeport.Ports(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = ports[0]
 	}
-	b := &BMC{Port: ports[0], stateFile: filepath.Join(dir, "power"), PasswordFile: filepath.Join(dir, "password")}
+	b := &BMC{Port: port, stateFile: filepath.Join(dir, "power"), PasswordFile: filepath.Join(dir, "password")}
 	soft := `echo 0 > "$state"`
 	if o.IgnoreSoft {
 		soft = ":"

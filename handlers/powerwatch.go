@@ -24,8 +24,8 @@ const DefaultPowerWatchInterval = time.Minute
 // hold the slot's pass.
 const powerReadTimeout = 20 * time.Second
 
-// PowerWatch reads the power driver of a slot that has one and no Node,
-// every interval, and records the state it reads (decide.ObservePower):
+// PowerWatch reads the power driver of a slot that has one, no Node and no
+// live claim, every interval, and records the state it reads (decide.ObservePower):
 // a machine switched on by hand is seen before its kubelet joins, and the
 // input law switches it off when no claim wants it. Where a Node exists,
 // the Observer's reading of it rules.
@@ -50,7 +50,7 @@ func (r *PowerWatch) Name() string { return "powerwatch" }
 
 func (r *PowerWatch) Reconcile(ctx context.Context, slot string) (time.Duration, error) {
 	v := r.view(slot)
-	if !v.Exists || v.Slot.Group == "" || v.Slot.Node.Present {
+	if !v.Exists || v.Slot.Group == "" || v.Slot.Node.Present || v.Live != nil {
 		r.forget(slot)
 		return 0, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/claimstream/claimstream/internal/power/ipmi"
 	"github.com/claimstream/claimstream/internal/power/ipmi/ipmisim"
 	"github.com/claimstream/claimstream/internal/power/powercmd"
+	"github.com/claimstream/claimstream/projections"
 )
 
 // powerEnv is a reactor environment whose slot "a" is switched by a real
@@ -123,5 +124,25 @@ func TestPowerWatchWithWrongCredentialsRecordsNothing(t *testing.T) {
 	}
 	if j := e.jobs(); len(j) != 0 {
 		t.Fatalf("jobs %v, want none", j)
+	}
+}
+
+// A claim's machine is on from its Node's Ready, not from its BMC: while
+// a claim boots it, the power watch records nothing, so the boot lasts
+// until Ready in the story and the cost report.
+func TestPowerWatchLeavesAClaimsMachineToItsNode(t *testing.T) {
+	e, chassis, _ := powerEnv(t, ipmisim.Password)
+	e.increase("g", 1)
+	e.passes()
+	if err := chassis.On(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.step(time.Minute)
+	e.passes()
+	if f := e.powerFacts("a"); len(f) != 0 {
+		t.Fatalf("facts %+v while a claim boots the machine, want none", f)
+	}
+	if c := e.claim("a"); c.Phase != projections.PhaseBooting {
+		t.Fatalf("claim %+v, want booting", c)
 	}
 }

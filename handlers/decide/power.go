@@ -67,10 +67,12 @@ func powerFact(s *projections.State, sl *projections.Slot, n events.NodeState, r
 }
 
 // ObservePower records what the slot's power driver read of its machine
-// while the slot has no Node: MachinePoweredOn or MachinePoweredOff when it
-// disagrees with the slot's last power fact, so a machine switched on by
-// hand is seen before its kubelet joins (the input law), and one switched
-// off without a Node is seen off. Where a Node exists its observation rules.
+// while the slot has no Node and no live claim: MachinePoweredOn or
+// MachinePoweredOff when it disagrees with the slot's last power fact, so
+// a machine switched on by hand is seen before its kubelet joins (the
+// input law), and seen off once switched off. Where a Node exists its
+// observation rules, and a claim's machine is on from its Node's Ready
+// (its boot lasts until then, as the cost report counts it).
 type ObservePower struct {
 	Slot string
 	On   bool
@@ -83,14 +85,10 @@ func (c ObservePower) LockKey(s *projections.State) string { return groupOfSlot(
 
 func (c ObservePower) Decide(s *projections.State, now time.Time) ([]events.Write, error) {
 	sl := s.Slots[c.Slot]
-	if sl == nil || sl.Group == "" || sl.Node.Present || c.On == sl.PoweredOnRecorded() {
+	if sl == nil || sl.Group == "" || sl.Node.Present || c.On == sl.PoweredOnRecorded() || s.LiveOfSlot(c.Slot) != nil {
 		return nil, nil
 	}
 	ref := events.Ref{Slot: sl.Name, Group: sl.Group}
-	live := s.LiveOfSlot(sl.Name)
-	if live != nil {
-		ref.Claim, ref.Attempt = live.Name, live.Attempt
-	}
 	if c.On {
 		ref.Cause = "power observed: " + c.Reading + " on, no node"
 		return []events.Write{slotWrite(s, sl.Name, now, events.MachinePoweredOn{Ref: ref, At: now, AtSource: events.AtPowerDriver})}, nil
@@ -100,7 +98,7 @@ func (c ObservePower) Decide(s *projections.State, now time.Time) ([]events.Writ
 		reason = events.PowerOffShutdown
 		if last.Claim == "" {
 			reason = events.PowerOffInputLaw
-		} else if live == nil {
+		} else {
 			ref.Claim, ref.Attempt = last.Claim, last.Attempt
 		}
 	}

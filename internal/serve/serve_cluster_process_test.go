@@ -213,15 +213,18 @@ func lastLines(log string, n int) string {
 // every replica have done what the claims asked), and all agree.
 func quiet(t testing.TB, replicas []*replicaProc) replicaState {
 	t.Helper()
-	var st replicaState
+	var st, seen replicaState
+	var since time.Time
 	eventstest.CheckFor(t, 120*time.Second, 200*time.Millisecond, func() error {
 		a := sameLog(t, replicas)
-		time.Sleep(time.Second) // an observation window, not a wait for an event
-		b := sameLog(t, replicas)
-		if a.Last != b.Last {
-			return fmt.Errorf("log still growing: %d then %d", a.Last, b.Last)
+		if since.IsZero() || a.Last != seen.Last {
+			seen, since = a, time.Now()
+			return fmt.Errorf("log at %d: watching it for a second", a.Last)
 		}
-		st = b
+		if held := time.Since(since); held < time.Second {
+			return fmt.Errorf("log at %d for %s: watching it for a second", a.Last, held.Round(time.Millisecond))
+		}
+		st = a
 		return nil
 	})
 	return st

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -194,7 +195,37 @@ func TestWhatIfReplaysARecordedPeriodFaithfully(t *testing.T) {
 	}
 	// The machines' up-time is what the period records: long enough that
 	// the report's rounding (a thousandth of an hour) stays well inside 2%.
-	hold := func(d time.Duration) { time.Sleep(d) }
+	// hold waits until the cost report counts d more up-time for each slot.
+	hold := func(d time.Duration, slots ...string) {
+		t.Helper()
+		path := "/api/v1/cost?by=slot&since=" + url.QueryEscape(from.Format(time.RFC3339Nano))
+		upTime := func() map[string]float64 {
+			var rep struct {
+				Rows []struct {
+					Key          string  `json:"key"`
+					MachineHours float64 `json:"machineHours"`
+				} `json:"rows"`
+			}
+			if err := json.Unmarshal(s.call(t, http.MethodGet, path, nil, 10*time.Second), &rep); err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			up := map[string]float64{}
+			for _, r := range rep.Rows {
+				up[r.Key] = r.MachineHours
+			}
+			return up
+		}
+		base := upTime()
+		waitT(t, d+60*time.Second, fmt.Sprintf("%s more up-time counted for %v", d, slots), func() (bool, string) {
+			up := upTime()
+			for _, sl := range slots {
+				if up[sl]-base[sl] < d.Hours() {
+					return false, fmt.Sprintf("up-time %v, from %v", up, base)
+				}
+			}
+			return true, ""
+		})
+	}
 	offAndGone := func(slots ...string) {
 		t.Helper()
 		for _, sl := range slots {
@@ -208,13 +239,13 @@ func TestWhatIfReplaysARecordedPeriodFaithfully(t *testing.T) {
 	increase(2)
 	first := running(2)
 	increase(1)
-	running(3)
-	hold(50 * time.Second)
+	third := running(3)
+	hold(50*time.Second, third...)
 	deleteNodes(first[0])
 	offAndGone(first[0])
 	increase(1)
 	all := running(3)
-	hold(50 * time.Second)
+	hold(50*time.Second, all...)
 	deleteNodes(all...)
 	offAndGone(all...)
 

@@ -50,6 +50,8 @@ type ReactorsConfig struct {
 	// PowerEvery (default DefaultPowerWatchInterval): PowerWatch.
 	Power      PowerReader
 	PowerEvery time.Duration
+	// PowerMetrics, when set, counts the power watch's readings.
+	PowerMetrics PowerMetrics
 }
 
 // Reactors runs every reactor over every slot.
@@ -90,7 +92,7 @@ func NewReactors(cfg ReactorsConfig) *Reactors {
 	r := &Reactors{base: b, workers: cfg.Workers, metrics: cfg.Metrics}
 	r.list = []Reactor{&Observer{b}}
 	if cfg.Power != nil {
-		r.list = append(r.list, newPowerWatch(b, cfg.Power, cfg.PowerEvery))
+		r.list = append(r.list, newPowerWatch(b, cfg.Power, cfg.PowerEvery, cfg.PowerMetrics))
 		r.watchesPower = true
 	}
 	r.list = append(r.list,

@@ -16,6 +16,12 @@ type PowerReader interface {
 	PowerStatus(ctx context.Context, slot string, p *events.Power) (state, reading string, err error)
 }
 
+// PowerMetrics counts the power watch's readings by driver and outcome
+// (on, off, unknown, failed).
+type PowerMetrics interface {
+	PowerRead(driver, outcome string)
+}
+
 // DefaultPowerWatchInterval is how often PowerWatch reads a Node-less
 // slot's power driver.
 const DefaultPowerWatchInterval = time.Minute
@@ -31,19 +37,26 @@ const powerReadTimeout = 20 * time.Second
 // the Observer's reading of it rules.
 type PowerWatch struct {
 	base
-	reader PowerReader
-	every  time.Duration
+	reader  PowerReader
+	every   time.Duration
+	metrics PowerMetrics
 
 	mu     sync.Mutex
 	readAt map[string]time.Time // slot -> last reading
 	failed map[string]string    // slot -> last error logged
 }
 
-func newPowerWatch(b base, r PowerReader, every time.Duration) *PowerWatch {
+func newPowerWatch(b base, r PowerReader, every time.Duration, m PowerMetrics) *PowerWatch {
 	if every <= 0 {
 		every = DefaultPowerWatchInterval
 	}
-	return &PowerWatch{base: b, reader: r, every: every, readAt: map[string]time.Time{}, failed: map[string]string{}}
+	return &PowerWatch{base: b, reader: r, every: every, metrics: m, readAt: map[string]time.Time{}, failed: map[string]string{}}
+}
+
+func (r *PowerWatch) count(driver, outcome string) {
+	if r.metrics != nil {
+		r.metrics.PowerRead(driver, outcome)
+	}
 }
 
 func (r *PowerWatch) Name() string { return "powerwatch" }
@@ -82,6 +95,7 @@ func (r *PowerWatch) Reconcile(ctx context.Context, slot string) (time.Duration,
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
+		r.count(p.Driver, "failed")
 		if logged != err.Error() {
 			r.log.Warn("power driver unreadable: the machine's state is not known until it answers", "slot", slot, "driver", p.Driver, "err", err)
 		}
@@ -91,8 +105,10 @@ func (r *PowerWatch) Reconcile(ctx context.Context, slot string) (time.Duration,
 		r.log.Info("power driver readable again", "slot", slot, "driver", p.Driver, "state", state)
 	}
 	if state != "on" && state != "off" {
+		r.count(p.Driver, "unknown")
 		return r.every, nil
 	}
+	r.count(p.Driver, state)
 	if _, err := r.exec(ctx, r.Name(), decide.ObservePower{Slot: slot, On: state == "on", Reading: reading}); err != nil {
 		return 0, err
 	}

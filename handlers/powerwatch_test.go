@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,17 +20,36 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
+// readings counts the power watch's readings as the metrics see them.
+type readings struct {
+	mu sync.Mutex
+	n  map[string]int // "driver outcome" -> count
+}
+
+func (r *readings) PowerRead(driver, outcome string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n[driver+" "+outcome]++
+}
+
+func (r *readings) of(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[key]
+}
+
 // powerEnv is a reactor environment whose slot "a" is switched by a real
 // BMC (ipmi_sim), its credentials in the Secret "bmc", and whose reactors
 // read Node-less slots' power drivers every minute.
-func powerEnv(t *testing.T, password string) (*renv, *ipmi.Driver, *ipmisim.BMC) {
+func powerEnv(t *testing.T, password string) (*renv, *ipmi.Driver, *ipmisim.BMC, *readings) {
 	t.Helper()
 	bmc := ipmisim.Start(t, ipmisim.Options{}, func(ctx context.Context, port int) error {
 		_, err := (&ipmi.Driver{Host: "127.0.0.1", Port: port, Username: ipmisim.User, Password: ipmisim.Password, CipherSuite: 3, Timeout: time.Second}).Status(ctx)
 		return err
 	})
+	counted := &readings{n: map[string]int{}}
 	e := newRenvWith(t, kube.Options{PowerImage: "claimstream:test"}, func(e *renv, c *handlers.ReactorsConfig) {
-		c.Power, c.PowerEvery = powercmd.Reader{Secret: e.cl.Secret}, time.Minute
+		c.Power, c.PowerEvery, c.PowerMetrics = powercmd.Reader{Secret: e.cl.Secret}, time.Minute, counted
 	})
 	_, err := e.f.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "bmc", Namespace: ns},
@@ -43,7 +63,7 @@ func powerEnv(t *testing.T, password string) (*renv, *ipmi.Driver, *ipmisim.BMC)
 		return events.SlotSpec{ProviderID: "homelab://" + sl, Startup: &events.JobSpec{Power: p}, Shutdown: &events.JobSpec{Power: p}}
 	}, "a")
 	chassis := &ipmi.Driver{Host: "127.0.0.1", Port: bmc.Port, Username: ipmisim.User, Password: ipmisim.Password, CipherSuite: 3, Timeout: time.Second, Hard: true}
-	return e, chassis, bmc
+	return e, chassis, bmc, counted
 }
 
 // A machine switched on by hand, with no claim and no Node, is read on
@@ -51,7 +71,7 @@ func powerEnv(t *testing.T, password string) (*renv, *ipmi.Driver, *ipmisim.BMC)
 // recorded as the input law's power-off. The Node observer does not undo
 // the driver's reading while no Node exists.
 func TestPowerWatchSeesAMachineOnBeforeItJoins(t *testing.T) {
-	e, chassis, bmc := powerEnv(t, ipmisim.Password)
+	e, chassis, bmc, counted := powerEnv(t, ipmisim.Password)
 	e.passes()
 	if f := e.powerFacts("a"); len(f) != 0 {
 		t.Fatalf("facts %+v of a machine off from the start, want none", f)
@@ -107,12 +127,15 @@ func TestPowerWatchSeesAMachineOnBeforeItJoins(t *testing.T) {
 	if n := len(e.jobs()); n != 1 {
 		t.Fatalf("%d Jobs after the machine is off, want the one shutdown", n)
 	}
+	if counted.of("ipmi on") == 0 || counted.of("ipmi off") < 2 || counted.of("ipmi failed") != 0 {
+		t.Fatalf("readings counted %v", counted.n)
+	}
 }
 
 // A BMC that refuses the Secret's password gives no reading: nothing is
 // recorded and nothing is switched.
 func TestPowerWatchWithWrongCredentialsRecordsNothing(t *testing.T) {
-	e, chassis, _ := powerEnv(t, "not-the-password")
+	e, chassis, _, counted := powerEnv(t, "not-the-password")
 	if err := chassis.On(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -125,13 +148,16 @@ func TestPowerWatchWithWrongCredentialsRecordsNothing(t *testing.T) {
 	if j := e.jobs(); len(j) != 0 {
 		t.Fatalf("jobs %v, want none", j)
 	}
+	if counted.of("ipmi failed") != 2 || counted.of("ipmi on") != 0 {
+		t.Fatalf("readings counted %v, want two failed", counted.n)
+	}
 }
 
 // A claim's machine is on from its Node's Ready, not from its BMC: while
 // a claim boots it, the power watch records nothing, so the boot lasts
 // until Ready in the story and the cost report.
 func TestPowerWatchLeavesAClaimsMachineToItsNode(t *testing.T) {
-	e, chassis, _ := powerEnv(t, ipmisim.Password)
+	e, chassis, _, _ := powerEnv(t, ipmisim.Password)
 	e.increase("g", 1)
 	e.passes()
 	if err := chassis.On(context.Background()); err != nil {

@@ -43,6 +43,7 @@ const (
 	scrapeTLSReloads     = "claimstream_tls_certificate_reload_failures_total"
 	scrapePoolFailures   = InstPoolApplyFailures + "_total"
 	scrapeKubeFailures   = InstKubeWriteFailures + "_total"
+	scrapePowerReadings  = InstPowerReadings + "_total"
 	scrapeLogFailures    = InstLogWriteFailures + "_total"
 	scrapeSinkFailures   = InstSinkFailures + "_total"
 	scrapeSinkDelivered  = InstSinkDeliveries + "_total"
@@ -149,6 +150,7 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeSinkDead, descSinkDead, counter, nil, labelled("sink", sinks...)},
 		authZeros(),
 		indexCopyZeros(),
+		powerZeros(),
 	}
 }
 

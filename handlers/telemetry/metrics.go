@@ -81,6 +81,7 @@ type Metrics struct {
 	viewInst viewInstruments
 	// kubeWriteFailures: Kubernetes Events and the status ConfigMap (kube.go).
 	kubeWriteFailures metric.Int64Counter
+	powerReadings     metric.Int64Counter
 	// kubeRateLimiter: the API client's waits for its rate limiter (kube.go).
 	kubeRateLimiter metric.Float64Histogram
 	// sinkNames: the sinks whose counters start at zero (atzero.go).
@@ -142,6 +143,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(m.newCostInstruments(meter))
 	add(m.newViewInstruments(meter))
 	add(m.newKubeInstruments(meter))
+	add(m.newPowerInstruments(meter))
 	add(m.newDashboardInstruments(meter))
 	add(m.newAuthInstruments(meter))
 	add(m.newIndexCopyInstruments(meter))

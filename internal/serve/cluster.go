@@ -118,6 +118,9 @@ func (p *plane) runCluster(ctx context.Context, o clusterOptions, sc *sim.Scenar
 	cfg := handlers.ReactorsConfig{Views: p.views, Service: p.service, Cluster: cl, Clock: p.clock, Namespace: cl.Namespace(), Log: p.log, Metrics: p.reactorMetrics(), Fence: p.lead.leadership.Prove}
 	if o.powerEvery > 0 {
 		cfg.Power, cfg.PowerEvery = powercmd.Reader{Secret: cl.Secret}, o.powerEvery
+		if p.tel != nil {
+			cfg.PowerMetrics = p.tel.Metrics
+		}
 	}
 	r := handlers.NewReactors(cfg)
 	return p.withSinks(ctx, p.withKubeReports(cl, o, r.Run))

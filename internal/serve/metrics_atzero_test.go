@@ -44,6 +44,8 @@ func TestServeMetricsExistAtZeroFromStart(t *testing.T) {
 		`claimstream_log_write_failures_total{reason="no_space"} 0`,
 		`claimstream_log_append_resends_total 0`,
 		`claimstream_kube_write_failures_total{what="event"} 0`,
+		`claimstream_power_readings_total{driver="ipmi",outcome="failed"} 0`,
+		`claimstream_power_readings_total{driver="wol",outcome="on"} 0`,
 	}
 	for _, g := range []string{"homelab", "burst"} {
 		requester := "cluster-autoscaler"

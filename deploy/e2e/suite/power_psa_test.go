@@ -27,7 +27,9 @@ func TestPowerJobPodsUnderRestrictedPodSecurity(t *testing.T) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(ctxFor(t, 30*time.Second), psaNS, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Namespaces().Delete(ctxFor(t, 30*time.Second), psaNS, metav1.DeleteOptions{})
+	})
 	for _, p := range []events.Power{
 		{Driver: events.PowerIPMI, Address: "10.0.0.21", CredentialsSecret: "bmc"},
 		{Driver: events.PowerRedfish, Address: "https://10.0.0.40", CredentialsSecret: "bmc"},

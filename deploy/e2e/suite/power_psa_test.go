@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,9 @@ func TestPowerJobPodsUnderRestrictedPodSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = admin.CoreV1().Namespaces().Delete(ctxFor(t, 30*time.Second), psaNS, metav1.DeleteOptions{})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = admin.CoreV1().Namespaces().Delete(ctx, psaNS, metav1.DeleteOptions{})
 	})
 	for _, p := range []events.Power{
 		{Driver: events.PowerIPMI, Address: "10.0.0.21", CredentialsSecret: "bmc"},

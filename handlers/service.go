@@ -140,6 +140,9 @@ func (s *Service) Execute(ctx context.Context, cmd decide.Command) (res Result, 
 func (s *Service) execute(ctx context.Context, cmd decide.Command, traced func(context.Context) context.Context) (Result, error) {
 	var key string
 	s.views.Read(func(st *projections.State) { key = cmd.LockKey(st) })
+	if err := s.refuseWhileUnwritable(cmd); err != nil {
+		return Result{}, err
+	}
 	unlock := s.lock(key)
 	defer unlock()
 
@@ -202,6 +205,27 @@ func (s *Service) execute(ctx context.Context, cmd decide.Command, traced func(c
 		res.Events, res.Last = out.Events, out.Last
 		return res, nil
 	}
+}
+
+// refuseWhileUnwritable refuses, before the lock, a command that would
+// write while the log is known unwritable: at once, not once another
+// command's append in flight (settling its outcome) lets the lock go. A
+// command that would write nothing goes on as usual.
+func (s *Service) refuseWhileUnwritable(cmd decide.Command) error {
+	fault := s.store.Unwritable()
+	if fault == nil {
+		return nil
+	}
+	writes := false
+	now := s.clock.Now().UTC()
+	s.views.Read(func(st *projections.State) {
+		w, err := cmd.Decide(st, now)
+		writes = err == nil && len(w) > 0
+	})
+	if !writes {
+		return nil
+	}
+	return unavailableIfUnwritable(fault)
 }
 
 // append stamps and appends one decision, in its own span when traced.

@@ -21,6 +21,15 @@ func (s *Store) guardAppend(ctx context.Context) (context.Context, func(), error
 	return gctx, release, nil
 }
 
+// Unwritable is the refusal an append gets while the log is known
+// unwritable (ErrLogUnwritable), or nil.
+func (s *Store) Unwritable() error {
+	if err := s.cfg.Health.Err(); err != nil {
+		return fmt.Errorf("append to %s: %w", s.cfg.Stream, err)
+	}
+	return nil
+}
+
 // appendFailed counts a failed append by reason and, when the guard ended
 // it, returns the refusal (the log turned unwritable) instead of the bare
 // context error. Conflicts are answers, not failures.

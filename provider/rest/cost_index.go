@@ -46,7 +46,7 @@ type CostIndex struct {
 	// copies, when set, are the saved copies of the index a start
 	// continues from (KeepCopies, cost_index_copies.go); lastID is the ID
 	// of the last event folded, under catchMu.
-	copies *costCopies
+	copies *projections.IndexCopies
 	lastID string
 
 	// feed is the events the views' runner folded, for Run to apply

@@ -112,7 +112,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 	l := newCostLog(t, st)
 
 	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, CopyOptions{Every: 4})
+	x.KeepCopies(cps, projections.CopyOptions{Every: 4})
 	for range 4 {
 		l.power(4)
 		if err := x.catchUp(ctx); err != nil {
@@ -128,7 +128,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 
 	var logs logcapture.Buffer
 	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
-	y.KeepCopies(cps, CopyOptions{Every: 4})
+	y.KeepCopies(cps, projections.CopyOptions{Every: 4})
 	if got, want := machineHours(t, y), machineHours(t, NewCostIndex(st, nil)); got != want || got != 9 {
 		t.Fatalf("from the copy: %v machine-hours, from the log %v (want 9)", got, want)
 	}
@@ -142,7 +142,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := NewCostIndex(st, nil)
-	z.KeepCopies(cps, CopyOptions{Every: 4})
+	z.KeepCopies(cps, projections.CopyOptions{Every: 4})
 	if got := machineHours(t, z); got != 1 {
 		t.Fatalf("from an empty copy at 18: %v machine-hours, want the 1 of events 19 and 20", got)
 	}
@@ -172,7 +172,7 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 	}
 	var logs logcapture.Buffer
 	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
-	y.KeepCopies(cps, CopyOptions{Every: 4})
+	y.KeepCopies(cps, projections.CopyOptions{Every: 4})
 	if got := machineHours(t, y); got != 3 {
 		t.Fatalf("past bad copies: %v machine-hours, want 3", got)
 	}
@@ -216,7 +216,7 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	l := newCostLog(t, st)
 	l.power(1) // 3 events: the machine on since t0
 	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, CopyOptions{Every: 1})
+	x.KeepCopies(cps, projections.CopyOptions{Every: 1})
 	if err := x.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	l.power(1) // seq 4: off an hour after t0
 
 	y := NewCostIndex(st, nil)
-	y.KeepCopies(cps, CopyOptions{Every: 1})
+	y.KeepCopies(cps, projections.CopyOptions{Every: 1})
 	if got := machineHours(t, y); got != 1 {
 		t.Fatalf("over the expired start covered by the copy: %v machine-hours, want 1", got)
 	}
@@ -245,7 +245,7 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := NewCostIndex(st, nil)
-	z.KeepCopies(cps, CopyOptions{Every: 1})
+	z.KeepCopies(cps, projections.CopyOptions{Every: 1})
 	_, err = z.Report(ctx, cost.ByGroup, costLogT0, costLogT0.Add(time.Hour))
 	if _, ok := err.(*expiredLogError); !ok || !strings.Contains(err.Error(), "starts at seq 4") {
 		t.Fatalf("with a copy that ends before the log's start: %v, want the 410 error", err)
@@ -265,7 +265,7 @@ func TestCostIndexSavesACopyAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, CopyOptions{Every: 1000})
+	x.KeepCopies(cps, projections.CopyOptions{Every: 1000})
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx, views) }()
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {

@@ -30,6 +30,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/sinks"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/projections/cost"
 	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -186,9 +187,9 @@ type plane struct {
 
 	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
 	timelines *timeline.Index
-	// costs is the cost index (provider/rest/cost_index.go): the cost
+	// costs is the cost index (projections/cost runner.go): the cost
 	// report's and the cost counters' one read of the log.
-	costs *rest.CostIndex
+	costs *cost.Runner
 	// poolFile is what became of the pool file last read
 	// (serve_poolfile.go).
 	poolFile pool.FileReport
@@ -499,7 +500,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := p.startLeadership(ctx, o); err != nil {
 		return nil, err
 	}
-	p.costs = rest.NewCostIndex(p.store, log)
+	p.costs = cost.NewRunner(p.store, log)
 	p.costs.KeepCopies(ropts.Checkpoints, projections.CopyOptions{Every: o.retention.checkpointEvery, Writer: p.leads, OnSave: p.countCopySaves("cost")}) // saved copies beside the checkpoints
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)

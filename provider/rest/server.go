@@ -33,6 +33,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/projections/cost"
 	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider/audit"
 )
@@ -78,7 +79,7 @@ type Options struct {
 	// Cost, when set, is the index GET /api/v1/cost reports from (serve
 	// keeps it current with its Run); else one is built at the first
 	// request.
-	Cost *CostIndex
+	Cost *cost.Runner
 	// AuthLimit, when set, throttles failed authentications per client
 	// address (authlimit.go); serve shares one with the dashboard.
 	AuthLimit *AuthLimiter
@@ -100,7 +101,7 @@ type server struct {
 	log   *slog.Logger
 
 	timelines *timeline.Index
-	costs     *CostIndex
+	costs     *cost.Runner
 	// whatIfs holds a place for each what-if running (whatif.go).
 	whatIfs chan struct{}
 }
@@ -191,7 +192,7 @@ func New(views *projections.Runner, cmds *handlers.Service, store *eventlog.Stor
 		s.timelines = timeline.NewIndex(store, views.Checkpoints(), opts.Logger)
 	}
 	if s.costs = opts.Cost; s.costs == nil {
-		s.costs = NewCostIndex(store, opts.Logger)
+		s.costs = cost.NewRunner(store, opts.Logger)
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

@@ -1,18 +1,17 @@
-package rest
+package cost
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/claimstream/claimstream/projections"
-	"github.com/claimstream/claimstream/projections/cost"
 )
 
 // Saved copies of the cost index, kept in the checkpoint bucket beside the
-// views' checkpoints (projections.IndexCopies): a start loads the newest copy the log
-// still reaches and folds only the events after it, instead of reading the
-// whole log and making its garbage, and a log whose start expired is still
-// covered by the copy.
+// views' checkpoints (projections.IndexCopies): a start loads the newest
+// copy the log still reaches and folds only the events after it, instead
+// of reading the whole log and making its garbage, and a log whose start
+// expired is still covered by the copy.
 const (
 	costCopyPrefix      = "cost-"
 	costCopyEventHeader = "Claimstream-Cost-Event-Id"
@@ -22,7 +21,7 @@ func costCopyName(seq uint64) string { return projections.CopyName(costCopyPrefi
 
 // KeepCopies makes x save a copy of its index in cps as o says, and start from
 // the newest copy the log reaches. Call it before Run.
-func (x *CostIndex) KeepCopies(cps *projections.Checkpoints, o projections.CopyOptions) {
+func (x *Runner) KeepCopies(cps *projections.Checkpoints, o projections.CopyOptions) {
 	if cps == nil {
 		return
 	}
@@ -32,18 +31,18 @@ func (x *CostIndex) KeepCopies(cps *projections.Checkpoints, o projections.CopyO
 // loadCopy is the index of the newest saved copy whose seq is at most
 // last and that the log agrees with, and that seq; nil when there is none.
 // A log whose start expired is still covered by a copy before it.
-func (x *CostIndex) loadCopy(ctx context.Context, last uint64) (*cost.Index, uint64) {
+func (x *Runner) loadCopy(ctx context.Context, last uint64) (*Index, uint64) {
 	c := x.copies
 	c.SetSaved(0)
-	var idx *cost.Index
+	var idx *Index
 	in, ok := c.Load(ctx, x.store, last, 0, func(in projections.SavedCopy, raw []byte) error {
-		got, seq, err := cost.UnmarshalIndex(raw)
+		got, seq, err := UnmarshalIndex(raw)
 		if err == nil && seq != in.Seq {
 			err = fmt.Errorf("it covers seq %d, its name says %d", seq, in.Seq)
 		}
 		idx = got
 		return err
-	}, cost.ErrIndexDamaged)
+	}, ErrIndexDamaged)
 	if !ok {
 		return nil, 0
 	}
@@ -53,7 +52,7 @@ func (x *CostIndex) loadCopy(ctx context.Context, last uint64) (*cost.Index, uin
 
 // saveCopyIfDue saves a copy when `every` events were folded since the
 // last one (force: whenever an event was).
-func (x *CostIndex) saveCopyIfDue(ctx context.Context, force bool) {
+func (x *Runner) saveCopyIfDue(ctx context.Context, force bool) {
 	c := x.copies
 	if c == nil || !c.Writes() {
 		return
@@ -74,7 +73,7 @@ func (x *CostIndex) saveCopyIfDue(ctx context.Context, force bool) {
 
 // saveCopyAtShutdown saves what was folded since the last copy, in bounded
 // time, as Run ends.
-func (x *CostIndex) saveCopyAtShutdown(ctx context.Context) {
+func (x *Runner) saveCopyAtShutdown(ctx context.Context) {
 	if x.copies == nil {
 		return
 	}

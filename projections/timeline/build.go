@@ -20,10 +20,10 @@ const MaxWindow = 31 * 24 * time.Hour
 // DefaultWindow is the window when ?since= is not given.
 const DefaultWindow = time.Hour
 
-// Phases are the phases a timeline bar takes, by index: the slot
+// barPhases are the phases a timeline bar takes, by index: the slot
 // phases of the views, and "failed" for a slot that is off after its last
 // claim failed (it rests before its next attempt).
-var Phases = []string{
+var barPhases = []string{
 	string(projections.SlotOff), string(projections.SlotPending), string(projections.SlotBooting),
 	string(projections.SlotReady), string(projections.SlotDraining), "failed", string(projections.SlotDecommissioned),
 }
@@ -80,10 +80,10 @@ type openBar struct {
 
 func newTimelineBuilder(since, until time.Time) *timelineBuilder {
 	b := &timelineBuilder{since: since, until: until, slotIdx: map[string]int{}, claimIdx: map[string]int{}, reasonIdx: map[string]int{}, phaseIdx: map[string]int{}}
-	for i, p := range Phases {
+	for i, p := range barPhases {
 		b.phaseIdx[p] = i
 	}
-	b.out.Phases = Phases
+	b.out.Phases = barPhases
 	return b
 }
 

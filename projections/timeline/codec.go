@@ -22,9 +22,9 @@ const (
 	timelineCopyVersion = 2
 )
 
-// ErrCopyDamaged is wrapped by unmarshalTimelineIndex's errors: the
+// errCopyDamaged is wrapped by unmarshalTimelineIndex's errors: the
 // bytes are not a copy this version wrote, or not the whole of one.
-var ErrCopyDamaged = errors.New("damaged timeline index copy")
+var errCopyDamaged = errors.New("damaged timeline index copy")
 
 // marshal encodes what x holds, with its own views; the caller holds x.mu.
 func (x *Index) marshal() ([]byte, error) {
@@ -116,16 +116,16 @@ type timelineContents struct {
 // unmarshalTimelineIndex decodes a copy marshal wrote. A copy that is cut
 // short, altered (its checksum), of another version, or not
 // self-consistent is refused with an error wrapping
-// ErrCopyDamaged.
+// errCopyDamaged.
 func unmarshalTimelineIndex(b []byte) (*timelineContents, error) {
 	cd, err := copycodec.Open(b, timelineCopyMagic, timelineCopyVersion, "a timeline index copy")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCopyDamaged, err)
+		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
 	d := &tlDecoder{cd}
 	c := decodeTimelineContents(d)
 	if err := d.End(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCopyDamaged, err)
+		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
 	return c, nil
 }

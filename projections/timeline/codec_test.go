@@ -72,15 +72,15 @@ func TestTimelineIndexCopyRefusesDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{0, 4, 5, len(b) / 2, len(b) - 1} {
-		if _, err := unmarshalTimelineIndex(b[:n]); !errors.Is(err, ErrCopyDamaged) {
-			t.Fatalf("cut to %d of %d bytes: %v, want ErrCopyDamaged", n, len(b), err)
+		if _, err := unmarshalTimelineIndex(b[:n]); !errors.Is(err, errCopyDamaged) {
+			t.Fatalf("cut to %d of %d bytes: %v, want errCopyDamaged", n, len(b), err)
 		}
 	}
 	for _, i := range []int{4, 9, len(b) / 3, len(b) - 2} {
 		c := bytes.Clone(b)
 		c[i] ^= 1
-		if _, err := unmarshalTimelineIndex(c); !errors.Is(err, ErrCopyDamaged) {
-			t.Fatalf("byte %d altered: %v, want ErrCopyDamaged", i, err)
+		if _, err := unmarshalTimelineIndex(c); !errors.Is(err, errCopyDamaged) {
+			t.Fatalf("byte %d altered: %v, want errCopyDamaged", i, err)
 		}
 	}
 }
@@ -123,7 +123,7 @@ func fmtFailures(tl Timeline) string {
 }
 
 // unmarshalTimelineIndex never panics; what it refuses wraps
-// ErrCopyDamaged, and what it accepts encodes back to a copy that
+// errCopyDamaged, and what it accepts encodes back to a copy that
 // decodes again and cuts timelines.
 func FuzzUnmarshalTimelineIndex(f *testing.F) {
 	b, err := seedTimelineIndex().marshal()
@@ -140,8 +140,8 @@ func FuzzUnmarshalTimelineIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := unmarshalTimelineIndex(b)
 		if err != nil {
-			if !errors.Is(err, ErrCopyDamaged) {
-				t.Fatalf("refused without ErrCopyDamaged: %v", err)
+			if !errors.Is(err, errCopyDamaged) {
+				t.Fatalf("refused without errCopyDamaged: %v", err)
 			}
 			return
 		}

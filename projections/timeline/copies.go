@@ -48,7 +48,7 @@ func (x *Index) loadCopy(ctx context.Context, b eventlog.Bounds) bool {
 			err = fmt.Errorf("it covers seq %d, its name says %d", got.st.Seq, in.Seq)
 		}
 		return err
-	}, ErrCopyDamaged)
+	}, errCopyDamaged)
 	if !ok {
 		return false
 	}

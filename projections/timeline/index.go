@@ -405,7 +405,7 @@ func (x *Index) observe(slot string, s slotState, t time.Time) {
 func (x *Index) code(name string) uint8 {
 	c, ok := x.phaseCode[name]
 	if !ok {
-		c = uint8(len(x.phases)) // a handful of phases: Phases and the views'
+		c = uint8(len(x.phases)) // a handful of phases: barPhases and the views'
 		x.phases = append(x.phases, name)
 		x.phaseCode[name] = c
 	}

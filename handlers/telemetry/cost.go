@@ -38,7 +38,7 @@ type costInstruments struct {
 }
 
 // CostTotals is where the cost counters take their figures: serve's cost
-// index (provider/rest CostIndex), which reads the log once for both the
+// index (projections/cost Runner), which reads the log once for both the
 // cost report and the counters. SlotTotals is false while it is being
 // built.
 type CostTotals interface {

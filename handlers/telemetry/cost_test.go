@@ -15,7 +15,6 @@ import (
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/projections/cost"
-	"github.com/claimstream/claimstream/provider/rest"
 )
 
 // The cost counters: present at 0 for every group and slot, then the cost
@@ -85,10 +84,10 @@ func TestCostCountersOnTheScrapeEndpoint(t *testing.T) {
 
 // runCostIndex runs serve's cost index over h's log for the test's life and
 // has tel's cost counters read it.
-func runCostIndex(t *testing.T, tel *telemetry.Telemetry, h *handlerstest.Harness) *rest.CostIndex {
+func runCostIndex(t *testing.T, tel *telemetry.Telemetry, h *handlerstest.Harness) *cost.Runner {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	x := rest.NewCostIndex(h.Store, quiet)
+	x := cost.NewRunner(h.Store, quiet)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = x.Run(ctx, h.Views) }()
 	t.Cleanup(func() { cancel(); <-done })

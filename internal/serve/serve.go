@@ -30,6 +30,8 @@ import (
 	"github.com/claimstream/claimstream/handlers/sinks"
 	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/projections/cost"
+	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider"
 	"github.com/claimstream/claimstream/provider/rest"
 )
@@ -184,10 +186,10 @@ type plane struct {
 	copies *natsserver.SubscriberCopies
 
 	// timelines index the slots' phases for the dashboard (serve_dashboard.go).
-	timelines *rest.TimelineIndex
-	// costs is the cost index (provider/rest/cost_index.go): the cost
+	timelines *timeline.Index
+	// costs is the cost index (projections/cost runner.go): the cost
 	// report's and the cost counters' one read of the log.
-	costs *rest.CostIndex
+	costs *cost.Runner
 	// poolFile is what became of the pool file last read
 	// (serve_poolfile.go).
 	poolFile pool.FileReport
@@ -498,8 +500,8 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := p.startLeadership(ctx, o); err != nil {
 		return nil, err
 	}
-	p.costs = rest.NewCostIndex(p.store, log)
-	p.costs.KeepCopies(ropts.Checkpoints, rest.CopyOptions{Every: o.retention.checkpointEvery, Writer: p.leads, OnSave: p.countCopySaves("cost")}) // saved copies beside the checkpoints
+	p.costs = cost.NewRunner(p.store, log)
+	p.costs.KeepCopies(ropts.Checkpoints, projections.CopyOptions{Every: o.retention.checkpointEvery, Writer: p.leads, OnSave: p.countCopySaves("cost")}) // saved copies beside the checkpoints
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
 		tel.Metrics.SetClock(p.clock)

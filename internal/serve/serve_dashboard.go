@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/dashboard"
 )
@@ -17,8 +19,8 @@ func (p *plane) withDashboard(ro rest.Options, token string, copiesEvery uint64)
 	// Sessions last wall-clock time, whatever clock the plane runs on.
 	sessions := dashboard.NewSessions(clock.RealClock{}, 0)
 	ro.Session = sessions.Access
-	p.timelines = rest.NewTimelineIndex(p.store, p.views.Checkpoints(), p.log)
-	p.timelines.KeepCopies(p.views.Checkpoints(), rest.CopyOptions{Every: copiesEvery, Writer: p.leads, OnSave: p.countCopySaves("timeline")}) // saved copies beside the checkpoints
+	p.timelines = timeline.NewIndex(p.store, p.views.Checkpoints(), p.log)
+	p.timelines.KeepCopies(p.views.Checkpoints(), projections.CopyOptions{Every: copiesEvery, Writer: p.leads, OnSave: p.countCopySaves("timeline")}) // saved copies beside the checkpoints
 	ro.Timeline = p.timelines
 	ro.Cost = p.costs
 	do := dashboard.Options{Token: token, ReadToken: ro.ReadToken, Sessions: sessions, Logger: p.log, Throttle: ro.AuthLimit, Known: rest.Known(p.views)}

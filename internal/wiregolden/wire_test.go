@@ -37,6 +37,8 @@ import (
 	"github.com/claimstream/claimstream/handlers/sim"
 	"github.com/claimstream/claimstream/internal/golden"
 	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/projections/cost"
+	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider"
 	pb "github.com/claimstream/claimstream/provider/externalgrpcpb"
 	"github.com/claimstream/claimstream/provider/rest"
@@ -134,8 +136,8 @@ func headerLines(h map[string][]string) string {
 func checkREST(t *testing.T, h *handlerstest.Harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	timelines := rest.NewTimelineIndex(h.Store, h.Views.Checkpoints(), quiet)
-	costs := rest.NewCostIndex(h.Store, quiet)
+	timelines := timeline.NewIndex(h.Store, h.Views.Checkpoints(), quiet)
+	costs := cost.NewRunner(h.Store, quiet)
 	done := make(chan struct{}, 2)
 	go func() { _ = timelines.Run(ctx, h.Views); done <- struct{}{} }()
 	go func() { _ = costs.Run(ctx, h.Views); done <- struct{}{} }()

@@ -10,4 +10,9 @@
 // covers, parsed from operator input), index.go (the fold kept in memory
 // as compact spans, so a report of any period is a walk over them: what
 // serve's GET /api/v1/cost answers from).
+//
+// Runner (runner.go) keeps that index current for serve: it folds the log
+// once, then the events the views' runner folds (runner_follow.go), and
+// saves a copy of the index beside the views' checkpoints that a start
+// continues from (runner_copies.go, index_codec.go).
 package cost

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,7 +12,7 @@ import (
 )
 
 // cost answers GET /api/v1/cost: the cost report over a period, from the
-// cost index (cost_index.go), which holds the whole log's accruals (a
+// cost index (cost.Runner), which holds the whole log's accruals (a
 // machine's state at the period's start comes from before it).
 func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -66,4 +67,27 @@ func (c *Client) Cost(ctx context.Context, query url.Values) (cost.Report, error
 	var out cost.Report
 	err := c.Get(ctx, "/api/v1/cost", query, &out)
 	return out, err
+}
+
+// answerCostIndex writes the answer for an error of the cost index and
+// reports whether it did.
+func (s *server) answerCostIndex(w http.ResponseWriter, r *http.Request, err error) bool {
+	var building *cost.BuildingError
+	var damaged *cost.DamagedLogError
+	var expired *cost.ExpiredLogError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &building):
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, "Unavailable", building.Error())
+	case errors.As(err, &damaged):
+		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", damaged.Error())
+	case errors.As(err, &expired):
+		writeError(w, http.StatusGone, "Expired", expired.Error())
+	case r.Context().Err() != nil:
+	default:
+		s.readFailed(w, r, "cost", err)
+	}
+	return true
 }

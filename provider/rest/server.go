@@ -33,6 +33,8 @@ import (
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/projections"
+	"github.com/claimstream/claimstream/projections/cost"
+	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider/audit"
 )
 
@@ -64,7 +66,7 @@ type Options struct {
 	// Timeline, when set, is the index GET /api/v1/timeline cuts windows
 	// from (serve keeps it current with its Run); else one is built at
 	// the first request.
-	Timeline *TimelineIndex
+	Timeline *timeline.Index
 	// DeadLetters, when set, serves the sinks' dead letters
 	// (deadletters.go); nil: serve runs with no sinks.
 	DeadLetters DeadLetters
@@ -77,7 +79,7 @@ type Options struct {
 	// Cost, when set, is the index GET /api/v1/cost reports from (serve
 	// keeps it current with its Run); else one is built at the first
 	// request.
-	Cost *CostIndex
+	Cost *cost.Runner
 	// AuthLimit, when set, throttles failed authentications per client
 	// address (authlimit.go); serve shares one with the dashboard.
 	AuthLimit *AuthLimiter
@@ -98,8 +100,8 @@ type server struct {
 	opts  Options
 	log   *slog.Logger
 
-	timelines *TimelineIndex
-	costs     *CostIndex
+	timelines *timeline.Index
+	costs     *cost.Runner
 	// whatIfs holds a place for each what-if running (whatif.go).
 	whatIfs chan struct{}
 }
@@ -187,10 +189,10 @@ func New(views *projections.Runner, cmds *handlers.Service, store *eventlog.Stor
 	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline,
 		whatIfs: make(chan struct{}, opts.MaxWhatIfs)}
 	if s.timelines == nil {
-		s.timelines = NewTimelineIndex(store, views.Checkpoints(), opts.Logger)
+		s.timelines = timeline.NewIndex(store, views.Checkpoints(), opts.Logger)
 	}
 	if s.costs = opts.Cost; s.costs == nil {
-		s.costs = NewCostIndex(store, opts.Logger)
+		s.costs = cost.NewRunner(store, opts.Logger)
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,12 @@ import (
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
 
-func getTimeline(t *testing.T, f *resttest.Fixture, query string) (rest.Timeline, *http.Response) {
+func getTimeline(t *testing.T, f *resttest.Fixture, query string) (timeline.Timeline, *http.Response) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", f.Server.URL+"/api/v1/timeline?"+query, nil)
 	req.Header.Set("Authorization", "Bearer "+resttest.Token)
@@ -42,7 +42,7 @@ func getTimeline(t *testing.T, f *resttest.Fixture, query string) (rest.Timeline
 		}
 		body = zr
 	}
-	var tl rest.Timeline
+	var tl timeline.Timeline
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(body).Decode(&tl); err != nil {
 			t.Fatal(err)
@@ -53,7 +53,7 @@ func getTimeline(t *testing.T, f *resttest.Fixture, query string) (rest.Timeline
 
 // phaseAt is the phase a timeline row shows at ms: its bar covering ms,
 // else off.
-func phaseAt(tl rest.Timeline, row int, ms int64) (phase, claim string) {
+func phaseAt(tl timeline.Timeline, row int, ms int64) (phase, claim string) {
 	phase = "off"
 	for k := 0; k < len(tl.Bars); k += 5 {
 		if int(tl.Bars[k]) == row && tl.Bars[k+1] <= ms && ms < tl.Bars[k+2] {
@@ -312,62 +312,21 @@ func FuzzEventStreamLastEventID(f *testing.F) {
 	})
 }
 
-// canonical spells a timeline out (names, not table indexes) to compare two.
-func canonical(tl rest.Timeline) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "slots %v groups %v events %d\n", tl.Slots, tl.SlotGroups, tl.Events)
-	claim := func(i int64) string {
-		if i < 0 {
-			return "-"
-		}
-		return tl.Claims[i]
-	}
-	for k := 0; k < len(tl.Bars); k += 5 {
-		fmt.Fprintf(&b, "bar %s %d-%d %s %s\n", tl.Slots[tl.Bars[k]], tl.Bars[k+1], tl.Bars[k+2], tl.Phases[tl.Bars[k+3]], claim(tl.Bars[k+4]))
-	}
-	for k := 0; k < len(tl.Failures); k += 4 {
-		fmt.Fprintf(&b, "fail %s %d %s %s\n", tl.Slots[tl.Failures[k]], tl.Failures[k+1], claim(tl.Failures[k+2]), tl.Reasons[tl.Failures[k+3]])
-	}
-	return b.String()
-}
-
-// TestTimelineIndexEqualsTheFoldOfEveryWindow: the in-memory index cuts the
-// same intervals out of the log as folding the window from the replayed
-// views does, for windows starting and ending all over the history.
-func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
-	f := resttest.Scripted(t)
-	ctx := context.Background()
-	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
-	compared := sameTimelines(t, f, idx, 7*time.Minute)
-	t.Logf("compared %d windows", compared)
-	// A new event reaches the index at the next request.
-	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
-	f.Step(131 * time.Minute)
-	now := f.H.Clock.Now().UTC()
-	got, err := idx.Timeline(ctx, handlerstest.Start, now, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(canonical(got), "bar node-1.lan 7800000-7860000 pending") {
-		t.Fatalf("the new claim is not on the index's timeline:\n%s", canonical(got))
-	}
-}
-
 // TestTimelineOlderThanTheIndexIsFoldedFromTheLog: the index drops what
-// ended more than MaxTimelineWindow before the newest event; a window
+// ended more than timeline.MaxWindow before the newest event; a window
 // from then is still answered, folded from the log, the same as before.
 func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
 	f := resttest.Scripted(t)
 	ctx := context.Background()
 	since, until := handlerstest.Start, handlerstest.Start.Add(130*time.Minute)
-	want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, until)
+	want, err := timeline.Build(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, until)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Forty days later, a new claim: the index prunes the scripted history.
 	f.H.Clock.SetTime(handlerstest.Start.Add(40 * 24 * time.Hour))
 	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "dave"})
-	idx := rest.NewTimelineIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
+	idx := timeline.NewIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
 	if _, err := idx.Timeline(ctx, since, until, until); err == nil {
 		t.Fatal("the index answered a window it pruned")
 	}
@@ -375,46 +334,13 @@ func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if g, w := canonical(got), canonical(want); g != w {
+	if g, w := resttest.Canonical(got), resttest.Canonical(want); g != w {
 		t.Fatalf("an old window through the API:\n%s\nwant\n%s", g, w)
 	}
 	// The recent past is still cut from the index.
 	now := f.H.Clock.Now().UTC()
 	recent, err := idx.Timeline(ctx, now.Add(-time.Hour), now, now)
-	if err != nil || !strings.Contains(canonical(recent), "bar node-1.lan") {
-		t.Fatalf("recent window from the index: %v\n%s", err, canonical(recent))
+	if err != nil || !strings.Contains(resttest.Canonical(recent), "bar node-1.lan") {
+		t.Fatalf("recent window from the index: %v\n%s", err, resttest.Canonical(recent))
 	}
-}
-
-// sameTimelines checks that idx cuts every window of the scripted history
-// (and what came after), with bounds step apart, exactly as folding the
-// window from the log does, and returns how many windows it compared.
-func sameTimelines(t *testing.T, f *resttest.Fixture, idx *rest.TimelineIndex, step time.Duration) int {
-	t.Helper()
-	ctx := context.Background()
-	end := f.H.Clock.Now().UTC()
-	var marks []time.Time
-	for at := handlerstest.Start.Add(-time.Minute); !at.After(end); at = at.Add(step) {
-		marks = append(marks, at)
-	}
-	marks = append(marks, handlerstest.Start.Add(19*time.Minute), end)
-	sort.Slice(marks, func(i, j int) bool { return marks[i].Before(marks[j]) })
-	compared := 0
-	for i, since := range marks {
-		for _, until := range marks[i+1:] {
-			want, err := rest.BuildTimeline(ctx, f.H.Store, f.H.Views.Checkpoints(), since, until, end)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := idx.Timeline(ctx, since, until, end)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g, w := canonical(got), canonical(want); g != w {
-				t.Fatalf("window %s..%s:\nindex\n%s\nfold\n%s", since.Format("15:04"), until.Format("15:04"), g, w)
-			}
-			compared++
-		}
-	}
-	return compared
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/browsertest"
 	"github.com/claimstream/claimstream/projections"
-	"github.com/claimstream/claimstream/provider/rest"
+	"github.com/claimstream/claimstream/projections/timeline"
 )
 
 // weekLog publishes a week of history for slots slots in 10 groups: claim
@@ -155,7 +155,7 @@ func TestTimelineFirstDrawAtAThousandSlotsAndAWeek(t *testing.T) {
 	t.Logf("payload: %d bytes gzipped (%d plain); cut from the index and sent in %s", sizes["gzip"], sizes["plain"], built.Round(time.Millisecond))
 	// The baseline: fold the window from the log for the request.
 	began := time.Now()
-	if _, err := rest.BuildTimeline(context.Background(), f.h.Store, f.h.Views.Checkpoints(), since, until, until); err != nil {
+	if _, err := timeline.Build(context.Background(), f.h.Store, f.h.Views.Checkpoints(), since, until, until); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("baseline: the same window folded from the log in %s", time.Since(began).Round(time.Millisecond))

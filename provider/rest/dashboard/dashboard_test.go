@@ -20,6 +20,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
+	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/dashboard"
 )
@@ -54,7 +55,7 @@ func start(t testing.TB, tlsServer bool) *fixture {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	sessions := dashboard.NewSessions(clk, time.Hour)
 	// The timeline index kept current as serve keeps it.
-	idx := rest.NewTimelineIndex(h.Store, h.Views.Checkpoints(), nil)
+	idx := timeline.NewIndex(h.Store, h.Views.Checkpoints(), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- idx.Run(ctx, h.Views) }()

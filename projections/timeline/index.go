@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"context"
@@ -15,15 +15,15 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// TimelineIndex keeps each slot's phase intervals of the log in memory, so a
+// Index keeps each slot's phase intervals of the log in memory, so a
 // timeline request cuts a window out of them instead of folding the window's
 // events (a fold grows with the window's events, a cut with the slots shown).
 // It folds the log into its own views up to the views' runner, then follows
-// the runner's folds and lets its own views go (timeline_index_follow.go); a
+// the runner's folds and lets its own views go (follow.go); a
 // request first applies whatever Run has not yet. Intervals that ended more
-// than MaxTimelineWindow before the newest event are dropped; a window that
-// reaches before what the index holds is folded from the log (BuildTimeline).
-type TimelineIndex struct {
+// than MaxWindow before the newest event are dropped; a window that
+// reaches before what the index holds is folded from the log (Build).
+type Index struct {
 	store *eventlog.Store
 	cps   *projections.Checkpoints
 	log   *slog.Logger
@@ -49,9 +49,9 @@ type TimelineIndex struct {
 	phaseCode map[string]uint8
 
 	// copies, when set, are the saved copies of the index a start
-	// continues from (KeepCopies, timeline_index_copies.go); lastID is the
+	// continues from (KeepCopies, copies.go); lastID is the
 	// ID of the last event folded.
-	copies *timelineCopies
+	copies *projections.IndexCopies
 	lastID string
 
 	// views and feed, set by Run: the runner the index follows once built,
@@ -69,7 +69,7 @@ type TimelineIndex struct {
 // for every slot and a month of claims (hundreds of thousands of
 // intervals at 10,000 slots), so its closed intervals are a stream of
 // varints (barStream: 6 to 10 bytes each), its phase a code of
-// TimelineIndex.phases and its claim an index into the slot's claims, each
+// Index.phases and its claim an index into the slot's claims, each
 // name held once (in 4 bytes when it is the slot's name and a suffix, as
 // claims are named).
 type slotLine struct {
@@ -77,7 +77,7 @@ type slotLine struct {
 	group    string
 	declared time.Time
 	retired  time.Time // zero while in the pool
-	bars     barStream // closed intervals (timeline_index_bars.go)
+	bars     barStream // closed intervals (bars.go)
 	open     indexBar  // phase noPhase when none
 	// claims are the claims of bars and open, in order.
 	claims claimname.Names
@@ -87,7 +87,7 @@ type slotLine struct {
 type indexBar struct {
 	start, end int64 // Unix nanoseconds
 	claim      int32 // index into slotLine.claims; -1: none
-	phase      uint8 // code of TimelineIndex.phases
+	phase      uint8 // code of Index.phases
 }
 
 // noPhase is the phase code of no open interval.
@@ -101,20 +101,20 @@ type indexFail struct {
 	claim, reason string
 }
 
-// NewTimelineIndex indexes store's log; cps (may be nil) serve the
+// NewIndex indexes store's log; cps (may be nil) serve the
 // windows the index no longer holds. log (default slog's) is told when the
 // index cannot follow the log.
-func NewTimelineIndex(store *eventlog.Store, cps *projections.Checkpoints, log *slog.Logger) *TimelineIndex {
+func NewIndex(store *eventlog.Store, cps *projections.Checkpoints, log *slog.Logger) *Index {
 	if log == nil {
 		log = slog.Default()
 	}
-	x := &TimelineIndex{store: store, cps: cps, log: log, firstBuild: make(chan struct{})}
+	x := &Index{store: store, cps: cps, log: log, firstBuild: make(chan struct{})}
 	x.reset()
 	return x
 }
 
 // reset empties the index, to be built again.
-func (x *TimelineIndex) reset() {
+func (x *Index) reset() {
 	x.ok, x.st, x.seq, x.lastID = false, nil, 0, ""
 	x.heldFrom, x.newest = time.Time{}, time.Time{}
 	x.slots, x.eventsAt = map[string]*slotLine{}, instants{}
@@ -138,7 +138,7 @@ func wakeOnEvents(views *projections.Runner) (<-chan struct{}, func()) {
 
 // Run keeps the index current until ctx ends: it folds the log now, then
 // each batch of new events as views announces them.
-func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) error {
+func (x *Index) Run(ctx context.Context, views *projections.Runner) error {
 	wake, unsubscribe := wakeOnEvents(views)
 	defer unsubscribe()
 	defer x.followViews(views)()
@@ -169,10 +169,10 @@ func (x *TimelineIndex) Run(ctx context.Context, views *projections.Runner) erro
 
 // FirstBuild is closed once the index's first build (from a saved copy,
 // a checkpoint or the log) ended, whether it succeeded or not.
-func (x *TimelineIndex) FirstBuild() <-chan struct{} { return x.firstBuild }
+func (x *Index) FirstBuild() <-chan struct{} { return x.firstBuild }
 
 // catchUp folds the events the index has not seen yet.
-func (x *TimelineIndex) catchUp(ctx context.Context) error {
+func (x *Index) catchUp(ctx context.Context) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	defer x.firstBuildOnce.Do(func() { close(x.firstBuild) })
@@ -256,12 +256,12 @@ func (x *TimelineIndex) catchUp(ctx context.Context) error {
 }
 
 // checkpointBeforeAnyWindow loads the newest checkpoint older than any
-// window the index answers (MaxTimelineWindow and a default window before
+// window the index answers (MaxWindow and a default window before
 // the newest checkpoint, so before the newest event too), for a log of
 // bounds b. It returns a nil state when there is none, or when the
 // checkpoints cannot be read (then the index folds the log from its
 // start, as it would without them).
-func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b eventlog.Bounds) (*projections.State, projections.CheckpointInfo) {
+func (x *Index) checkpointBeforeAnyWindow(ctx context.Context, b eventlog.Bounds) (*projections.State, projections.CheckpointInfo) {
 	if x.cps == nil {
 		return nil, projections.CheckpointInfo{}
 	}
@@ -276,7 +276,7 @@ func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b eventlo
 	newest := cps[len(cps)-1].Time
 	for i := len(cps) - 1; i >= 0; i-- {
 		cp := cps[i]
-		if cp.Seq > b.Last || cp.Time.Add(MaxTimelineWindow+DefaultTimelineWindow).After(newest) {
+		if cp.Seq > b.Last || cp.Time.Add(MaxWindow+DefaultWindow).After(newest) {
 			continue
 		}
 		st, err := x.cps.Load(ctx, cp.Seq)
@@ -290,7 +290,7 @@ func (x *TimelineIndex) checkpointBeforeAnyWindow(ctx context.Context, b eventlo
 }
 
 // fold folds e into the index's own views and applies what it changed.
-func (x *TimelineIndex) fold(e events.Event) {
+func (x *Index) fold(e events.Event) {
 	_ = projections.Evolve(x.st, e)
 	x.st.Seq = max(x.st.Seq, e.Seq)
 	r := recordOf(x.st, e)
@@ -299,7 +299,7 @@ func (x *TimelineIndex) fold(e events.Event) {
 
 // timelineRecord is what the index takes of one folded event: the views
 // right after it, as far as a timeline shows them. The index's own folds
-// and the views' runner (timeline_index_follow.go) both make them, so the
+// and the views' runner (follow.go) both make them, so the
 // index applies one thing whichever views it follows.
 type timelineRecord struct {
 	seq  uint64
@@ -355,7 +355,7 @@ func recordOf(st *projections.State, e events.Event) timelineRecord {
 }
 
 // apply adds one record to the index.
-func (x *TimelineIndex) apply(r *timelineRecord) {
+func (x *Index) apply(r *timelineRecord) {
 	x.seq = max(x.seq, r.seq)
 	if r.at.After(x.newest) {
 		x.newest = r.at
@@ -374,7 +374,7 @@ func (x *TimelineIndex) apply(r *timelineRecord) {
 }
 
 // observe records slot's phase at t, as timelineBuilder.observe does.
-func (x *TimelineIndex) observe(slot string, s slotState, t time.Time) {
+func (x *Index) observe(slot string, s slotState, t time.Time) {
 	l := x.slots[slot]
 	if l != nil && s.group != "" {
 		l.group = s.group
@@ -402,10 +402,10 @@ func (x *TimelineIndex) observe(slot string, s slotState, t time.Time) {
 }
 
 // code is the phase code of name, given on first sight.
-func (x *TimelineIndex) code(name string) uint8 {
+func (x *Index) code(name string) uint8 {
 	c, ok := x.phaseCode[name]
 	if !ok {
-		c = uint8(len(x.phases)) // a handful of phases: TimelinePhases and the views'
+		c = uint8(len(x.phases)) // a handful of phases: barPhases and the views'
 		x.phases = append(x.phases, name)
 		x.phaseCode[name] = c
 	}
@@ -413,7 +413,7 @@ func (x *TimelineIndex) code(name string) uint8 {
 }
 
 // close ends l's open interval at t, keeping it unless it was off.
-func (x *TimelineIndex) close(l *slotLine, t time.Time) {
+func (x *Index) close(l *slotLine, t time.Time) {
 	o := l.open
 	if name := x.phases[o.phase]; name != "" && name != string(projections.SlotOff) && t.UnixNano() > o.start {
 		o.end = t.UnixNano()
@@ -452,10 +452,10 @@ func (l *slotLine) claimIndex(claim string) int32 {
 	return int32(l.claims.Len() - 1)
 }
 
-// prune drops what ended more than MaxTimelineWindow before the newest
+// prune drops what ended more than MaxWindow before the newest
 // event: no window can reach it (older windows fold from the log).
-func (x *TimelineIndex) prune() {
-	cut := x.newest.Add(-MaxTimelineWindow - DefaultTimelineWindow)
+func (x *Index) prune() {
+	cut := x.newest.Add(-MaxWindow - DefaultWindow)
 	if !cut.After(x.heldFrom) {
 		return
 	}
@@ -491,7 +491,7 @@ var errNotHeld = errors.New("window not held")
 
 // Timeline cuts the window [since, until) out of the index, open
 // intervals ending at end (or until, if sooner).
-func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Time) (Timeline, error) {
+func (x *Index) Timeline(ctx context.Context, since, until, end time.Time) (Timeline, error) {
 	if err := x.catchUp(ctx); err != nil {
 		return Timeline{}, err
 	}
@@ -501,7 +501,7 @@ func (x *TimelineIndex) Timeline(ctx context.Context, since, until, end time.Tim
 }
 
 // cut is Timeline of what the index holds now; the caller holds x.mu.
-func (x *TimelineIndex) cut(since, until, end time.Time) (Timeline, error) {
+func (x *Index) cut(since, until, end time.Time) (Timeline, error) {
 	if since.Before(x.heldFrom) {
 		return Timeline{}, errNotHeld
 	}

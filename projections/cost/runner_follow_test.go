@@ -1,4 +1,4 @@
-package rest
+package cost
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func TestCostIndexFollowsTheViewsWithoutReadingTheLog(t *testing.T) {
 	}
 	viewsDone := make(chan error, 1)
 	go func() { viewsDone <- views.Run(ctx) }()
-	x := NewCostIndex(st, nil)
+	x := NewRunner(st, nil)
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx, views) }()
 	t.Cleanup(func() { cancel(); <-done; <-viewsDone })

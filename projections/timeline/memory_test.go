@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"fmt"
@@ -13,8 +13,8 @@ import (
 // foldLifecycles folds, into a fresh index, a pool of slots and n whole
 // claim lifecycles on them in turn (created to collected, seconds apart),
 // as serve's benchmark log holds them. It returns the index.
-func foldLifecycles(slots, n int) *TimelineIndex {
-	x := NewTimelineIndex(nil, nil, nil)
+func foldLifecycles(slots, n int) *Index {
+	x := NewIndex(nil, nil, nil)
 	x.st, x.ok = projections.NewState(), true
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var seq uint64

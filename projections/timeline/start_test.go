@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"bytes"
@@ -102,7 +102,7 @@ func TestTimelineIndexStartsFromACheckpointBeforeAnyWindow(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	idx := NewTimelineIndex(st, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	idx := NewIndex(st, cps, slog.New(slog.NewTextHandler(&logs, nil)))
 	since, until := last.Add(-3*time.Hour), last
 	got, err := idx.Timeline(ctx, since, until, until)
 	if err != nil {
@@ -117,7 +117,7 @@ func TestTimelineIndexStartsFromACheckpointBeforeAnyWindow(t *testing.T) {
 	if from != old.Seq+1 || folded != b.Last-old.Seq {
 		t.Errorf("the index folded %d events from seq %d, want the %d after the checkpoint at seq %d (the log holds %d)", folded, from, b.Last-old.Seq, old.Seq, b.Last)
 	}
-	want, err := BuildTimeline(ctx, st, cps, since, until, until)
+	want, err := Build(ctx, st, cps, since, until, until)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestTimelineIndexFoldsFromTheStartWithoutAnOldCheckpoint(t *testing.T) {
 	checkpoint(t, st, cps, last) // within a window of the newest events
 	last = appendLifecycles(t, st, last, 4, 2, false, "b")
 	var logs bytes.Buffer
-	idx := NewTimelineIndex(st, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	idx := NewIndex(st, cps, slog.New(slog.NewTextHandler(&logs, nil)))
 	if _, err := idx.Timeline(ctx, last.Add(-time.Hour), last, last); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rest
+package cost
 
 import (
 	"sync"
@@ -50,7 +50,7 @@ func (f *costFeed) take() ([]events.Event, bool) {
 // applyFed applies the events handed over that continue what the index
 // folded, and reports whether they all did (nothing is left for the log
 // to fill in).
-func (x *CostIndex) applyFed() bool {
+func (x *Runner) applyFed() bool {
 	evs, lost := x.feed.take()
 	x.catchMu.Lock()
 	defer x.catchMu.Unlock()
@@ -74,7 +74,7 @@ func (x *CostIndex) applyFed() bool {
 }
 
 // refusal is why the index refuses reports, if it does.
-func (x *CostIndex) refusal() error {
+func (x *Runner) refusal() error {
 	x.catchMu.Lock()
 	defer x.catchMu.Unlock()
 	return x.refused

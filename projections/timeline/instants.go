@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"encoding/binary"

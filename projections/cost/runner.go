@@ -1,11 +1,9 @@
-package rest
+package cost
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,24 +11,23 @@ import (
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/projections"
-	"github.com/claimstream/claimstream/projections/cost"
 )
 
-// CostIndex keeps the cost accounting of the whole log in memory
-// (cost.Index), so GET /api/v1/cost walks its spans instead of folding the
+// Runner keeps the cost accounting of the whole log in memory
+// (Index), so GET /api/v1/cost walks its spans instead of folding the
 // log from seq 1 per request (a read and fold that grows with the log), and
 // the cost counters read its running totals (SlotTotals): serve reads the
 // log's history once for both. It folds the log once, then each new event the
-// views' runner folds (cost_index_follow.go); a request first folds whatever
+// views' runner folds (runner_follow.go); a request first folds whatever
 // Run has not yet, so a report reflects every event appended before it.
 //
 // While the first fold is under way a request is refused with
-// CostIndexBuildingError (503, Retry-After) saying how far it is. A log
+// BuildingError (503, Retry-After) saying how far it is. A log
 // with missing sequences is refused (412) and a log whose start expired
 // (410) unless a saved copy of the index covers what expired, as the fold
 // from seq 1 would be. With KeepCopies, a start loads the newest saved
 // copy and folds only the events after it.
-type CostIndex struct {
+type Runner struct {
 	store *eventlog.Store
 	log   *slog.Logger
 
@@ -38,19 +35,19 @@ type CostIndex struct {
 	catchMu sync.Mutex
 	// idx is swapped for an empty one when the log is replaced (a
 	// restore); the counters read it without catchMu.
-	idx atomic.Pointer[cost.Index]
+	idx atomic.Pointer[Index]
 	// refused, when set, is why the index cannot report (a damaged or
 	// expired log); it stays until the process restarts.
 	refused error
 
 	// copies, when set, are the saved copies of the index a start
-	// continues from (KeepCopies, cost_index_copies.go); lastID is the ID
+	// continues from (KeepCopies, runner_copies.go); lastID is the ID
 	// of the last event folded, under catchMu.
-	copies *costCopies
+	copies *projections.IndexCopies
 	lastID string
 
 	// feed is the events the views' runner folded, for Run to apply
-	// (cost_index_follow.go).
+	// (runner_follow.go).
 	feed costFeed
 
 	running atomic.Bool   // Run keeps the index current
@@ -59,11 +56,11 @@ type CostIndex struct {
 	target  atomic.Uint64 // the log's last event when the fold started
 }
 
-// CostIndexBuildingError is the answer while the index's first fold of the
+// BuildingError is the answer while the index's first fold of the
 // log is under way: Folded of Of events.
-type CostIndexBuildingError struct{ Folded, Of uint64 }
+type BuildingError struct{ Folded, Of uint64 }
 
-func (e *CostIndexBuildingError) Error() string {
+func (e *BuildingError) Error() string {
 	pct := 0.0
 	if e.Of > 0 {
 		pct = 100 * float64(e.Folded) / float64(e.Of)
@@ -71,21 +68,21 @@ func (e *CostIndexBuildingError) Error() string {
 	return fmt.Sprintf("the cost index is being built from the event log (%d of %d events folded, %.0f%%); retry in a few seconds", e.Folded, e.Of, pct)
 }
 
-// NewCostIndex indexes store's log. log (default slog's) is told when the
+// NewRunner indexes store's log. log (default slog's) is told when the
 // index is built and when it cannot follow the log.
-func NewCostIndex(store *eventlog.Store, log *slog.Logger) *CostIndex {
+func NewRunner(store *eventlog.Store, log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.Default()
 	}
-	x := &CostIndex{store: store, log: log}
-	x.idx.Store(cost.NewIndex())
+	x := &Runner{store: store, log: log}
+	x.idx.Store(NewIndex())
 	return x
 }
 
 // Run keeps the index current until ctx ends: it folds the log now (the
 // start-up build, in the background of serve's other work), then each
 // batch of new events as views announces them.
-func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
+func (x *Runner) Run(ctx context.Context, views *projections.Runner) error {
 	x.running.Store(true)
 	defer x.running.Store(false)
 	wake := make(chan struct{}, 1)
@@ -135,7 +132,7 @@ func (x *CostIndex) Run(ctx context.Context, views *projections.Runner) error {
 // expired, or with missing sequences, is still folded as far as it goes
 // (the cost counters count what it holds, as a fold from seq 1 would), but
 // its reports are refused: catchUp returns why.
-func (x *CostIndex) catchUp(ctx context.Context) error {
+func (x *Runner) catchUp(ctx context.Context) error {
 	x.catchMu.Lock()
 	defer x.catchMu.Unlock()
 	last, err := x.store.LastSeq(ctx)
@@ -146,7 +143,7 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 		// The log is shorter than what was folded: it was replaced (a
 		// restore). Start again from its first event.
 		x.log.Warn("the event log ends before what the cost index folded (restored?); rebuilding the cost index", "log_last", last, "folded", x.seq.Load())
-		x.idx.Store(cost.NewIndex())
+		x.idx.Store(NewIndex())
 		x.seq.Store(0)
 		x.built.Store(false)
 	}
@@ -166,7 +163,7 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 		}
 		// Expired events a saved copy folded are no loss.
 		if b.Truncated() && b.First > fromCopy+1 {
-			x.refused = &expiredLogError{first: b.First}
+			x.refused = &ExpiredLogError{first: b.First}
 			x.seq.Store(b.First - 1)
 		}
 	}
@@ -185,7 +182,7 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 	}
 	if gaps := eventlog.GapsOf(err); gaps != nil {
 		if x.refused == nil {
-			x.refused = &damagedLogError{err: err}
+			x.refused = &DamagedLogError{err: err}
 		}
 		err = nil
 	}
@@ -203,12 +200,12 @@ func (x *CostIndex) catchUp(ctx context.Context) error {
 // Report is the cost report of [since, until) by dim over every event
 // appended before the call. Without Run, the first call folds the log
 // itself.
-func (x *CostIndex) Report(ctx context.Context, dim cost.Dimension, since, until time.Time) (cost.Report, error) {
+func (x *Runner) Report(ctx context.Context, dim Dimension, since, until time.Time) (Report, error) {
 	if !x.built.Load() && x.running.Load() {
 		// Run is folding the log; a request does not wait seconds for it.
 		// TryLock: a fold that has just ended leaves the lock free.
 		if !x.catchMu.TryLock() {
-			return cost.Report{}, &CostIndexBuildingError{Folded: x.seq.Load(), Of: x.target.Load()}
+			return Report{}, &BuildingError{Folded: x.seq.Load(), Of: x.target.Load()}
 		}
 		x.catchMu.Unlock()
 	}
@@ -216,14 +213,14 @@ func (x *CostIndex) Report(ctx context.Context, dim cost.Dimension, since, until
 	// what it has not folded yet, mostly nothing.
 	x.applyFed()
 	if err := x.catchUp(ctx); err != nil {
-		return cost.Report{}, err
+		return Report{}, err
 	}
 	return x.idx.Load().Report(dim, since, until, until), nil
 }
 
 // refusedNow reports whether the index refuses reports for good (a damaged
 // or expired log) rather than failing to read.
-func (x *CostIndex) refusedNow() bool {
+func (x *Runner) refusedNow() bool {
 	x.catchMu.Lock()
 	defer x.catchMu.Unlock()
 	return x.refused != nil
@@ -233,50 +230,27 @@ func (x *CostIndex) refusedNow() bool {
 // end: what the cost counters export (NewFold(BySlot, ...) of the log,
 // SlotTotals(end)). It reads no log: it is false until the index's first
 // fold reached the log's end, and covers the events Run has folded.
-func (x *CostIndex) SlotTotals(end time.Time) ([]cost.SlotTotal, bool) {
+func (x *Runner) SlotTotals(end time.Time) ([]SlotTotal, bool) {
 	if !x.built.Load() {
 		return nil, false
 	}
 	return x.idx.Load().SlotTotals(end), true
 }
 
-// damagedLogError: the log has missing sequences; the report would
+// DamagedLogError: the log has missing sequences; the report would
 // silently lack their power facts.
-type damagedLogError struct{ err error }
+type DamagedLogError struct{ err error }
 
-func (e *damagedLogError) Error() string {
+func (e *DamagedLogError) Error() string {
 	return "cannot report over a damaged log (sequences missing): " + e.err.Error()
 }
 
-func (e *damagedLogError) Unwrap() error { return e.err }
+func (e *DamagedLogError) Unwrap() error { return e.err }
 
-// expiredLogError: the log's start expired; a machine's state at a
+// ExpiredLogError: the log's start expired; a machine's state at a
 // period's start comes from power facts that are gone.
-type expiredLogError struct{ first uint64 }
+type ExpiredLogError struct{ first uint64 }
 
-func (e *expiredLogError) Error() string {
+func (e *ExpiredLogError) Error() string {
 	return fmt.Sprintf("cannot report cost: the event log starts at seq %d (the events before it expired), and a report needs every power fact and claim from the log's start", e.first)
-}
-
-// answerCostIndex writes the answer for an error of the cost index and
-// reports whether it did.
-func (s *server) answerCostIndex(w http.ResponseWriter, r *http.Request, err error) bool {
-	var building *CostIndexBuildingError
-	var damaged *damagedLogError
-	var expired *expiredLogError
-	switch {
-	case err == nil:
-		return false
-	case errors.As(err, &building):
-		w.Header().Set("Retry-After", "2")
-		writeError(w, http.StatusServiceUnavailable, "Unavailable", building.Error())
-	case errors.As(err, &damaged):
-		writeError(w, http.StatusPreconditionFailed, "FailedPrecondition", damaged.Error())
-	case errors.As(err, &expired):
-		writeError(w, http.StatusGone, "Expired", expired.Error())
-	case r.Context().Err() != nil:
-	default:
-		s.readFailed(w, r, "cost", err)
-	}
-	return true
 }

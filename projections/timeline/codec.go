@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
-// A saved copy of a TimelineIndex: everything it needs to continue exactly
+// A saved copy of a Index: everything it needs to continue exactly
 // where it stopped (its views, each slot's intervals, claims and failures,
 // the events' instants, the phase table) and the sequence of the last event
 // it folded. Layout: timelineCopyMagic, a version byte, the payload
@@ -22,12 +22,12 @@ const (
 	timelineCopyVersion = 2
 )
 
-// ErrTimelineCopyDamaged is wrapped by unmarshalTimelineIndex's errors: the
+// errCopyDamaged is wrapped by unmarshalTimelineIndex's errors: the
 // bytes are not a copy this version wrote, or not the whole of one.
-var ErrTimelineCopyDamaged = errors.New("damaged timeline index copy")
+var errCopyDamaged = errors.New("damaged timeline index copy")
 
 // marshal encodes what x holds, with its own views; the caller holds x.mu.
-func (x *TimelineIndex) marshal() ([]byte, error) {
+func (x *Index) marshal() ([]byte, error) {
 	views, err := json.Marshal(x.st)
 	if err != nil {
 		return nil, fmt.Errorf("encode the timeline index's views: %w", err)
@@ -37,7 +37,7 @@ func (x *TimelineIndex) marshal() ([]byte, error) {
 
 // marshalWith encodes what x holds with views, the JSON of the views at
 // x.seq; the caller holds x.mu.
-func (x *TimelineIndex) marshalWith(views []byte) []byte {
+func (x *Index) marshalWith(views []byte) []byte {
 	nbars := 0
 	for _, l := range x.slots {
 		nbars += l.bars.n
@@ -102,7 +102,7 @@ func (x *TimelineIndex) marshalWith(views []byte) []byte {
 	return e.Seal()
 }
 
-// timelineContents is what a copy holds: the fields of a TimelineIndex it
+// timelineContents is what a copy holds: the fields of a Index it
 // continues from.
 type timelineContents struct {
 	st       *projections.State
@@ -116,16 +116,16 @@ type timelineContents struct {
 // unmarshalTimelineIndex decodes a copy marshal wrote. A copy that is cut
 // short, altered (its checksum), of another version, or not
 // self-consistent is refused with an error wrapping
-// ErrTimelineCopyDamaged.
+// errCopyDamaged.
 func unmarshalTimelineIndex(b []byte) (*timelineContents, error) {
 	cd, err := copycodec.Open(b, timelineCopyMagic, timelineCopyVersion, "a timeline index copy")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTimelineCopyDamaged, err)
+		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
 	d := &tlDecoder{cd}
 	c := decodeTimelineContents(d)
 	if err := d.End(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTimelineCopyDamaged, err)
+		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
 	return c, nil
 }

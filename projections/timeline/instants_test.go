@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"math/rand/v2"

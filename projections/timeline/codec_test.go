@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // seedTimelineIndex is a small index with every part of a copy: slots with
 // intervals, an open interval, a claim that failed, a retired slot, events
 // whose times are not in the log's order.
-func seedTimelineIndex() *TimelineIndex {
+func seedTimelineIndex() *Index {
 	x := foldLifecycles(3, 7)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	seq := x.st.Seq
@@ -72,21 +72,21 @@ func TestTimelineIndexCopyRefusesDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{0, 4, 5, len(b) / 2, len(b) - 1} {
-		if _, err := unmarshalTimelineIndex(b[:n]); !errors.Is(err, ErrTimelineCopyDamaged) {
-			t.Fatalf("cut to %d of %d bytes: %v, want ErrTimelineCopyDamaged", n, len(b), err)
+		if _, err := unmarshalTimelineIndex(b[:n]); !errors.Is(err, errCopyDamaged) {
+			t.Fatalf("cut to %d of %d bytes: %v, want errCopyDamaged", n, len(b), err)
 		}
 	}
 	for _, i := range []int{4, 9, len(b) / 3, len(b) - 2} {
 		c := bytes.Clone(b)
 		c[i] ^= 1
-		if _, err := unmarshalTimelineIndex(c); !errors.Is(err, ErrTimelineCopyDamaged) {
-			t.Fatalf("byte %d altered: %v, want ErrTimelineCopyDamaged", i, err)
+		if _, err := unmarshalTimelineIndex(c); !errors.Is(err, errCopyDamaged) {
+			t.Fatalf("byte %d altered: %v, want errCopyDamaged", i, err)
 		}
 	}
 }
 
 // fromContents is an index started from the copy b.
-func fromContents(t testing.TB, b []byte) *TimelineIndex {
+func fromContents(t testing.TB, b []byte) *Index {
 	t.Helper()
 	c, err := unmarshalTimelineIndex(b)
 	if err != nil {
@@ -95,15 +95,15 @@ func fromContents(t testing.TB, b []byte) *TimelineIndex {
 	return indexOfContents(c)
 }
 
-func indexOfContents(c *timelineContents) *TimelineIndex {
-	y := NewTimelineIndex(nil, nil, nil)
+func indexOfContents(c *timelineContents) *Index {
+	y := NewIndex(nil, nil, nil)
 	y.install(c)
 	return y
 }
 
 // cutOf is x's timeline of [since, until), spelled out, without reading a
 // log (the index holds every event).
-func cutOf(t testing.TB, x *TimelineIndex, since, until time.Time) string {
+func cutOf(t testing.TB, x *Index, since, until time.Time) string {
 	t.Helper()
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -123,7 +123,7 @@ func fmtFailures(tl Timeline) string {
 }
 
 // unmarshalTimelineIndex never panics; what it refuses wraps
-// ErrTimelineCopyDamaged, and what it accepts encodes back to a copy that
+// errCopyDamaged, and what it accepts encodes back to a copy that
 // decodes again and cuts timelines.
 func FuzzUnmarshalTimelineIndex(f *testing.F) {
 	b, err := seedTimelineIndex().marshal()
@@ -140,8 +140,8 @@ func FuzzUnmarshalTimelineIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := unmarshalTimelineIndex(b)
 		if err != nil {
-			if !errors.Is(err, ErrTimelineCopyDamaged) {
-				t.Fatalf("refused without ErrTimelineCopyDamaged: %v", err)
+			if !errors.Is(err, errCopyDamaged) {
+				t.Fatalf("refused without errCopyDamaged: %v", err)
 			}
 			return
 		}

@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"bytes"
@@ -18,14 +18,14 @@ import (
 // followingIndex runs a views runner and a timeline index over st's log,
 // as serve does, until the test ends; it returns once the index follows
 // the runner.
-func followingIndex(t *testing.T, st *eventlog.Store, log *slog.Logger) (*TimelineIndex, *projections.Runner) {
+func followingIndex(t *testing.T, st *eventlog.Store, log *slog.Logger) (*Index, *projections.Runner) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	views := projections.NewRunner(st, projections.RunnerOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err := views.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	idx := NewTimelineIndex(st, nil, log)
+	idx := NewIndex(st, nil, log)
 	done := make(chan struct{}, 2)
 	go func() { _ = views.Run(ctx); done <- struct{}{} }()
 	go func() { _ = idx.Run(ctx, views); done <- struct{}{} }()
@@ -34,7 +34,7 @@ func followingIndex(t *testing.T, st *eventlog.Store, log *slog.Logger) (*Timeli
 	return idx, views
 }
 
-func waitFollowing(t *testing.T, idx *TimelineIndex) {
+func waitFollowing(t *testing.T, idx *Index) {
 	t.Helper()
 	eventstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		idx.mu.Lock()
@@ -70,7 +70,7 @@ func appendFailedClaim(t *testing.T, st *eventlog.Store, at time.Time, slot, cla
 
 // sameAsTheLogFold checks windows of the last hours against a fold of the
 // log: intervals, failures and event counts.
-func sameAsTheLogFold(t *testing.T, st *eventlog.Store, idx *TimelineIndex, last time.Time) {
+func sameAsTheLogFold(t *testing.T, st *eventlog.Store, idx *Index, last time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	for _, span := range []time.Duration{20 * time.Minute, 2 * time.Hour, 30 * time.Hour} {
@@ -79,7 +79,7 @@ func sameAsTheLogFold(t *testing.T, st *eventlog.Store, idx *TimelineIndex, last
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := BuildTimeline(ctx, st, nil, since, until, until)
+		want, err := Build(ctx, st, nil, since, until, until)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"sync"
@@ -51,7 +51,7 @@ func (f *timelineFeed) publish(st *projections.State, e *events.Event) {
 
 // followViews hooks x to views' folds (Run calls it); the returned func
 // unhooks it.
-func (x *TimelineIndex) followViews(views *projections.Runner) (stop func()) {
+func (x *Index) followViews(views *projections.Runner) (stop func()) {
 	if views == nil {
 		return func() {}
 	}
@@ -64,11 +64,11 @@ func (x *TimelineIndex) followViews(views *projections.Runner) (stop func()) {
 
 // following says whether x follows the runner's records (it holds no
 // views of its own). The caller holds x.mu.
-func (x *TimelineIndex) following() bool { return x.ok && x.st == nil }
+func (x *Index) following() bool { return x.ok && x.st == nil }
 
 // startFollowing lets x's own views go once the records continue what it
 // folded, and applies those it has not folded yet. The caller holds x.mu.
-func (x *TimelineIndex) startFollowing() {
+func (x *Index) startFollowing() {
 	f := x.feed
 	if f == nil || x.st == nil || !x.ok || x.broken != nil {
 		return
@@ -90,7 +90,7 @@ func (x *TimelineIndex) startFollowing() {
 
 // applyFeed applies the records waiting; false when x lost its place in
 // them and must build again. The caller holds x.mu.
-func (x *TimelineIndex) applyFeed() bool {
+func (x *Index) applyFeed() bool {
 	f := x.feed
 	f.mu.Lock()
 	if f.epoch != x.feedEpoch || f.stopped {
@@ -105,7 +105,7 @@ func (x *TimelineIndex) applyFeed() bool {
 }
 
 // applyRecords applies those of records x has not folded yet.
-func (x *TimelineIndex) applyRecords(records []timelineRecord) {
+func (x *Index) applyRecords(records []timelineRecord) {
 	for i := range records {
 		if records[i].seq > x.seq {
 			x.apply(&records[i])
@@ -115,7 +115,7 @@ func (x *TimelineIndex) applyRecords(records []timelineRecord) {
 
 // stopFeed ends the records for an index that cannot be built: they
 // would only pile up.
-func (x *TimelineIndex) stopFeed() {
+func (x *Index) stopFeed() {
 	if f := x.feed; f != nil {
 		f.mu.Lock()
 		f.stopped, f.records = true, nil

@@ -1,4 +1,4 @@
-package rest
+package timeline
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 )
 
 // Saved copies of the timeline index, kept in the checkpoint bucket beside
-// the views' checkpoints and the cost index's copies (savedCopies): a start
+// the views' checkpoints and the cost index's copies
+// (projections.IndexCopies): a start
 // loads the newest copy the log still reaches and folds only the events
 // after it, instead of reading the month the index holds from the log (at
 // a million events, the whole log: seconds, and the embedded server's
@@ -20,53 +21,45 @@ const (
 	timelineCopyEventHeader = "Claimstream-Timeline-Event-Id"
 )
 
-// timelineCopies is where and how often TimelineIndex saves its copies.
-type timelineCopies struct {
-	*savedCopies
-	// saved is the seq of the newest copy written or loaded (under the
-	// index's mu).
-	saved uint64
-}
-
 // KeepCopies makes x save a copy of itself in cps as o says, and start from
 // the newest copy the log reaches. Call it before Run.
-func (x *TimelineIndex) KeepCopies(cps *projections.Checkpoints, o CopyOptions) {
+func (x *Index) KeepCopies(cps *projections.Checkpoints, o projections.CopyOptions) {
 	if cps == nil {
 		return
 	}
-	x.copies = &timelineCopies{savedCopies: newSavedCopies("timeline index", timelineCopyPrefix, timelineCopyEventHeader, cps, o, x.log)}
+	x.copies = projections.NewIndexCopies("timeline index", timelineCopyPrefix, timelineCopyEventHeader, cps, o, x.log)
 }
 
 // loadCopy starts x from the newest saved copy that the log of bounds b
 // continues (its seq at most b.Last, no expired event after it, its last
 // event's ID the log's) and reports whether it did; with none, x starts
 // from the log. The caller holds x.mu.
-func (x *TimelineIndex) loadCopy(ctx context.Context, b eventlog.Bounds) bool {
+func (x *Index) loadCopy(ctx context.Context, b eventlog.Bounds) bool {
 	c := x.copies
 	first := uint64(0)
 	if b.Truncated() {
 		first = b.First
 	}
 	var got *timelineContents
-	in, ok := c.load(ctx, x.store, b.Last, first, func(in savedCopy, raw []byte) error {
+	in, ok := c.Load(ctx, x.store, b.Last, first, func(in projections.SavedCopy, raw []byte) error {
 		var err error
 		got, err = unmarshalTimelineIndex(raw)
-		if err == nil && got.st.Seq != in.seq {
-			err = fmt.Errorf("it covers seq %d, its name says %d", got.st.Seq, in.seq)
+		if err == nil && got.st.Seq != in.Seq {
+			err = fmt.Errorf("it covers seq %d, its name says %d", got.st.Seq, in.Seq)
 		}
 		return err
-	}, ErrTimelineCopyDamaged)
+	}, errCopyDamaged)
 	if !ok {
 		return false
 	}
 	x.install(got)
-	x.lastID = in.eventID
-	c.saved = in.seq
+	x.lastID = in.EventID
+	c.SetSaved(in.Seq)
 	return true
 }
 
 // install makes x hold what a copy held. The caller holds x.mu.
-func (x *TimelineIndex) install(c *timelineContents) {
+func (x *Index) install(c *timelineContents) {
 	x.st, x.heldFrom, x.newest, x.slots, x.eventsAt, x.phases = c.st, c.heldFrom, c.newest, c.slots, c.eventsAt, c.phases
 	x.seq, x.ok = c.st.Seq, true
 	for name, l := range x.slots {
@@ -86,16 +79,16 @@ func (x *TimelineIndex) install(c *timelineContents) {
 // under their read lock, once the index has applied every record up to
 // them (at 10,000 slots the encoding holds the runner's folds back for a
 // moment, as its own checkpoints do).
-func (x *TimelineIndex) saveCopyIfDue(ctx context.Context, force bool) {
+func (x *Index) saveCopyIfDue(ctx context.Context, force bool) {
 	c := x.copies
-	if c == nil || !c.writes() {
+	if c == nil || !c.Writes() {
 		return
 	}
 	x.mu.Lock()
 	following, views := x.following(), x.views
 	// Run applies the records before it asks: no need to hold the views
 	// back to learn that no copy is due yet.
-	soon := force || x.seq >= c.saved+c.every
+	soon := c.Soon(x.seq, force)
 	x.mu.Unlock()
 	if !soon {
 		return
@@ -112,7 +105,7 @@ func (x *TimelineIndex) saveCopyIfDue(ctx context.Context, force bool) {
 			return // lost its place: the next catch-up builds it again
 		}
 		seq, lastID = x.seq, x.lastID
-		due = x.ok && x.broken == nil && seq > c.saved && (force || seq-c.saved >= c.every)
+		due = x.ok && x.broken == nil && c.Due(seq, force)
 		if !due {
 			return
 		}
@@ -138,23 +131,21 @@ func (x *TimelineIndex) saveCopyIfDue(ctx context.Context, force bool) {
 		return
 	}
 	if err != nil {
-		x.log.Warn("cannot encode a copy of the timeline index; the next start folds more of the log", "copy", c.name(seq), "err", err)
+		x.log.Warn("cannot encode a copy of the timeline index; the next start folds more of the log", "copy", c.Name(seq), "err", err)
 		return
 	}
-	if c.save(ctx, seq, lastID, b) {
+	if c.Save(ctx, seq, lastID, b) {
 		x.mu.Lock()
-		c.saved = max(c.saved, seq)
+		c.SetSaved(max(c.Saved(), seq))
 		x.mu.Unlock()
 	}
 }
 
 // saveCopyAtShutdown saves what was folded since the last copy, in bounded
 // time, as Run ends.
-func (x *TimelineIndex) saveCopyAtShutdown(ctx context.Context) {
+func (x *Index) saveCopyAtShutdown(ctx context.Context) {
 	if x.copies == nil {
 		return
 	}
-	ctx, cancel := shutdownContext(ctx)
-	defer cancel()
-	x.saveCopyIfDue(ctx, true)
+	x.copies.SaveAtShutdown(ctx, func(ctx context.Context) { x.saveCopyIfDue(ctx, true) })
 }

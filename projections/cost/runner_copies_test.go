@@ -1,4 +1,4 @@
-package rest
+package cost
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
 	"github.com/claimstream/claimstream/projections"
-	"github.com/claimstream/claimstream/projections/cost"
 )
 
 // costLog is a log of a group at 1 EUR/h and a slot whose machine goes on
@@ -88,9 +87,9 @@ func copyNames(t *testing.T, cps *projections.Checkpoints) []string {
 }
 
 // machineHours is the group's machine-hours over the whole log, by x.
-func machineHours(t *testing.T, x *CostIndex) float64 {
+func machineHours(t *testing.T, x *Runner) float64 {
 	t.Helper()
-	r, err := x.Report(context.Background(), cost.ByGroup, costLogT0.Add(-time.Hour), costLogT0.AddDate(0, 0, 30))
+	r, err := x.Report(context.Background(), ByGroup, costLogT0.Add(-time.Hour), costLogT0.AddDate(0, 0, 30))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +110,8 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 	cps := openCostCopies(t, st)
 	l := newCostLog(t, st)
 
-	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, CopyOptions{Every: 4})
+	x := NewRunner(st, nil)
+	x.KeepCopies(cps, projections.CopyOptions{Every: 4})
 	for range 4 {
 		l.power(4)
 		if err := x.catchUp(ctx); err != nil {
@@ -127,9 +126,9 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 	l.power(2) // 20 events, the machine on 9 hours; the newest copy covers 18
 
 	var logs logcapture.Buffer
-	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
-	y.KeepCopies(cps, CopyOptions{Every: 4})
-	if got, want := machineHours(t, y), machineHours(t, NewCostIndex(st, nil)); got != want || got != 9 {
+	y := NewRunner(st, slog.New(slog.NewTextHandler(&logs, nil)))
+	y.KeepCopies(cps, projections.CopyOptions{Every: 4})
+	if got, want := machineHours(t, y), machineHours(t, NewRunner(st, nil)); got != want || got != 9 {
 		t.Fatalf("from the copy: %v machine-hours, from the log %v (want 9)", got, want)
 	}
 	if out := logs.String(); !strings.Contains(out, `msg="cost index loaded from its saved copy" copy=`+costCopyName(18)) || !strings.Contains(out, "from_copy=18") {
@@ -138,11 +137,11 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 
 	// Proof it read only the events after the copy: a copy of an empty
 	// index said to cover seq 18 makes the index lack the first 18 events.
-	if err := cps.PutNamed(ctx, costCopyName(18), nil, cost.NewIndex().MarshalIndex(18)); err != nil {
+	if err := cps.PutNamed(ctx, costCopyName(18), nil, NewIndex().MarshalIndex(18)); err != nil {
 		t.Fatal(err)
 	}
-	z := NewCostIndex(st, nil)
-	z.KeepCopies(cps, CopyOptions{Every: 4})
+	z := NewRunner(st, nil)
+	z.KeepCopies(cps, projections.CopyOptions{Every: 4})
 	if got := machineHours(t, z); got != 1 {
 		t.Fatalf("from an empty copy at 18: %v machine-hours, want the 1 of events 19 and 20", got)
 	}
@@ -158,7 +157,7 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 	cps := openCostCopies(t, st)
 	l := newCostLog(t, st)
 	l.power(6) // 8 events
-	x := NewCostIndex(st, nil)
+	x := NewRunner(st, nil)
 	if err := x.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +170,8 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 		}
 	}
 	var logs logcapture.Buffer
-	y := NewCostIndex(st, slog.New(slog.NewTextHandler(&logs, nil)))
-	y.KeepCopies(cps, CopyOptions{Every: 4})
+	y := NewRunner(st, slog.New(slog.NewTextHandler(&logs, nil)))
+	y.KeepCopies(cps, projections.CopyOptions{Every: 4})
 	if got := machineHours(t, y); got != 3 {
 		t.Fatalf("past bad copies: %v machine-hours, want 3", got)
 	}
@@ -215,13 +214,13 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	cps := openCostCopies(t, st)
 	l := newCostLog(t, st)
 	l.power(1) // 3 events: the machine on since t0
-	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, CopyOptions{Every: 1})
+	x := NewRunner(st, nil)
+	x.KeepCopies(cps, projections.CopyOptions{Every: 1})
 	if err := x.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	x.saveCopyIfDue(ctx, false)
-	early := cost.NewIndex().MarshalIndex(1)
+	early := NewIndex().MarshalIndex(1)
 	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		b, err := st.Bounds(ctx)
 		if err != nil || b.First < 4 {
@@ -231,8 +230,8 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	})
 	l.power(1) // seq 4: off an hour after t0
 
-	y := NewCostIndex(st, nil)
-	y.KeepCopies(cps, CopyOptions{Every: 1})
+	y := NewRunner(st, nil)
+	y.KeepCopies(cps, projections.CopyOptions{Every: 1})
 	if got := machineHours(t, y); got != 1 {
 		t.Fatalf("over the expired start covered by the copy: %v machine-hours, want 1", got)
 	}
@@ -244,10 +243,10 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	if err := cps.PutNamed(ctx, costCopyName(1), nil, early); err != nil {
 		t.Fatal(err)
 	}
-	z := NewCostIndex(st, nil)
-	z.KeepCopies(cps, CopyOptions{Every: 1})
-	_, err = z.Report(ctx, cost.ByGroup, costLogT0, costLogT0.Add(time.Hour))
-	if _, ok := err.(*expiredLogError); !ok || !strings.Contains(err.Error(), "starts at seq 4") {
+	z := NewRunner(st, nil)
+	z.KeepCopies(cps, projections.CopyOptions{Every: 1})
+	_, err = z.Report(ctx, ByGroup, costLogT0, costLogT0.Add(time.Hour))
+	if _, ok := err.(*ExpiredLogError); !ok || !strings.Contains(err.Error(), "starts at seq 4") {
 		t.Fatalf("with a copy that ends before the log's start: %v, want the 410 error", err)
 	}
 }
@@ -264,8 +263,8 @@ func TestCostIndexSavesACopyAtShutdown(t *testing.T) {
 	if err := views.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x := NewCostIndex(st, nil)
-	x.KeepCopies(cps, CopyOptions{Every: 1000})
+	x := NewRunner(st, nil)
+	x.KeepCopies(cps, projections.CopyOptions{Every: 1000})
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx, views) }()
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {

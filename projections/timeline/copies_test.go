@@ -1,4 +1,4 @@
-package rest_test
+package timeline_test
 
 import (
 	"bytes"
@@ -13,13 +13,13 @@ import (
 
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
-	"github.com/claimstream/claimstream/provider/rest"
+	"github.com/claimstream/claimstream/projections/timeline"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
 
 // runTimelineIndexOnce runs idx as serve does until it is built, then
 // stops it (its copy is saved as Run ends).
-func runTimelineIndexOnce(t *testing.T, f *resttest.Fixture, idx *rest.TimelineIndex) {
+func runTimelineIndexOnce(t *testing.T, f *resttest.Fixture, idx *timeline.Index) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -74,8 +74,8 @@ var builtFromCopy = regexp.MustCompile(`msg="timeline index built" from_seq=(\d+
 func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	f := resttest.Scripted(t)
 	cps := copyBucket(t, f)
-	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	first.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000}) // only the copy at shutdown
+	first := timeline.NewIndex(f.H.Store, cps, nil)
+	first.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000}) // only the copy at shutdown
 	runTimelineIndexOnce(t, f, first)
 	names := timelineCopyNames(t, cps)
 	if len(names) != 1 {
@@ -90,8 +90,8 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	f.Step(131 * time.Minute)
 	var logs bytes.Buffer
-	second := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	second.KeepCopies(cps, rest.CopyOptions{Every: 0})
+	second := timeline.NewIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	second.KeepCopies(cps, projections.CopyOptions{Every: 0})
 	select {
 	case <-second.FirstBuild():
 		t.Fatal("FirstBuild closed before the index was built")
@@ -119,13 +119,13 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	f := resttest.Scripted(t)
 	ctx := context.Background()
 	cps := copyBucket(t, f)
-	first := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	first.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
+	first := timeline.NewIndex(f.H.Store, cps, nil)
+	first.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, first)
 	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 	f.Step(131 * time.Minute)
-	second := rest.NewTimelineIndex(f.H.Store, cps, nil)
-	second.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
+	second := timeline.NewIndex(f.H.Store, cps, nil)
+	second.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, second)
 	names := timelineCopyNames(t, cps)
 	if len(names) != 2 {
@@ -143,8 +143,8 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	third := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	third.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
+	third := timeline.NewIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	third.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
 	sameTimelines(t, f, third, 11*time.Minute)
 	out := logs.String()
 	if n := strings.Count(out, "timeline index copy "+newer+" is damaged (checksum mismatch); trying an older copy or the log"); n != 1 {
@@ -163,8 +163,8 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs.Reset()
-	fourth := rest.NewTimelineIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	fourth.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
+	fourth := timeline.NewIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	fourth.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
 	sameTimelines(t, f, fourth, 11*time.Minute)
 	out = logs.String()
 	for _, name := range []string{newer, older} {
@@ -194,8 +194,8 @@ func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
 			}
 			f.Step(time.Duration(131+10*i) * time.Minute)
 		}
-		idx := rest.NewTimelineIndex(f.H.Store, cps, nil)
-		idx.KeepCopies(cps, rest.CopyOptions{Every: 1_000_000})
+		idx := timeline.NewIndex(f.H.Store, cps, nil)
+		idx.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
 		runTimelineIndexOnce(t, f, idx)
 		seqs = append(seqs, f.H.Views.Seq())
 	}

@@ -1,4 +1,4 @@
-package rest
+package projections_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/internal/logcapture"
+	"github.com/claimstream/claimstream/projections"
 )
 
 // A save of an index's copy is counted, saved or failed; a failed one
@@ -16,18 +17,21 @@ import (
 func TestIndexCopySavesAreCountedSavedOrFailed(t *testing.T) {
 	ctx := context.Background()
 	st := eventstest.StartServer(t).Store()
-	cps := openCostCopies(t, st)
+	cps, err := projections.OpenCheckpoints(ctx, st.JetStream(), "COST_COPIES_TEST", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var outcomes []string
 	logs, log := logcapture.New(slog.LevelInfo)
-	c := newSavedCopies("cost index", costCopyPrefix, costCopyEventHeader, cps, CopyOptions{OnSave: func(o string) { outcomes = append(outcomes, o) }}, log)
+	c := projections.NewIndexCopies("cost index", "cost-", "Claimstream-Cost-Event-Id", cps, projections.CopyOptions{OnSave: func(o string) { outcomes = append(outcomes, o) }}, log)
 
-	if !c.save(ctx, 7, "", []byte("copy")) {
+	if !c.Save(ctx, 7, "", []byte("copy")) {
 		t.Fatal("the first save failed")
 	}
 	if err := st.JetStream().DeleteObjectStore(ctx, "COST_COPIES_TEST"); err != nil {
 		t.Fatal(err)
 	}
-	if c.save(ctx, 9, "", []byte("copy")) {
+	if c.Save(ctx, 9, "", []byte("copy")) {
 		t.Fatal("a save into a deleted bucket reported saved")
 	}
 	if got := strings.Join(outcomes, " "); got != "saved failed" {

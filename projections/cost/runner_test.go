@@ -1,28 +1,22 @@
-package rest
+package cost
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
-
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
-	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/projections"
 )
 
-// While Run's first fold of the log is under way, GET /api/v1/cost
-// answers 503 with Retry-After and how far the fold is, at once (it does
-// not wait for it); once built, it answers the report.
-func TestCostWhileTheIndexIsBuilt(t *testing.T) {
+// While Run's first fold of the log is under way, a report is refused at
+// once (it does not wait for the fold) with how far the fold is; once
+// built, the report is answered.
+func TestReportWhileTheIndexIsBuilt(t *testing.T) {
 	srv := eventstest.StartServer(t)
 	st := srv.Store()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -43,14 +37,8 @@ func TestCostWhileTheIndexIsBuilt(t *testing.T) {
 	if err := views.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(t0.Add(24 * time.Hour))
-	x := NewCostIndex(st, nil)
-	api := New(views, handlers.NewService(st, views, clk, "/test", nil), st, clk, Options{NoAuth: true, Cost: x})
-	get := func() *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/cost?since=2d", nil))
-		return rec
-	}
+	x := NewRunner(st, nil)
+	since, until := t0.Add(-24*time.Hour), t0.Add(24*time.Hour)
 
 	// A fold under way: Run started, its first pass 1 event of 4 in
 	// (held here, where a long log would hold it for seconds).
@@ -58,12 +46,10 @@ func TestCostWhileTheIndexIsBuilt(t *testing.T) {
 	x.catchMu.Lock()
 	x.seq.Store(1)
 	x.target.Store(4)
-	rec := get()
-	var body ErrorBody
-	_ = json.Unmarshal(rec.Body.Bytes(), &body)
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || body.Code != "Unavailable" ||
-		!strings.Contains(body.Error, "cost index is being built") || !strings.Contains(body.Error, "1 of 4 events folded, 25%") {
-		t.Fatalf("while building: %d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+	_, err := x.Report(ctx, ByGroup, since, until)
+	var building *BuildingError
+	if !errors.As(err, &building) || !strings.Contains(err.Error(), "cost index is being built") || !strings.Contains(err.Error(), "1 of 4 events folded, 25%") {
+		t.Fatalf("while building: %v", err)
 	}
 	x.seq.Store(0)
 	x.catchMu.Unlock()
@@ -71,15 +57,13 @@ func TestCostWhileTheIndexIsBuilt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx, views) }()
 	t.Cleanup(func() { cancel(); <-done })
+	var rep Report
 	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		if rec := get(); rec.Code != http.StatusOK {
-			return fmt.Errorf("%d %s", rec.Code, rec.Body.String())
-		}
-		return nil
+		rep, err = x.Report(ctx, ByGroup, since, until)
+		return err
 	})
-	rec = get()
-	if !strings.Contains(rec.Body.String(), `"key":"g","currency":"EUR","machineHours":3,`) {
-		t.Fatalf("built: %s", rec.Body.String())
+	if len(rep.Rows) != 1 || rep.Rows[0].Key != "g" || rep.Rows[0].Currency != "EUR" || rep.Rows[0].MachineHours != 3 {
+		t.Fatalf("built: %+v", rep.Rows)
 	}
 }
 
@@ -116,7 +100,7 @@ func TestCostIndexTotalsOverADamagedLog(t *testing.T) {
 	if err := views.Start(runCtx); err != nil {
 		t.Fatal(err)
 	}
-	x := NewCostIndex(st, nil)
+	x := NewRunner(st, nil)
 	if _, built := x.SlotTotals(t0); built {
 		t.Fatal("slot totals before the index was built")
 	}
@@ -134,7 +118,7 @@ func TestCostIndexTotalsOverADamagedLog(t *testing.T) {
 		t.Fatalf("slot totals over the damaged log: %+v", totals)
 	}
 	_, err := x.Report(ctx, "group", t0.Add(-time.Hour), t0.Add(2*time.Hour))
-	var damaged *damagedLogError
+	var damaged *DamagedLogError
 	if !errors.As(err, &damaged) || !strings.Contains(err.Error(), "sequence 5 is missing") {
 		t.Fatalf("report over the damaged log: %v", err)
 	}

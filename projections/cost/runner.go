@@ -85,47 +85,25 @@ func NewRunner(store *eventlog.Store, log *slog.Logger) *Runner {
 func (x *Runner) Run(ctx context.Context, views *projections.Runner) error {
 	x.running.Store(true)
 	defer x.running.Store(false)
-	wake := make(chan struct{}, 1)
-	if views != nil {
-		defer views.Subscribe(func(e events.Event) {
-			x.feed.add(e)
-			select {
-			case wake <- struct{}{}:
-			default:
+	return projections.Follow(ctx, views, projections.Follower{
+		CatchUp: func(ctx context.Context) error {
+			if x.applyFed() {
+				return x.refusal()
 			}
-		})()
-	}
-	failing := false
-	for {
-		var err error
-		if x.applyFed() {
-			err = x.refusal()
-		} else {
-			err = x.catchUp(ctx)
-		}
-		if err == nil {
-			x.saveCopyIfDue(ctx, false)
-		}
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			// Once per streak; the next event retries.
+			return x.catchUp(ctx)
+		},
+		Fed:      x.feed.add,
+		Copies:   x.copies,
+		SaveCopy: x.saveCopyIfDue,
+		Failing: func(err error) {
 			if x.refusedNow() {
 				x.log.Warn("cost reports are refused until restart; the cost counters count the events the log holds", "err", err)
 			} else {
 				x.log.Warn("cost index cannot follow the log; cost reports are refused until it does", "err", err)
 			}
-			failing = true
-		case err == nil && failing:
-			x.log.Info("cost index follows the log again", "seq", x.seq.Load())
-			failing = false
-		}
-		select {
-		case <-ctx.Done():
-			x.saveCopyAtShutdown(ctx)
-			return nil
-		case <-wake:
-		}
-	}
+		},
+		Recovered: func() { x.log.Info("cost index follows the log again", "seq", x.seq.Load()) },
+	})
 }
 
 // catchUp folds the events the index has not seen yet. A log whose start

@@ -70,12 +70,3 @@ func (x *Runner) saveCopyIfDue(ctx context.Context, force bool) {
 		c.SetSaved(seq)
 	}
 }
-
-// saveCopyAtShutdown saves what was folded since the last copy, in bounded
-// time, as Run ends.
-func (x *Runner) saveCopyAtShutdown(ctx context.Context) {
-	if x.copies == nil {
-		return
-	}
-	x.copies.SaveAtShutdown(ctx, func(ctx context.Context) { x.saveCopyIfDue(ctx, true) })
-}

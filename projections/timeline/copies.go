@@ -140,12 +140,3 @@ func (x *Index) saveCopyIfDue(ctx context.Context, force bool) {
 		x.mu.Unlock()
 	}
 }
-
-// saveCopyAtShutdown saves what was folded since the last copy, in bounded
-// time, as Run ends.
-func (x *Index) saveCopyAtShutdown(ctx context.Context) {
-	if x.copies == nil {
-		return
-	}
-	x.copies.SaveAtShutdown(ctx, func(ctx context.Context) { x.saveCopyIfDue(ctx, true) })
-}

@@ -122,49 +122,20 @@ func (x *Index) reset() {
 	x.phases, x.phaseCode = []string{""}, map[string]uint8{"": noPhase}
 }
 
-// wakeOnEvents is a channel that holds one wake-up whenever views fold
-// events (many events between two reads make one wake-up), for a runner
-// that catches up from the log in batches.
-func wakeOnEvents(views *projections.Runner) (<-chan struct{}, func()) {
-	wake := make(chan struct{}, 1)
-	unsubscribe := views.Subscribe(func(events.Event) {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
-	return wake, unsubscribe
-}
-
 // Run keeps the index current until ctx ends: it folds the log now, then
 // each batch of new events as views announces them.
 func (x *Index) Run(ctx context.Context, views *projections.Runner) error {
-	wake, unsubscribe := wakeOnEvents(views)
-	defer unsubscribe()
 	defer x.followViews(views)()
-	failing := false
-	for {
-		err := x.catchUp(ctx)
-		if err == nil {
-			x.saveCopyIfDue(ctx, false)
-		}
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			// Once per streak: requests fold their window from the log
-			// meanwhile, and the next event retries.
+	return projections.Follow(ctx, views, projections.Follower{
+		CatchUp:  x.catchUp,
+		Copies:   x.copies,
+		SaveCopy: x.saveCopyIfDue,
+		Failing: func(err error) {
+			// Requests fold their window from the log meanwhile.
 			x.log.Warn("timeline index cannot follow the log; timelines are folded from the log per request", "err", err)
-			failing = true
-		case err == nil && failing:
-			x.log.Info("timeline index follows the log again")
-			failing = false
-		}
-		select {
-		case <-ctx.Done():
-			x.saveCopyAtShutdown(ctx)
-			return nil
-		case <-wake:
-		}
-	}
+		},
+		Recovered: func() { x.log.Info("timeline index follows the log again") },
+	})
 }
 
 // FirstBuild is closed once the index's first build (from a saved copy,

@@ -1,15 +1,20 @@
 package projections
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events/eventlog"
 )
@@ -113,20 +118,85 @@ type SavedCopy struct {
 
 // list lists the saved copies, newest first.
 func (c *IndexCopies) list(ctx context.Context) ([]SavedCopy, error) {
-	objs, err := c.store.ListNamed(ctx, c.prefix)
+	infos, err := c.store.obj.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the checkpoint bucket: %w", err)
 	}
 	var out []SavedCopy
-	for _, o := range objs {
-		seq, err := strconv.ParseUint(strings.TrimPrefix(o.Name, c.prefix), 10, 64)
+	for _, in := range infos {
+		if !strings.HasPrefix(in.Name, c.prefix) {
+			continue
+		}
+		seq, err := strconv.ParseUint(strings.TrimPrefix(in.Name, c.prefix), 10, 64)
 		if err != nil {
 			continue // not one of ours
 		}
-		out = append(out, SavedCopy{Name: o.Name, Seq: seq, EventID: o.Headers[c.eventHeader]})
+		out = append(out, SavedCopy{Name: in.Name, Seq: seq, EventID: in.Headers.Get(c.eventHeader)})
 	}
 	slices.SortFunc(out, func(a, b SavedCopy) int { return cmp.Compare(b.Seq, a.Seq) })
 	return out, nil
+}
+
+// put stores b as the copy name, with headers, in the checkpoint bucket
+// (and its replicas). name must not start with the views' checkpoint
+// prefix.
+func (c *IndexCopies) put(ctx context.Context, name string, headers map[string]string, b []byte) error {
+	if strings.HasPrefix(name, checkpointPrefix) {
+		return fmt.Errorf("object %s: the prefix %s is the views' checkpoints'", name, checkpointPrefix)
+	}
+	h := map[string][]string{}
+	for k, v := range headers {
+		h[k] = []string{v}
+	}
+	if _, err := c.store.obj.Put(ctx, jetstream.ObjectMeta{Name: name, Headers: h}, bytes.NewReader(b)); err != nil {
+		return fmt.Errorf("write %s to the checkpoint bucket: %w", name, err)
+	}
+	return nil
+}
+
+// remove deletes the copy name from the checkpoint bucket.
+func (c *IndexCopies) remove(ctx context.Context, name string) error {
+	if err := c.store.obj.Delete(ctx, name); err != nil {
+		return fmt.Errorf("delete %s from the checkpoint bucket: %w", name, err)
+	}
+	return nil
+}
+
+// maxCopySize bounds what read holds in memory at once.
+const maxCopySize = 1 << 30
+
+// read reads the copy name into one buffer of its size (the object
+// store's GetBytes grows its buffer by doubling: for a copy of tens of MB
+// that is twice its size in garbage at start).
+func (c *IndexCopies) read(ctx context.Context, name string) ([]byte, error) {
+	r, err := c.store.obj.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from the checkpoint bucket: %w", name, err)
+	}
+	defer r.Close()
+	info, err := r.Info()
+	if err != nil {
+		return nil, fmt.Errorf("read %s from the checkpoint bucket: %w", name, err)
+	}
+	if info.Size > maxCopySize {
+		return nil, fmt.Errorf("read %s from the checkpoint bucket: %d bytes, more than %d", name, info.Size, maxCopySize)
+	}
+	b := make([]byte, info.Size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("read %s from the checkpoint bucket: %w", name, err)
+	}
+	// The reader checks the object's digest when it reaches the end.
+	n, err := r.Read(make([]byte, 1))
+	if n != 0 {
+		return nil, fmt.Errorf("read %s from the checkpoint bucket: longer than its size, %d bytes", name, info.Size)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s from the checkpoint bucket: %w", name, err)
+	}
+	return b, nil
 }
 
 // Load hands use the newest saved copy the log continues and returns it.
@@ -158,7 +228,7 @@ func (c *IndexCopies) Load(ctx context.Context, store *eventlog.Store, last, fir
 				continue
 			}
 		}
-		raw, err := c.store.GetNamed(ctx, in.Name)
+		raw, err := c.read(ctx, in.Name)
 		if err != nil {
 			c.log.Warn(fmt.Sprintf("%s copy %s cannot be read; trying an older copy or the log", c.what, in.Name), "err", err)
 			continue
@@ -183,7 +253,7 @@ func (c *IndexCopies) Save(ctx context.Context, seq uint64, lastID string, b []b
 	if lastID != "" {
 		headers[c.eventHeader] = lastID
 	}
-	if err := c.store.PutNamed(ctx, name, headers, b); err != nil {
+	if err := c.put(ctx, name, headers, b); err != nil {
 		if ctx.Err() == nil { // shutting down: the shutdown's save tries again
 			c.log.Warn(fmt.Sprintf("cannot save a copy of the %s; the next start folds more of the log", c.what), "copy", name, "err", err)
 			c.onSave("failed")
@@ -203,7 +273,7 @@ func (c *IndexCopies) Save(ctx context.Context, seq uint64, lastID string, b []b
 			kept++
 			continue
 		}
-		if err := c.store.DeleteNamed(ctx, in.Name); err != nil {
+		if err := c.remove(ctx, in.Name); err != nil {
 			c.log.Warn(fmt.Sprintf("cannot delete an old %s copy", c.what), "copy", in.Name, "err", err)
 		}
 	}

@@ -3,6 +3,7 @@ package cost
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -73,15 +74,28 @@ func openCostCopies(t *testing.T, st *eventlog.Store) *projections.Checkpoints {
 	return cps
 }
 
-func copyNames(t *testing.T, cps *projections.Checkpoints) []string {
+// copyObjects is openCostCopies' bucket as the object store it is: the
+// tests plant, damage and remove copies in it as a disk or a restore would.
+func copyObjects(t *testing.T, st *eventlog.Store) jetstream.ObjectStore {
 	t.Helper()
-	objs, err := cps.ListNamed(context.Background(), costCopyPrefix)
+	obj, err := st.JetStream().ObjectStore(context.Background(), "COST_COPIES_TEST")
 	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func copyNames(t *testing.T, st *eventlog.Store) []string {
+	t.Helper()
+	objs, err := copyObjects(t, st).List(context.Background())
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, o := range objs {
-		names = append(names, o.Name)
+		if strings.HasPrefix(o.Name, costCopyPrefix) {
+			names = append(names, o.Name)
+		}
 	}
 	return names
 }
@@ -120,7 +134,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 		x.saveCopyIfDue(ctx, false)
 	}
 	// Copies at 6, 10, 14, 18: the newest two stay.
-	if got := strings.Join(copyNames(t, cps), " "); got != costCopyName(14)+" "+costCopyName(18) {
+	if got := strings.Join(copyNames(t, st), " "); got != costCopyName(14)+" "+costCopyName(18) {
 		t.Fatalf("copies kept: %s", got)
 	}
 	l.power(2) // 20 events, the machine on 9 hours; the newest copy covers 18
@@ -137,7 +151,7 @@ func TestCostIndexContinuesFromItsSavedCopy(t *testing.T) {
 
 	// Proof it read only the events after the copy: a copy of an empty
 	// index said to cover seq 18 makes the index lack the first 18 events.
-	if err := cps.PutNamed(ctx, costCopyName(18), nil, NewIndex().MarshalIndex(18)); err != nil {
+	if _, err := copyObjects(t, st).PutBytes(ctx, costCopyName(18), NewIndex().MarshalIndex(18)); err != nil {
 		t.Fatal(err)
 	}
 	z := NewRunner(st, nil)
@@ -165,7 +179,7 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 	damaged := bytes.Clone(good)
 	damaged[len(damaged)/2] ^= 1
 	for name, b := range map[string][]byte{costCopyName(8): damaged, costCopyName(50): good} {
-		if err := cps.PutNamed(ctx, name, nil, b); err != nil {
+		if _, err := copyObjects(t, st).PutBytes(ctx, name, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +205,7 @@ func TestCostIndexPassesOverDamagedAndForeignCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	y.saveCopyIfDue(ctx, false)
-	if got := strings.Join(copyNames(t, cps), " "); got != costCopyName(8)+" "+costCopyName(13) {
+	if got := strings.Join(copyNames(t, st), " "); got != costCopyName(8)+" "+costCopyName(13) {
 		// The damaged copy at 8 is the older of the two kept; it is passed
 		// over again should the newest be lost.
 		t.Fatalf("copies after a save: %s", got)
@@ -237,10 +251,10 @@ func TestCostIndexCopyCoversAnExpiredLogStart(t *testing.T) {
 	}
 
 	// Only a copy that ends before the log's first event: refused.
-	if err := cps.DeleteNamed(ctx, costCopyName(3)); err != nil {
+	if err := copyObjects(t, st).Delete(ctx, costCopyName(3)); err != nil {
 		t.Fatal(err)
 	}
-	if err := cps.PutNamed(ctx, costCopyName(1), nil, early); err != nil {
+	if _, err := copyObjects(t, st).PutBytes(ctx, costCopyName(1), early); err != nil {
 		t.Fatal(err)
 	}
 	z := NewRunner(st, nil)
@@ -273,14 +287,14 @@ func TestCostIndexSavesACopyAtShutdown(t *testing.T) {
 		}
 		return nil
 	})
-	if names := copyNames(t, cps); len(names) != 0 {
+	if names := copyNames(t, st); len(names) != 0 {
 		t.Fatalf("copies before 1000 events: %v", names)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(copyNames(t, cps), " "); got != costCopyName(5) {
+	if got := strings.Join(copyNames(t, st), " "); got != costCopyName(5) {
 		t.Fatalf("copies after shutdown: %s", got)
 	}
 }

@@ -3,6 +3,7 @@ package timeline_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"regexp"
 	"sort"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/projections"
@@ -51,17 +54,30 @@ func copyBucket(t *testing.T, f *resttest.Fixture) *projections.Checkpoints {
 	return cps
 }
 
+// copyObjects is copyBucket's bucket as the object store it is: the tests
+// damage copies in it as a disk would.
+func copyObjects(t *testing.T, f *resttest.Fixture) jetstream.ObjectStore {
+	t.Helper()
+	obj, err := f.H.Store.JetStream().ObjectStore(context.Background(), "TIMELINE_COPY_TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
 // timelineCopyNames are the saved copies of the timeline index, oldest
 // first.
-func timelineCopyNames(t *testing.T, cps *projections.Checkpoints) []string {
+func timelineCopyNames(t *testing.T, f *resttest.Fixture) []string {
 	t.Helper()
-	objs, err := cps.ListNamed(context.Background(), "timeline-")
-	if err != nil {
+	objs, err := copyObjects(t, f).List(context.Background())
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, o := range objs {
-		names = append(names, o.Name)
+		if strings.HasPrefix(o.Name, "timeline-") {
+			names = append(names, o.Name)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -77,7 +93,7 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 	first := timeline.NewIndex(f.H.Store, cps, nil)
 	first.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000}) // only the copy at shutdown
 	runTimelineIndexOnce(t, f, first)
-	names := timelineCopyNames(t, cps)
+	names := timelineCopyNames(t, f)
 	if len(names) != 1 {
 		t.Fatalf("copies after a run: %v, want one", names)
 	}
@@ -127,19 +143,19 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	second := timeline.NewIndex(f.H.Store, cps, nil)
 	second.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
 	runTimelineIndexOnce(t, f, second)
-	names := timelineCopyNames(t, cps)
+	names := timelineCopyNames(t, f)
 	if len(names) != 2 {
 		t.Fatalf("copies after two runs: %v, want two", names)
 	}
 	older, newer := names[0], names[1]
 
 	// The newest copy with a byte altered: the older one is loaded.
-	b, err := cps.GetNamed(ctx, newer)
+	b, err := copyObjects(t, f).GetBytes(ctx, newer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b[len(b)/2] ^= 0x40
-	if err := cps.PutNamed(ctx, newer, nil, b); err != nil {
+	if _, err := copyObjects(t, f).PutBytes(ctx, newer, b); err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
@@ -155,11 +171,11 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	}
 
 	// Both damaged (the older cut short): built from the log.
-	b, err = cps.GetNamed(ctx, older)
+	b, err = copyObjects(t, f).GetBytes(ctx, older)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cps.PutNamed(ctx, older, nil, b[:len(b)/3]); err != nil {
+	if _, err := copyObjects(t, f).PutBytes(ctx, older, b[:len(b)/3]); err != nil {
 		t.Fatal(err)
 	}
 	logs.Reset()
@@ -199,7 +215,7 @@ func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
 		runTimelineIndexOnce(t, f, idx)
 		seqs = append(seqs, f.H.Views.Seq())
 	}
-	names := timelineCopyNames(t, cps)
+	names := timelineCopyNames(t, f)
 	want := []string{copyName(seqs[1]), copyName(seqs[2])}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("copies after three runs: %v, want the newest two %v", names, want)

@@ -356,6 +356,12 @@ func TestServerRanWithChartRBACOnly(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "watch"}, false}, // no builtin group: no workload informers
 		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "list"}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: namespace}, false},
+		// The power watch reads the Secrets the chart lists, no other.
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: namespace, Name: "bmc"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: namespace, Name: "claimstream-api-token"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: "default", Name: "bmc"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list", Namespace: namespace}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch", Namespace: namespace}, false},
 		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "list", Namespace: namespace}, false},
 		// The default event source's cluster id: that one Namespace, read only.
 		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "get", Name: "kube-system"}, true},

@@ -329,11 +329,15 @@ func prepareCluster(ctx context.Context) error {
 	})
 }
 
+// powerSecrets are the credentials Secrets of the pool's ipmi slots, which
+// the chart lets serve read (power.credentialsSecrets) for its power watch.
+var powerSecrets = []any{"bmc", "bmc-wrong"}
+
 // chartServiceAccountKubeconfig applies the chart's ServiceAccount and RBAC
-// (rendered with the chart's defaults) and returns a kubeconfig with a token
-// of that ServiceAccount.
+// (rendered with the chart's defaults but power.credentialsSecrets) and
+// returns a kubeconfig with a token of that ServiceAccount.
 func chartServiceAccountKubeconfig(ctx context.Context) (string, string, error) {
-	objs, err := chartrender.Render(releaseName, namespace, nil)
+	objs, err := chartrender.Render(releaseName, namespace, map[string]any{"power": map[string]any{"credentialsSecrets": powerSecrets}})
 	if err != nil {
 		return "", "", err
 	}

@@ -48,22 +48,30 @@ func powerFact(s *projections.State, sl *projections.Slot, n events.NodeState, r
 		ref.Cause = "power observed: node " + name + " Ready"
 		return events.MachinePoweredOn{Ref: ref, Node: name, At: at, AtSource: source}, true
 	}
-	reason := events.PowerOffNotReady
-	// A shutdown fired since the machine came on explains the power-off.
-	if last := sl.LastShutdown; last != nil && sl.Power != nil && !last.At.Before(sl.Power.At) {
-		reason = events.PowerOffShutdown
-		if last.Claim == "" {
-			reason = events.PowerOffInputLaw
-		} else if live == nil {
-			ref.Claim, ref.Attempt = last.Claim, last.Attempt
-		}
-	}
+	reason := offReason(sl, live, &ref, events.PowerOffNotReady)
 	seen := "NotReady"
 	if !n.Present {
 		reason, seen = events.PowerOffNodeDeleted, "gone"
 	}
 	ref.Cause = "power observed: node " + name + " " + seen + " (" + reason + ")"
 	return events.MachinePoweredOff{Ref: ref, Node: name, At: at, AtSource: source, Reason: reason}, true
+}
+
+// offReason is why sl's machine went off: a shutdown fired since it came
+// on explains it (the input law's, or a claim's, whose claim ref takes
+// when no claim is live), else fallback.
+func offReason(sl *projections.Slot, live *projections.Claim, ref *events.Ref, fallback string) string {
+	last := sl.LastShutdown
+	if last == nil || sl.Power == nil || last.At.Before(sl.Power.At) {
+		return fallback
+	}
+	if last.Claim == "" {
+		return events.PowerOffInputLaw
+	}
+	if live == nil {
+		ref.Claim, ref.Attempt = last.Claim, last.Attempt
+	}
+	return events.PowerOffShutdown
 }
 
 // ObservePower records what the slot's power driver read of its machine
@@ -93,15 +101,7 @@ func (c ObservePower) Decide(s *projections.State, now time.Time) ([]events.Writ
 		ref.Cause = "power observed: " + c.Reading + " on, no node"
 		return []events.Write{slotWrite(s, sl.Name, now, events.MachinePoweredOn{Ref: ref, At: now, AtSource: events.AtPowerDriver})}, nil
 	}
-	reason := events.PowerOffDriver
-	if last := sl.LastShutdown; last != nil && sl.Power != nil && !last.At.Before(sl.Power.At) {
-		reason = events.PowerOffShutdown
-		if last.Claim == "" {
-			reason = events.PowerOffInputLaw
-		} else {
-			ref.Claim, ref.Attempt = last.Claim, last.Attempt
-		}
-	}
+	reason := offReason(sl, nil, &ref, events.PowerOffDriver)
 	ref.Cause = "power observed: " + c.Reading + " off, no node (" + reason + ")"
 	return []events.Write{slotWrite(s, sl.Name, now, events.MachinePoweredOff{Ref: ref, At: now, AtSource: events.AtPowerDriver, Reason: reason})}, nil
 }

@@ -35,15 +35,23 @@ var costLogT0 = time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 func newCostLog(t *testing.T, st *eventlog.Store) *costLog {
 	t.Helper()
 	ctx := context.Background()
-	p := func(v float64) *float64 { return &v }
-	if _, err := st.Append(ctx, events.GroupAggregate("g"), 0, events.Event{Time: costLogT0, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Cost: &events.Cost{PricePerHour: p(1), Currency: "EUR"}}}}); err != nil {
-		t.Fatal(err)
-	}
+	declarePricedGroup(t, st, costLogT0)
 	res, err := st.Append(ctx, events.SlotAggregate("s"), 0, events.Event{Time: costLogT0, Data: events.SlotDeclared{Ref: events.Ref{Slot: "s", Group: "g", Cause: "test"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &costLog{t: t, st: st, t0: costLogT0, slotSeq: res.Last}
+}
+
+// declarePricedGroup appends group g, priced 1 EUR an hour.
+func declarePricedGroup(t *testing.T, st *eventlog.Store, at time.Time) {
+	t.Helper()
+	price := 1.0
+	if _, err := st.Append(context.Background(), events.GroupAggregate("g"), 0, events.Event{Time: at, Data: events.GroupDeclared{
+		Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Cost: &events.Cost{PricePerHour: &price, Currency: "EUR"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // power appends n power facts, an hour apart.

@@ -22,10 +22,7 @@ func TestCostIndexFollowsTheViewsWithoutReadingTheLog(t *testing.T) {
 	st := srv.Store()
 	ctx, cancel := context.WithCancel(context.Background())
 	t0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
-	p := func(v float64) *float64 { return &v }
-	if _, err := st.Append(ctx, events.GroupAggregate("g"), 0, events.Event{Time: t0, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Cost: &events.Cost{PricePerHour: p(1), Currency: "EUR"}}}}); err != nil {
-		t.Fatal(err)
-	}
+	declarePricedGroup(t, st, t0)
 	views := projections.NewRunner(st, projections.RunnerOptions{})
 	if err := views.Start(ctx); err != nil {
 		t.Fatal(err)

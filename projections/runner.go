@@ -131,9 +131,10 @@ func (r *Runner) writes() bool { return r.writer == nil || r.writer() }
 // Start builds the views: the newest usable snapshot, then every event
 // after it up to the log's end at the time of the call. A read refused at
 // the stream's consumer limit is tried again until ctx ends, the reader
-// down meanwhile (readAtStart).
+// down meanwhile (readAtStart); so is a first look at the log that gets no
+// answer (boundsAtStart).
 func (r *Runner) Start(ctx context.Context) error {
-	bounds, err := r.store.Bounds(ctx)
+	bounds, err := r.boundsAtStart(ctx)
 	if err != nil {
 		return fmt.Errorf("projection start: %w", err)
 	}

@@ -103,3 +103,57 @@ func TestStartWaitsOutAConsumerLimitHeldByOthers(t *testing.T) {
 		t.Errorf("no line says the wait ended:\n%s", logs)
 	}
 }
+
+// A replica that starts while its peers are down (its stream has no leader
+// and no quorum) waits for the log to answer instead of ending the process:
+// meanwhile the reader is down and the views' problem says why, one warning
+// says the start waits, and the start completes with every event once the
+// peers are back.
+func TestStartWaitsForALogThatDoesNotAnswerYet(t *testing.T) {
+	c := eventstest.StartCluster(t, 3)
+	st := c.Store(0, eventlog.StoreConfig{})
+	declareSlots(t, st, 3)
+	c.WaitStreamStored(st.Stream(), 4)
+	stopped := c.StopOthers(0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &logcapture.Buffer{}
+	r := projections.NewRunner(st, projections.RunnerOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	started := make(chan error, 1)
+	go func() { started <- r.Start(ctx) }()
+
+	eventstest.CheckFor(t, 60*time.Second, 20*time.Millisecond, func() error {
+		select {
+		case err := <-started:
+			t.Fatalf("Start returned %v without a quorum; want it to wait", err)
+		default:
+		}
+		problem, _ := r.Problem()
+		if !r.ReaderStatus().Down || !strings.Contains(problem, "the event log does not answer yet") {
+			return fmt.Errorf("reader %+v, problem %q: not yet waiting for the log", r.ReaderStatus(), problem)
+		}
+		return nil
+	})
+
+	for _, i := range stopped {
+		c.Start(i)
+	}
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("Start after the peers came back: %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("Start did not complete within 90s of the peers coming back")
+	}
+	if got := r.Seq(); got != 4 {
+		t.Errorf("views at seq %d, want 4 (every event)", got)
+	}
+	if rs := r.ReaderStatus(); rs.Down {
+		t.Errorf("reader still down after the start: %+v", rs)
+	}
+	if n := strings.Count(logs.String(), "the start waits for the event log to answer"); n != 1 {
+		t.Errorf("%d lines say the start waits, want 1:\n%s", n, logs)
+	}
+}

@@ -42,6 +42,20 @@ func subscriberCluster(t *testing.T, consumers int) *eventstest.Cluster {
 	})
 }
 
+// ensureCopies makes the subscribers' copies as the process's keeper does
+// (SubscriberCopies.Run ensures them again until they are in place): on a
+// cluster that just formed, the meta leader places no stream until it has
+// heard from every peer.
+func ensureCopies(t *testing.T, copies *natsserver.SubscriberCopies) {
+	t.Helper()
+	eventstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := copies.Ensure(ctx)
+		return err
+	})
+}
+
 // The read-only identity holds on every replica: a subscriber connected to
 // a server that does not lead the stream reads and consumes the log, and is
 // refused writes and stream administration.
@@ -58,9 +72,7 @@ func TestSubscriberOnFollowerReadsButCannotWrite(t *testing.T) {
 	if err != nil || copies == nil {
 		t.Fatalf("subscribers' copies: %v", err)
 	}
-	if _, err := copies.Ensure(ctx); err != nil {
-		t.Fatalf("subscribers' copies: %v", err)
-	}
+	ensureCopies(t, copies)
 	follower := c.Servers[c.Follower("CLAIMSTREAM")]
 	nc, js, v := connectReader(t, follower.Embedded)
 	copied(t, js, "CLAIMSTREAM", 1)
@@ -305,9 +317,7 @@ func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T)
 	if err != nil || copies == nil {
 		t.Fatalf("subscribers' copies: %v", err)
 	}
-	if _, err := copies.Ensure(ctx); err != nil {
-		t.Fatalf("subscribers' copies: %v", err)
-	}
+	ensureCopies(t, copies)
 	made := 0
 	for i, srv := range c.Servers {
 		_, js, _ := connectReader(t, srv.Embedded)
@@ -366,9 +376,7 @@ func TestSubscriberPushConsumersOnThreeReplicas(t *testing.T) {
 		}
 		seen = append(seen, watchStrays(t, s.Conn))
 	}
-	if _, err := copies[0].Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ensureCopies(t, copies[0])
 	follower := c.Servers[c.Follower("CLAIMSTREAM")]
 	nc, js, _ := connectReader(t, follower.Embedded)
 	copied(t, js, "CLAIMSTREAM", 100)

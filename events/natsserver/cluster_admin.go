@@ -2,11 +2,12 @@ package natsserver
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events/eventlog"
 )
 
 // On a cluster, replicas that start together create the same streams and
@@ -41,7 +42,7 @@ func retry[T any](ctx context.Context, a *clusterAdmin, what string, op func(con
 		actx, cancel := context.WithTimeout(ctx, clusterAdminAttempt)
 		v, err := op(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !unanswered(err) {
+		if err == nil || ctx.Err() != nil || !eventlog.Unanswered(err) {
 			return v, err
 		}
 		if attempt == 1 {
@@ -54,19 +55,6 @@ func retry[T any](ctx context.Context, a *clusterAdmin, what string, op func(con
 		}
 		wait = min(wait*2, time.Second)
 	}
-}
-
-// unanswered: the attempt timed out, or JetStream was not ready for it.
-func unanswered(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		// 10008: JetStream system temporarily unavailable (a meta leader
-		// change); 10005: no suitable peers, while the new meta leader has
-		// not yet heard from every peer of a cluster that just formed.
-		return apiErr.ErrorCode == 10008 || apiErr.ErrorCode == 10005
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		errors.Is(err, jetstream.ErrNoHeartbeat)
 }
 
 func (a *clusterAdmin) CreateOrUpdateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {

@@ -20,12 +20,24 @@ import (
 // append then costs its own slot's view again, not every slot's of the
 // pass. Not told (a bare &viewCache{}), it forgets every view whenever the
 // views' Seq moves.
+//
+// It holds at most viewCacheSize views, the oldest built forgotten first:
+// a slot's reactors read its view one after the other while a few workers
+// build the views of theirs, so the views of the slots being worked on are
+// what is worth keeping, not a copy of every slot's a full resync reads.
 type viewCache struct {
 	mu    sync.Mutex
 	state *projections.State
 	seq   uint64
 	views map[string]slotView
+	// built holds the slots in the order their views were built (a ring;
+	// a slot built again holds two places, and is forgotten at the first).
+	built [viewCacheSize]string
+	next  int
 }
+
+// viewCacheSize bounds the views kept: many times the workers' slots.
+const viewCacheSize = 64
 
 // newViewCache is a viewCache told of every fold of views.
 func newViewCache(views *projections.Runner) *viewCache {
@@ -68,6 +80,11 @@ func (c *viewCache) get(s *projections.State, slot string, build func() slotView
 		return v
 	}
 	v := build()
+	if old := c.built[c.next]; old != "" {
+		delete(c.views, old)
+	}
+	c.built[c.next] = slot
+	c.next = (c.next + 1) % viewCacheSize
 	c.views[slot] = v
 	return v
 }

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -123,5 +124,48 @@ func runningViews(t *testing.T) (*projections.Runner, func(ws ...events.Write)) 
 		if err := views.WaitFor(ctx, res.Last); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestViewCacheHoldsABoundedNumberOfViews: reading every slot's view (a
+// full resync) keeps at most viewCacheSize of them, the newest built; the
+// slot read last is still shared.
+func TestViewCacheHoldsABoundedNumberOfViews(t *testing.T) {
+	views, write := runningViews(t)
+	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	const slots = 3*viewCacheSize + 5
+	ws := []events.Write{{Aggregate: events.GroupAggregate("g"), Events: []events.Event{{Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Scaler: events.ScalerClusterAutoscaler, MaxSize: slots}}}}}}
+	for i := range slots {
+		name := fmt.Sprintf("s%03d", i)
+		ws = append(ws, events.Write{Aggregate: events.SlotAggregate(name), Events: []events.Event{{Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: name, Group: "g", Cause: "test"}}}}})
+	}
+	write(ws...)
+	cache := newViewCache(views)
+	b := base{views: views, cache: cache}
+	verify := verifyViewCache
+	verifyViewCache = nil // it builds the view again to compare
+	defer func() { verifyViewCache = verify }()
+	for round := range 2 {
+		for i := range slots {
+			if v := b.view(fmt.Sprintf("s%03d", i)); !v.Exists {
+				t.Fatalf("round %d: slot s%03d has no view", round, i)
+			}
+			cache.mu.Lock()
+			n := len(cache.views)
+			cache.mu.Unlock()
+			if n > viewCacheSize {
+				t.Fatalf("round %d: %d views kept after reading %d slots, want at most %d", round, n, i+1, viewCacheSize)
+			}
+		}
+	}
+	last := fmt.Sprintf("s%03d", slots-1)
+	if allocs := testing.AllocsPerRun(100, func() { b.view(last) }); allocs > 1 {
+		t.Errorf("reading the slot read last allocates %.0f times, want at most 1 (kept)", allocs)
+	}
+	cache.mu.Lock()
+	_, oldest := cache.views[fmt.Sprintf("s%03d", slots-viewCacheSize-1)]
+	cache.mu.Unlock()
+	if oldest {
+		t.Errorf("a view built %d views ago is still kept", viewCacheSize)
 	}
 }

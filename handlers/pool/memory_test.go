@@ -37,7 +37,7 @@ func liveHeap() uint64 {
 // again, and its problems found then are reported at their lines). What
 // it holds is the decoded slots and the lines of the file, not the parsed
 // document the checks walked nor each value's display path: at 10,000
-// slots, under 16 MiB (30 MiB when it held the parsed tree).
+// slots, under 16 MiB.
 func TestParsedPoolHoldsNoDocument(t *testing.T) {
 	data := tenThousandSlots()
 	before := liveHeap()

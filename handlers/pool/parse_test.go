@@ -410,8 +410,7 @@ func TestAliasBomb(t *testing.T) {
 }
 
 // TestAliasCycle: an alias inside the value it names is refused at its
-// line, at once, with one problem (it used to expand into 65,521 problems
-// and 12 MB of text).
+// line, at once, with one problem, not one per expansion.
 func TestAliasCycle(t *testing.T) {
 	for _, doc := range []string{
 		"groups: &a [*a, *a]\n",

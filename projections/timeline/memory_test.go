@@ -54,9 +54,7 @@ func heapInUse() uint64 {
 // once per claim, in 4 bytes when named as claims are; the events' times
 // in 4 bytes), so 20,000 claim lifecycles on 1,000 slots (100,000
 // intervals) hold under 3.5 MiB with the claims' names, the events' times
-// and the views the index folds while it builds (10.4 MiB when each
-// interval held two time.Time and two strings, 6.3 MiB as a 24-byte
-// struct, 4.2 MiB with the intervals as varints and a string a claim).
+// and the views the index folds while it builds.
 func TestTimelineIndexHoldsIntervalsCompactly(t *testing.T) {
 	before := heapInUse()
 	x := foldLifecycles(1000, 20_000)

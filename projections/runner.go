@@ -134,7 +134,8 @@ func (r *Runner) writes() bool { return r.writer == nil || r.writer() }
 // down meanwhile (readAtStart); so is a first look at the log that gets no
 // answer (boundsAtStart).
 func (r *Runner) Start(ctx context.Context) error {
-	bounds, err := r.boundsAtStart(ctx)
+	wait := &startWait{r: r}
+	bounds, err := r.boundsAtStart(ctx, wait)
 	if err != nil {
 		return fmt.Errorf("projection start: %w", err)
 	}
@@ -184,7 +185,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	from := st.Seq + 1
 	// The views' own read is never refused for the reads clients hold,
 	// and waits out a consumer limit held by others (readAtStart).
-	err = r.readAtStart(ctx, func() uint64 { return st.Seq + 1 }, last, func(e events.Event) error {
+	err = r.readAtStart(ctx, wait, func() uint64 { return st.Seq + 1 }, last, func(e events.Event) error {
 		r.fold(st, e)
 		lastTime = e.Time
 		return nil

@@ -105,8 +105,8 @@ func (w *startWait) again(ctx context.Context, err error, where ...any) error {
 	return nil
 }
 
-// done marks the reader up after a wait, in one line; nothing when the
-// start did not wait.
+// done marks the reader up after the start's wait, in one line; nothing
+// when the start did not wait.
 func (w *startWait) done(where ...any) {
 	if w.attempts == 0 {
 		return
@@ -117,17 +117,14 @@ func (w *startWait) done(where ...any) {
 	r.reader.attempts = 0
 	r.reader.mu.Unlock()
 	r.log.Info(w.ended, append(where, "waited", r.clock.Since(w.began).Round(time.Millisecond), "attempts", w.attempts+1)...)
-	*w = startWait{r: r}
 }
 
 // boundsAtStart reads the log's bounds, waiting while JetStream does not
-// answer.
-func (r *Runner) boundsAtStart(ctx context.Context) (eventlog.Bounds, error) {
-	w := startWait{r: r}
+// answer. w is the start's one wait: readAtStart ends it.
+func (r *Runner) boundsAtStart(ctx context.Context, w *startWait) (eventlog.Bounds, error) {
 	for {
 		b, err := r.store.Bounds(ctx)
 		if err == nil {
-			w.done()
 			return b, nil
 		}
 		if err := w.again(ctx, err); err != nil {
@@ -139,9 +136,11 @@ func (r *Runner) boundsAtStart(ctx context.Context) (eventlog.Bounds, error) {
 // readAtStart is Start's catch-up read of (from, last], waiting while the
 // stream's consumer limit refuses its consumer or JetStream does not
 // answer. fold gets every event; from is recomputed by next after a
-// failed attempt, as a read may have folded events before it failed.
-func (r *Runner) readAtStart(ctx context.Context, next func() uint64, last uint64, fold func(events.Event) error) error {
-	w := startWait{r: r}
+// failed attempt, as a read may have folded events before it failed. It
+// ends the start's wait (w), begun by boundsAtStart or by itself: one
+// warning and one line that the start goes on, however many times the
+// start waited.
+func (r *Runner) readAtStart(ctx context.Context, w *startWait, next func() uint64, last uint64, fold func(events.Event) error) error {
 	for {
 		from := next()
 		err := r.store.Read(eventlog.PriorityRead(ctx), from, last, fold)

@@ -212,8 +212,10 @@ func (s *Store) ConsumerUsage(ctx context.Context) (ConsumerUsage, error) {
 // consumer limit it frees this replica's stale readers and asks once more;
 // a limit still reached is a *ConsumerLimitError.
 func (s *Store) readerConsumer(ctx context.Context, from uint64) (jetstream.Consumer, error) {
+	// No subject filter: the stream holds only the log's subjects
+	// (OpenStore), and a consumer filtered even on all of them makes the
+	// server load every block from its start to count what matches.
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{s.subjects.All()},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       from,
 		InactiveThreshold: readerInactive,

@@ -15,19 +15,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/handlers/decide"
+	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/projections/timeline"
-	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
 
 // runTimelineIndexOnce runs idx as serve does until it is built, then
 // stops it (its copy is saved as Run ends).
-func runTimelineIndexOnce(t *testing.T, f *resttest.Fixture, idx *timeline.Index) {
+func runTimelineIndexOnce(t *testing.T, h *handlerstest.Harness, idx *timeline.Index) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- idx.Run(ctx, f.H.Views) }()
-	now := f.H.Clock.Now().UTC()
+	go func() { done <- idx.Run(ctx, h.Views) }()
+	now := h.Clock.Now().UTC()
 	if _, err := idx.Timeline(ctx, now.Add(-time.Hour), now, now); err != nil {
 		cancel()
 		t.Fatal(err)
@@ -45,9 +45,9 @@ func runTimelineIndexOnce(t *testing.T, f *resttest.Fixture, idx *timeline.Index
 
 // copyBucket is a checkpoint bucket for the copies (the fixture's views
 // keep no checkpoints).
-func copyBucket(t *testing.T, f *resttest.Fixture) *projections.Checkpoints {
+func copyBucket(t *testing.T, h *handlerstest.Harness) *projections.Checkpoints {
 	t.Helper()
-	cps, err := projections.OpenCheckpoints(context.Background(), f.H.Store.JetStream(), "TIMELINE_COPY_TEST", 1)
+	cps, err := projections.OpenCheckpoints(context.Background(), h.Store.JetStream(), "TIMELINE_COPY_TEST", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +56,9 @@ func copyBucket(t *testing.T, f *resttest.Fixture) *projections.Checkpoints {
 
 // copyObjects is copyBucket's bucket as the object store it is: the tests
 // damage copies in it as a disk would.
-func copyObjects(t *testing.T, f *resttest.Fixture) jetstream.ObjectStore {
+func copyObjects(t *testing.T, h *handlerstest.Harness) jetstream.ObjectStore {
 	t.Helper()
-	obj, err := f.H.Store.JetStream().ObjectStore(context.Background(), "TIMELINE_COPY_TEST")
+	obj, err := h.Store.JetStream().ObjectStore(context.Background(), "TIMELINE_COPY_TEST")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +67,9 @@ func copyObjects(t *testing.T, f *resttest.Fixture) jetstream.ObjectStore {
 
 // timelineCopyNames are the saved copies of the timeline index, oldest
 // first.
-func timelineCopyNames(t *testing.T, f *resttest.Fixture) []string {
+func timelineCopyNames(t *testing.T, h *handlerstest.Harness) []string {
 	t.Helper()
-	objs, err := copyObjects(t, f).List(context.Background())
+	objs, err := copyObjects(t, h).List(context.Background())
 	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 		t.Fatal(err)
 	}
@@ -88,32 +88,33 @@ var builtFromCopy = regexp.MustCompile(`msg="timeline index built" from_seq=(\d+
 // A start loads the saved copy and folds only the events after it, and
 // answers every window exactly as the fold of the log does.
 func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
-	f := resttest.Scripted(t)
-	cps := copyBucket(t, f)
-	first := timeline.NewIndex(f.H.Store, cps, nil)
+	h := handlerstest.New(t)
+	h.History(nil)
+	cps := copyBucket(t, h)
+	first := timeline.NewIndex(h.Store, cps, nil)
 	first.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000}) // only the copy at shutdown
-	runTimelineIndexOnce(t, f, first)
-	names := timelineCopyNames(t, f)
+	runTimelineIndexOnce(t, h, first)
+	names := timelineCopyNames(t, h)
 	if len(names) != 1 {
 		t.Fatalf("copies after a run: %v, want one", names)
 	}
-	copySeq := f.H.Views.Seq()
+	copySeq := h.Views.Seq()
 	if want := "timeline-" + strings.Repeat("0", 20-len(itoa(copySeq))) + itoa(copySeq); names[0] != want {
 		t.Fatalf("copy %s, want %s (the last event folded)", names[0], want)
 	}
 
 	// Events after the copy: the next start folds only them.
-	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
-	f.Step(131 * time.Minute)
+	h.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	h.StepTo(131 * time.Minute)
 	var logs bytes.Buffer
-	second := timeline.NewIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	second := timeline.NewIndex(h.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
 	second.KeepCopies(cps, projections.CopyOptions{Every: 0})
 	select {
 	case <-second.FirstBuild():
 		t.Fatal("FirstBuild closed before the index was built")
 	default:
 	}
-	sameTimelines(t, f, second, 11*time.Minute)
+	sameTimelines(t, h, second, 11*time.Minute)
 	select {
 	case <-second.FirstBuild():
 	default:
@@ -132,36 +133,37 @@ func TestTimelineIndexFromASavedCopyAnswersAsTheLogFold(t *testing.T) {
 // copy, and with no usable copy left the index is built from the log: the
 // timelines are the log's either way.
 func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
-	f := resttest.Scripted(t)
+	h := handlerstest.New(t)
+	h.History(nil)
 	ctx := context.Background()
-	cps := copyBucket(t, f)
-	first := timeline.NewIndex(f.H.Store, cps, nil)
+	cps := copyBucket(t, h)
+	first := timeline.NewIndex(h.Store, cps, nil)
 	first.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
-	runTimelineIndexOnce(t, f, first)
-	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
-	f.Step(131 * time.Minute)
-	second := timeline.NewIndex(f.H.Store, cps, nil)
+	runTimelineIndexOnce(t, h, first)
+	h.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
+	h.StepTo(131 * time.Minute)
+	second := timeline.NewIndex(h.Store, cps, nil)
 	second.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
-	runTimelineIndexOnce(t, f, second)
-	names := timelineCopyNames(t, f)
+	runTimelineIndexOnce(t, h, second)
+	names := timelineCopyNames(t, h)
 	if len(names) != 2 {
 		t.Fatalf("copies after two runs: %v, want two", names)
 	}
 	older, newer := names[0], names[1]
 
 	// The newest copy with a byte altered: the older one is loaded.
-	b, err := copyObjects(t, f).GetBytes(ctx, newer)
+	b, err := copyObjects(t, h).GetBytes(ctx, newer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b[len(b)/2] ^= 0x40
-	if _, err := copyObjects(t, f).PutBytes(ctx, newer, b); err != nil {
+	if _, err := copyObjects(t, h).PutBytes(ctx, newer, b); err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	third := timeline.NewIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	third := timeline.NewIndex(h.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
 	third.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
-	sameTimelines(t, f, third, 11*time.Minute)
+	sameTimelines(t, h, third, 11*time.Minute)
 	out := logs.String()
 	if n := strings.Count(out, "timeline index copy "+newer+" is damaged (checksum mismatch); trying an older copy or the log"); n != 1 {
 		t.Fatalf("want one line saying %s is damaged, got %d:\n%s", newer, n, out)
@@ -171,17 +173,17 @@ func TestTimelineIndexPassesOverADamagedCopy(t *testing.T) {
 	}
 
 	// Both damaged (the older cut short): built from the log.
-	b, err = copyObjects(t, f).GetBytes(ctx, older)
+	b, err = copyObjects(t, h).GetBytes(ctx, older)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := copyObjects(t, f).PutBytes(ctx, older, b[:len(b)/3]); err != nil {
+	if _, err := copyObjects(t, h).PutBytes(ctx, older, b[:len(b)/3]); err != nil {
 		t.Fatal(err)
 	}
 	logs.Reset()
-	fourth := timeline.NewIndex(f.H.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
+	fourth := timeline.NewIndex(h.Store, cps, slog.New(slog.NewTextHandler(&logs, nil)))
 	fourth.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
-	sameTimelines(t, f, fourth, 11*time.Minute)
+	sameTimelines(t, h, fourth, 11*time.Minute)
 	out = logs.String()
 	for _, name := range []string{newer, older} {
 		if n := strings.Count(out, "timeline index copy "+name+" is damaged"); n != 1 {
@@ -197,25 +199,26 @@ func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // After each save only the newest two copies are kept.
 func TestTimelineIndexKeepsTheNewestTwoCopies(t *testing.T) {
-	f := resttest.Scripted(t)
-	cps := copyBucket(t, f)
+	h := handlerstest.New(t)
+	h.History(nil)
+	cps := copyBucket(t, h)
 	var seqs []uint64
 	for i := range 3 {
 		if i > 0 {
 			// Another event after each run: each saves a new copy.
 			if i == 1 {
-				f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
+				h.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "carol"})
 			} else {
-				f.H.MustExec(decide.Decommission{Slot: "node-2.lan", By: "dave", Reason: "fan"})
+				h.MustExec(decide.Decommission{Slot: "node-2.lan", By: "dave", Reason: "fan"})
 			}
-			f.Step(time.Duration(131+10*i) * time.Minute)
+			h.StepTo(time.Duration(131+10*i) * time.Minute)
 		}
-		idx := timeline.NewIndex(f.H.Store, cps, nil)
+		idx := timeline.NewIndex(h.Store, cps, nil)
 		idx.KeepCopies(cps, projections.CopyOptions{Every: 1_000_000})
-		runTimelineIndexOnce(t, f, idx)
-		seqs = append(seqs, f.H.Views.Seq())
+		runTimelineIndexOnce(t, h, idx)
+		seqs = append(seqs, h.Views.Seq())
 	}
-	names := timelineCopyNames(t, f)
+	names := timelineCopyNames(t, h)
 	want := []string{copyName(seqs[1]), copyName(seqs[2])}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("copies after three runs: %v, want the newest two %v", names, want)

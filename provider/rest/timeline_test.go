@@ -18,6 +18,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/projections/timeline"
+	"github.com/claimstream/claimstream/projections/timeline/timelinetest"
 	"github.com/claimstream/claimstream/provider/rest"
 	"github.com/claimstream/claimstream/provider/rest/resttest"
 )
@@ -334,13 +335,13 @@ func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if g, w := resttest.Canonical(got), resttest.Canonical(want); g != w {
+	if g, w := timelinetest.Canonical(got), timelinetest.Canonical(want); g != w {
 		t.Fatalf("an old window through the API:\n%s\nwant\n%s", g, w)
 	}
 	// The recent past is still cut from the index.
 	now := f.H.Clock.Now().UTC()
 	recent, err := idx.Timeline(ctx, now.Add(-time.Hour), now, now)
-	if err != nil || !strings.Contains(resttest.Canonical(recent), "bar node-1.lan") {
-		t.Fatalf("recent window from the index: %v\n%s", err, resttest.Canonical(recent))
+	if err != nil || !strings.Contains(timelinetest.Canonical(recent), "bar node-1.lan") {
+		t.Fatalf("recent window from the index: %v\n%s", err, timelinetest.Canonical(recent))
 	}
 }

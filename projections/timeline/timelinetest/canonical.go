@@ -1,4 +1,5 @@
-package resttest
+// Package timelinetest spells timelines out for tests to compare.
+package timelinetest
 
 import (
 	"fmt"

@@ -191,8 +191,10 @@ type plane struct {
 	// report's and the cost counters' one read of the log.
 	costs *cost.Runner
 	// poolFile is what became of the pool file last read
-	// (serve_poolfile.go).
-	poolFile pool.FileReport
+	// (serve_poolfile.go); loadPoolFile reads and checks it
+	// (pool_power_image.go).
+	poolFile     pool.FileReport
+	loadPoolFile func(path string) (*pool.Config, error)
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -222,7 +224,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// the start before the API, the provider or any write when the log
 	// holds no pool yet (startup_pool.go), and is reported while serve
 	// serves the log's pool otherwise (serve_poolfile.go).
-	poolFile := loadPoolAsync(o.config)
+	poolFile := loadPoolAsync(o.config, poolLoader(o.cluster))
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {
 		return err
@@ -432,7 +434,7 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &plane{log: log, emb: emb, clock: clk, tel: tel, logs: newLogHealth(emb, log, tel, o.stream)}
+	p := &plane{log: log, emb: emb, clock: clk, tel: tel, logs: newLogHealth(emb, log, tel, o.stream), loadPoolFile: poolLoader(o.cluster)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -660,7 +662,7 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 			}
 			last = m
 		}
-		cfg, err := loadPool(path)
+		cfg, err := p.loadPoolFile(path)
 		if err != nil {
 			p.poolFileNotApplied(path, err)
 			continue
@@ -671,6 +673,8 @@ func (p *plane) watchPool(ctx context.Context, path string, every time.Duration)
 	}
 }
 
+// loadPool reads the pool file without checking it against serve's flags
+// (plane.loadPoolFile does).
 func loadPool(path string) (*pool.Config, error) { return pool.Load(path) }
 
 // fileStamp tells one version of a file from the next: its modification

@@ -142,7 +142,7 @@ func (p *plane) runLeadership(ctx context.Context, o serveOptions, parsed *pendi
 		if !first {
 			// A later term reads the file again: it may have changed.
 			var err error
-			if c, err = loadPool(o.config); err != nil {
+			if c, err = p.loadPoolFile(o.config); err != nil {
 				p.poolFileNotApplied(o.config, err)
 				c = nil
 			}

@@ -71,7 +71,7 @@ func (p *plane) followPoolFile(ctx context.Context, path string, every time.Dura
 			continue
 		}
 		last = m
-		if _, err := loadPool(path); err != nil {
+		if _, err := p.loadPoolFile(path); err != nil {
 			p.poolFileNotApplied(path, err)
 			continue
 		}

@@ -23,12 +23,12 @@ type poolLoad struct {
 	took time.Duration
 }
 
-func loadPoolAsync(path string) *poolLoad {
+func loadPoolAsync(path string, load func(string) (*pool.Config, error)) *poolLoad {
 	l := &poolLoad{done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		began := time.Now()
-		l.cfg, l.err = loadPool(path)
+		l.cfg, l.err = load(path)
 		l.took = time.Since(began)
 	}()
 	return l

@@ -58,7 +58,7 @@ func TestServeWithAnInvalidPoolFileWritesNothing(t *testing.T) {
 func TestThePoolFileParsedAtStartIsLetGoOnceTaken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pool.yaml")
 	writeFile(t, path, "groups:\n  - name: g\n    maxSize: 1\nslots:\n  - name: s0\n    group: g\n")
-	load := loadPoolAsync(path)
+	load := loadPoolAsync(path, loadPool)
 	cfg, err := load.wait(context.Background())
 	if err != nil {
 		t.Fatal(err)

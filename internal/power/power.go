@@ -145,7 +145,10 @@ func Wait(ctx context.Context, d Driver, want PowerState, o Options) (Outcome, e
 		}
 		got, err := d.Status(ctx)
 		switch {
-		case errors.Is(err, ErrCredentials):
+		case errors.Is(err, ErrCredentials), errors.Is(err, ErrNotReached):
+			// Wrong credentials stay wrong; a controller that says the
+			// state will not come (an action it could not finish) is
+			// believed.
 			return Outcome{Reading: r, Took: clk.Since(start)}, err
 		case err != nil:
 			lastErr = err

@@ -43,6 +43,26 @@ func decodeGuestStatus(b []byte) (string, error) {
 	return *v.Status, nil
 }
 
+// taskStatus is a task's state: Status "running" or "stopped", and once
+// stopped its ExitStatus, "OK" or why it failed.
+type taskStatus struct {
+	Status     string `json:"status"`
+	ExitStatus string `json:"exitstatus"`
+}
+
+// decodeTaskStatus is the reply of GET /nodes/{node}/tasks/{upid}/status.
+func decodeTaskStatus(b []byte) (taskStatus, error) {
+	data, err := envelope(b)
+	if err != nil {
+		return taskStatus{}, err
+	}
+	var v taskStatus
+	if data == nil || json.Unmarshal(data, &v) != nil || (v.Status != "running" && v.Status != "stopped") {
+		return taskStatus{}, errors.New("no task status in the reply")
+	}
+	return v, nil
+}
+
 // member is a node entry of /cluster/status.
 type member struct {
 	Name   string
@@ -101,7 +121,7 @@ func decodeUPID(b []byte) (string, error) {
 		return "", err
 	}
 	var upid string
-	if data == nil || json.Unmarshal(data, &upid) != nil || !strings.HasPrefix(upid, "UPID:") {
+	if data == nil || json.Unmarshal(data, &upid) != nil || !strings.HasPrefix(upid, "UPID:") || strings.ContainsAny(upid, "/?#") {
 		return "", errors.New("no task UPID in the reply")
 	}
 	return upid, nil

@@ -33,6 +33,15 @@ func TestDecodeReplies(t *testing.T) {
 	if _, err := decodeUPID([]byte(`{"data":"not a task"}`)); err == nil {
 		t.Fatal("a task reply without a UPID accepted")
 	}
+	if _, err := decodeUPID([]byte(`{"data":"UPID:pve1:../../../cluster/status"}`)); err == nil {
+		t.Fatal("a UPID that would change the request's path accepted")
+	}
+	if st, err := decodeTaskStatus([]byte(`{"data":{"status":"stopped","exitstatus":"OK","type":"qmstart"}}`)); err != nil || st != (taskStatus{Status: "stopped", ExitStatus: "OK"}) {
+		t.Fatalf("decodeTaskStatus: %+v, %v", st, err)
+	}
+	if _, err := decodeTaskStatus([]byte(`{"data":{"exitstatus":"OK"}}`)); err == nil {
+		t.Fatal("a task status without its status accepted")
+	}
 	got := errorMessage([]byte(`{"data":null,"message":"Parameter verification failed.\n","errors":{"vmid":"invalid format","command":"value 'x' does not have a value in the enumeration"}}`))
 	if got != "Parameter verification failed.; command: value 'x' does not have a value in the enumeration; vmid: invalid format" {
 		t.Fatalf("errorMessage: %q", got)
@@ -46,6 +55,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"data":[{"type":"cluster","name":"lab"},{"type":"node","name":"pve1","online":1,"local":1}]}`))
 	f.Add([]byte(`{"data":"UPID:pve1:00000FA1:0001E241:69559201:qmstart:100:claimstream@pve!power:"}`))
 	f.Add([]byte(`{"data":null,"message":"VM 100 already running\n","errors":{"vmid":"x"}}`))
+	f.Add([]byte(`{"data":{"status":"stopped","exitstatus":"can't lock file","upid":"UPID:pve1:"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if s, err := decodeGuestStatus(b); err == nil {
 			switch State(s) {
@@ -61,8 +71,11 @@ func FuzzDecode(f *testing.F) {
 				}
 			}
 		}
-		if upid, err := decodeUPID(b); err == nil && !strings.HasPrefix(upid, "UPID:") {
+		if upid, err := decodeUPID(b); err == nil && (!strings.HasPrefix(upid, "UPID:") || strings.ContainsAny(upid, "/?#")) {
 			t.Fatalf("upid %q", upid)
+		}
+		if st, err := decodeTaskStatus(b); err == nil && st.Status != "running" && st.Status != "stopped" {
+			t.Fatalf("task status %+v", st)
 		}
 		msg := errorMessage(b)
 		if len(msg) > 400 || !utf8.ValidString(msg) {

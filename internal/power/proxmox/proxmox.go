@@ -61,6 +61,10 @@ type Driver struct {
 	Fingerprint []byte
 	// Timeout bounds one HTTP request; 10s when zero.
 	Timeout time.Duration
+
+	// lastTask is the last task a guest action started (its UPID), and
+	// lastAction the action; Status follows it until it ends.
+	lastTask, lastAction string
 }
 
 // nodeName is what Proxmox takes as a node's name (a host name's label
@@ -153,17 +157,47 @@ func (d *Driver) Off(ctx context.Context) error {
 }
 
 // task posts a guest's status action; the API answers with the task it
-// started.
+// started, which Status then follows (taskFailed).
 func (d *Driver) task(ctx context.Context, action string) error {
 	path := d.guestPath("/status/" + action)
 	b, err := d.do(ctx, http.MethodPost, path, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", action, err)
 	}
-	if _, err := decodeUPID(b); err != nil {
+	upid, err := decodeUPID(b)
+	if err != nil {
 		return fmt.Errorf("the Proxmox API at %s on POST %s: %w", d.host(), path, err)
 	}
+	d.lastTask, d.lastAction = upid, action
 	return nil
+}
+
+// taskFailed follows the task the last action started: once it has ended
+// with anything but OK (a locked guest, a missing disk), the state it was
+// to bring will not come, and the error says why in Proxmox's words.
+func (d *Driver) taskFailed(ctx context.Context) error {
+	if d.lastTask == "" {
+		return nil
+	}
+	// do escapes the path: a UPID holds ':' and '!', never '/'.
+	path := "/nodes/" + d.Node + "/tasks/" + d.lastTask + "/status"
+	b, err := d.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	st, err := decodeTaskStatus(b)
+	if err != nil {
+		return fmt.Errorf("the Proxmox API at %s on GET %s: %w", d.host(), path, err)
+	}
+	if st.Status == "running" {
+		return nil
+	}
+	upid, action := d.lastTask, d.lastAction
+	d.lastTask, d.lastAction = "", ""
+	if st.ExitStatus == "OK" {
+		return nil
+	}
+	return fmt.Errorf("%w: the Proxmox task to %s %s (%s) ended with %q", power.ErrNotReached, action, d.ID(), upid, st.ExitStatus)
 }
 
 // Status is the guest's status (running is on, stopped off), or the
@@ -191,6 +225,9 @@ func (d *Driver) Status(ctx context.Context) (power.Reading, error) {
 			names = append(names, m.Name)
 		}
 		return r, fmt.Errorf("no node %q in the cluster of the Proxmox API at %s (its nodes: %s); check --node", d.Node, d.host(), strings.Join(names, ", "))
+	}
+	if err := d.taskFailed(ctx); err != nil {
+		return r, err
 	}
 	path := d.guestPath("/status/current")
 	b, err := d.do(ctx, http.MethodGet, path, nil)

@@ -188,6 +188,28 @@ func TestVMNeverStarts(t *testing.T) {
 	}
 }
 
+// A start task Proxmox accepts and then fails ends the wait at the next
+// look, with the task's exit status, instead of at the timeout.
+func TestFailedStartTaskEndsTheWait(t *testing.T) {
+	const why = "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"
+	s := proxmoxsim.Start(t, proxmoxsim.Options{FailStart: why})
+	out, err := wait(t, guest(t, s, "", proxmoxsim.VMID), power.On, 30*time.Second)
+	if !errors.Is(err, power.ErrNotReached) || power.Reason(err) != "StateNotReached" {
+		t.Fatalf("a failed start task: %+v, %v; want StateNotReached", out, err)
+	}
+	for _, want := range []string{"the Proxmox task to start proxmox:pve1/qemu/100", "UPID:pve1:", why} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if out.Took >= 30*time.Second {
+		t.Fatalf("gave up after %s, at the timeout; want at the first look after the task ended", out.Took)
+	}
+	if s.Running(QEMU, proxmoxsim.VMID) {
+		t.Fatal("the guest runs after its start task failed")
+	}
+}
+
 func TestShutdownIgnored(t *testing.T) {
 	s := proxmoxsim.Start(t, proxmoxsim.Options{IgnoreShutdown: true})
 	s.SetRunning(QEMU, proxmoxsim.VMID, true)

@@ -3,7 +3,8 @@
 // authentication (Authorization: PVEAPIToken=USER@REALM!TOKENID=SECRET),
 // the {"data": ...} reply and its "message" on errors, a guest's
 // status/current, status/start, status/shutdown (timeout, forceStop) and
-// status/stop (each answered with the UPID of the task it starts), a
+// status/stop (each answered with the UPID of the task it starts, whose
+// tasks/{upid}/status says how it ended), a
 // node's wakeonlan (sent by the answering node, refused for itself) and
 // its status command=shutdown, and /cluster/status, over TLS.
 //
@@ -54,6 +55,10 @@ type Options struct {
 	// NoPowerMgmt: the token has the Audit privileges and not PowerMgmt,
 	// so every action is refused.
 	NoPowerMgmt bool
+	// FailStart, when set, is the exit status a start task ends with
+	// (the task accepted, then failed: a locked guest, a missing disk);
+	// the guest stays stopped.
+	FailStart string
 }
 
 // Server is a running API.
@@ -75,6 +80,7 @@ type Server struct {
 	requests int
 	actions  []string
 	tasks    int
+	exits    map[string]string // a task's exit status, by UPID
 }
 
 // machine is a guest or a node: running or online, and booting for as
@@ -117,6 +123,7 @@ func Start(t testing.TB, o Options) *Server {
 		guests: map[string]*machine{"qemu/" + strconv.Itoa(VMID): {}, "lxc/" + strconv.Itoa(CTID): {}},
 		nodes:  map[string]*machine{Local: {up: true}, Sleeper: {}},
 		macs:   map[string]string{Sleeper: SleeperMAC},
+		exits:  map[string]string{},
 	}
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
@@ -199,6 +206,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.wake(w, r, parts[1])
 	case len(parts) == 3 && parts[0] == "nodes" && parts[2] == "status" && r.Method == http.MethodPost:
 		s.nodeCommand(w, r, parts[1])
+	case len(parts) == 5 && parts[0] == "nodes" && parts[2] == "tasks" && parts[4] == "status" && r.Method == http.MethodGet:
+		s.taskStatus(w, parts[1], parts[3])
 	case len(parts) == 6 && parts[0] == "nodes" && (parts[2] == "qemu" || parts[2] == "lxc") && parts[4] == "status":
 		s.guest(w, r, parts[1], parts[2], parts[3], parts[5])
 	default:
@@ -321,12 +330,16 @@ func (s *Server) guest(w http.ResponseWriter, r *http.Request, node, kind, vmid,
 	}
 	running := g.up || g.booting > 0 && !g.never
 	task := map[string]string{"qemu": "qm", "lxc": "vz"}[kind] + action
-	params := ""
+	params, exit := "", "OK"
 	switch action {
 	case "start":
 		if running {
 			fail(w, http.StatusInternalServerError, fmt.Sprintf("VM %s already running", vmid))
 			return
+		}
+		if s.opts.FailStart != "" {
+			exit = s.opts.FailStart
+			break
 		}
 		g.start(s.opts.BootReads, s.opts.NeverStart)
 	case "shutdown":
@@ -347,7 +360,19 @@ func (s *Server) guest(w http.ResponseWriter, r *http.Request, node, kind, vmid,
 	s.tasks++
 	// UPID:node:pid:pstart:starttime:type:id:user: in hexadecimal where
 	// numeric, as the API names a task.
-	reply(w, fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, 4000+s.tasks, 123456+s.tasks, 1767225600+s.tasks, task, vmid, TokenID))
+	upid := fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, 4000+s.tasks, 123456+s.tasks, 1767225600+s.tasks, task, vmid, TokenID)
+	s.exits[upid] = exit
+	reply(w, upid)
+}
+
+// taskStatus answers a task's status: ended at once, with its exit status.
+func (s *Server) taskStatus(w http.ResponseWriter, node, upid string) {
+	exit, ok := s.exits[upid]
+	if !ok || node != Local {
+		fail(w, http.StatusInternalServerError, fmt.Sprintf("unable to parse worker upid '%s'", upid))
+		return
+	}
+	reply(w, map[string]any{"upid": upid, "node": node, "status": "stopped", "exitstatus": exit})
 }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }

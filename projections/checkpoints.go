@@ -162,22 +162,28 @@ func compareSeq(a, b uint64) int {
 	return 0
 }
 
-// Load reads the checkpoint at seq.
+// Load reads the views of the checkpoint at seq.
 func (c *Checkpoints) Load(ctx context.Context, seq uint64) (*State, error) {
+	st, _, err := c.loadParts(ctx, seq)
+	return st, err
+}
+
+// loadParts reads the checkpoint at seq with the projections' parts.
+func (c *Checkpoints) loadParts(ctx context.Context, seq uint64) (*State, map[string][]byte, error) {
 	b := c.recalled(seq)
 	if b == nil {
 		var err error
 		b, err = c.obj.GetBytes(ctx, checkpointName(seq))
 		if err != nil {
-			return nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
+			return nil, nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
 		}
 		c.remember(seq, b)
 	}
-	st, err := DecodeSnapshot(b)
+	st, parts, err := decodeSnapshotParts(b)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint at seq %d: %w", seq, err)
+		return nil, nil, fmt.Errorf("checkpoint at seq %d: %w", seq, err)
 	}
-	return st, nil
+	return st, parts, nil
 }
 
 // Delete removes the checkpoint at seq.
@@ -297,6 +303,13 @@ func (e *TruncatedLogError) Error() string {
 // coveringCheckpoint loads the newest checkpoint that holds every expired
 // event of a log with bounds b (seq >= First-1) and is not past its end.
 func (c *Checkpoints) coveringCheckpoint(ctx context.Context, b eventlog.Bounds, atOrBefore func(CheckpointInfo) bool) (*State, CheckpointInfo, error) {
+	st, _, cp, err := c.coveringCheckpointParts(ctx, b, atOrBefore)
+	return st, cp, err
+}
+
+// coveringCheckpointParts is coveringCheckpoint with the projections'
+// parts of the checkpoint.
+func (c *Checkpoints) coveringCheckpointParts(ctx context.Context, b eventlog.Bounds, atOrBefore func(CheckpointInfo) bool) (*State, map[string][]byte, CheckpointInfo, error) {
 	var newest uint64
 	var why []string
 	var cps []CheckpointInfo
@@ -304,7 +317,7 @@ func (c *Checkpoints) coveringCheckpoint(ctx context.Context, b eventlog.Bounds,
 		var err error
 		cps, err = c.List(ctx)
 		if err != nil {
-			return nil, CheckpointInfo{}, err
+			return nil, nil, CheckpointInfo{}, err
 		}
 	}
 	for i := len(cps) - 1; i >= 0; i-- {
@@ -316,14 +329,14 @@ func (c *Checkpoints) coveringCheckpoint(ctx context.Context, b eventlog.Bounds,
 		if cp.Seq+1 < b.First {
 			break
 		}
-		st, err := c.Load(ctx, cp.Seq)
+		st, parts, err := c.loadParts(ctx, cp.Seq)
 		if err != nil {
 			why = append(why, err.Error())
 			continue
 		}
-		return st, cp, nil
+		return st, parts, cp, nil
 	}
-	return nil, CheckpointInfo{}, &TruncatedLogError{First: b.First, NewestCheckpoint: newest, Why: strings.Join(why, "; ")}
+	return nil, nil, CheckpointInfo{}, &TruncatedLogError{First: b.First, NewestCheckpoint: newest, Why: strings.Join(why, "; ")}
 }
 
 // ReplayUntil rebuilds the views as they were at t: from the nearest

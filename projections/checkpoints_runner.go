@@ -158,6 +158,9 @@ func (r *Runner) CheckpointNow(ctx context.Context) (CheckpointInfo, error) {
 		return CheckpointInfo{}, fmt.Errorf("no checkpoint of views built over a gap (%s)", gaps)
 	}
 	r.mu.RLock()
+	// The views alone: checkpoints are kept by the hundred, and the
+	// projections' parts (the cost index grows with the history) live in
+	// the one snapshot.
 	b, seq, err := encodeSnapshot(r.state)
 	last := r.lastEventTime
 	r.mu.RUnlock()

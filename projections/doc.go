@@ -62,4 +62,17 @@
 // keeps folding as events arrive. Read gives one consistent State with the
 // sequence it reflects; WaitFor blocks until the views reflect a sequence, so
 // a writer reads its own writes.
+//
+// # Projections
+//
+// Other read models (the cost index, the timeline index) are Projections
+// registered with the runner before Start: it folds each event once and
+// hands it to every projection right after the views, under their lock.
+// The snapshot frames the views and one part per projection
+// (snapshotframe.go), so a start restores them all from it and reads the
+// log after it once. A snapshot without a usable part for some projection
+// makes the start fold the whole log for all, when the log still holds
+// its start; over a log whose start expired the projection begins without
+// that history. Checkpoints hold the views alone. A projection registered
+// after Start is first built from the log up to the views.
 package projections

@@ -37,9 +37,13 @@ type Runner struct {
 	// nextSnap the seq from which the next one is due.
 	lastSnap atomic.Uint64
 	nextSnap atomic.Uint64
-	refused  atomic.Uint64
-	snapping atomic.Bool
-	started  chan struct{}
+	// projs are folded beside the views (projection.go); under mu.
+	projs []Projection
+	// startFolded and startTarget: how far Start's fold is, of what.
+	startFolded, startTarget atomic.Uint64
+	refused                  atomic.Uint64
+	snapping                 atomic.Bool
+	started                  chan struct{}
 
 	gaps   logGaps
 	cp     runnerCheckpoints
@@ -134,6 +138,10 @@ func (r *Runner) writes() bool { return r.writer == nil || r.writer() }
 // down meanwhile (readAtStart); so is a first look at the log that gets no
 // answer (boundsAtStart).
 func (r *Runner) Start(ctx context.Context) error {
+	// Held until the views are built: Register waits, so a projection
+	// is either restored here or built after (runner_projections.go).
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
 	wait := &startWait{r: r}
 	bounds, err := r.boundsAtStart(ctx, wait)
 	if err != nil {
@@ -145,9 +153,10 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.log.Warn("cannot list the checkpoints", "err", err)
 	}
 	st := NewState()
+	var parts map[string][]byte
 	var snapProblem string
 	if r.snaps != nil {
-		snap, err := r.snaps.Load(ctx)
+		snap, snapParts, err := r.snaps.load(ctx)
 		switch {
 		case err != nil:
 			snapProblem = "the snapshot is unusable: " + err.Error()
@@ -159,7 +168,7 @@ func (r *Runner) Start(ctx context.Context) error {
 			snapProblem = fmt.Sprintf("the snapshot ends at seq %d, before the log's first", snap.Seq)
 			r.log.Warn("snapshot is older than the log's first event, starting from a checkpoint", "snapshot", snap.Seq, "firstSeq", bounds.First)
 		default:
-			st = snap
+			st, parts = snap, snapParts
 			r.lastSnap.Store(snap.Seq)
 			r.nextSnap.Store(snap.Seq + r.every)
 			r.log.Info("loaded snapshot", "seq", snap.Seq)
@@ -169,7 +178,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	if st.Seq+1 < bounds.First {
 		// The events before the log's first expired: a fold from here
 		// would lack them (claims created before would vanish).
-		cst, cp, err := r.cp.store.coveringCheckpoint(ctx, bounds, nil)
+		cst, cparts, cp, err := r.cp.store.coveringCheckpointParts(ctx, bounds, nil)
 		var te *TruncatedLogError
 		if errors.As(err, &te) {
 			te.Why = joinWhy(snapProblem, te.Why)
@@ -177,16 +186,22 @@ func (r *Runner) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("projection start: %w", err)
 		}
-		st, lastTime = cst, cp.Time
+		st, parts, lastTime = cst, cparts, cp.Time
 		r.log.Info("loaded checkpoint: the log's older events expired", "seq", cp.Seq, "firstSeq", bounds.First, "lastEvent", cp.Time.Format(time.RFC3339))
 	}
+	st, parts = r.restoreProjections(st, parts, bounds)
 	begin := time.Now()
 	defer replayGC()()
 	from := st.Seq + 1
 	// The views' own read is never refused for the reads clients hold,
 	// and waits out a consumer limit held by others (readAtStart).
+	r.startTarget.Store(last)
 	err = r.readAtStart(ctx, wait, func() uint64 { return st.Seq + 1 }, last, func(e events.Event) error {
 		r.fold(st, e)
+		for _, p := range r.projs {
+			p.Apply(st, e)
+		}
+		r.startFolded.Store(e.Seq)
 		lastTime = e.Time
 		return nil
 	})
@@ -243,6 +258,9 @@ func (r *Runner) apply(e events.Event, direct bool) {
 		r.noteGaps(eventlog.Gaps{{First: r.state.Seq + 1, Last: e.Seq - 1}}, "tail")
 	}
 	r.fold(r.state, e)
+	for _, p := range r.projs {
+		p.Apply(r.state, e)
+	}
 	if direct {
 		r.directRead.Add(1)
 	}
@@ -458,7 +476,7 @@ func (r *Runner) SnapshotNow(ctx context.Context) error {
 		return errors.New("no snapshot store configured")
 	}
 	r.mu.RLock()
-	b, seq, err := encodeSnapshot(r.state)
+	b, seq, err := r.encodeLocked()
 	r.mu.RUnlock()
 	if err != nil {
 		return err
@@ -487,7 +505,7 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	}
 	// A read lock keeps the fold out while the views are encoded.
 	r.mu.RLock()
-	b, seq, err := encodeSnapshot(r.state)
+	b, seq, err := r.encodeLocked()
 	r.mu.RUnlock()
 	if err != nil {
 		r.snapping.Store(false)

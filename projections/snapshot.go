@@ -63,16 +63,45 @@ type snapshotEnvelope struct {
 }
 
 func encodeSnapshot(s *State) ([]byte, uint64, error) {
+	return encodeSnapshotParts(s, nil)
+}
+
+// encodeSnapshotParts frames the views st and the parts of the
+// projections (snapshotframe.go).
+func encodeSnapshotParts(s *State, parts []snapshotPart) ([]byte, uint64, error) {
 	st, err := json.Marshal(s)
 	if err != nil {
 		return nil, 0, fmt.Errorf("encode views: %w", err)
 	}
-	b, err := json.Marshal(snapshotEnvelope{Version: SnapshotVersion, Seq: s.Seq, State: st})
-	return b, s.Seq, err
+	views, err := json.Marshal(snapshotEnvelope{Version: SnapshotVersion, Seq: s.Seq, State: st})
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode views: %w", err)
+	}
+	return frameSnapshot(views, parts), s.Seq, nil
 }
 
-// DecodeSnapshot reads a snapshot written by this version.
+// DecodeSnapshot reads the views of a snapshot written by this version.
 func DecodeSnapshot(b []byte) (*State, error) {
+	st, _, err := decodeSnapshotParts(b)
+	return st, err
+}
+
+// decodeSnapshotParts reads the views of a snapshot and the parts of the
+// projections it holds (sub-slices of b).
+func decodeSnapshotParts(b []byte) (*State, map[string][]byte, error) {
+	views, parts, err := unframeSnapshot(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := decodeViews(views)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, parts, nil
+}
+
+// decodeViews reads the views' part of a snapshot.
+func decodeViews(b []byte) (*State, error) {
 	if st, ok, err := decodeSnapshotInOrder(b); ok {
 		return st, err
 	}
@@ -156,16 +185,22 @@ func (s *Snapshots) save(ctx context.Context, b []byte, seq uint64) error {
 	return nil
 }
 
-// Load returns the newest snapshot, or nil when there is none.
+// Load returns the views of the newest snapshot, or nil when there is none.
 func (s *Snapshots) Load(ctx context.Context) (*State, error) {
+	st, _, err := s.load(ctx)
+	return st, err
+}
+
+// load returns the newest snapshot's views and parts (nil: none).
+func (s *Snapshots) load(ctx context.Context) (*State, map[string][]byte, error) {
 	b, err := s.obj.GetBytes(ctx, snapshotObject)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read snapshot: %w", err)
+		return nil, nil, fmt.Errorf("read snapshot: %w", err)
 	}
-	return DecodeSnapshot(b)
+	return decodeSnapshotParts(b)
 }
 
 // Canonical is the state as canonical JSON: map keys sorted, so two equal

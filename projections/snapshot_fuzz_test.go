@@ -10,25 +10,47 @@ import (
 )
 
 // FuzzDecodeSnapshot: a snapshot or checkpoint read from the object store
-// decodes the same by the one-pass reader as by the whole-envelope one (or
-// both refuse it), and never panics.
+// never panics; its views decode the same by the one-pass reader as by the
+// whole-envelope one (or both refuse them); and the parts it holds frame
+// again into a snapshot that reads back the same.
 func FuzzDecodeSnapshot(f *testing.F) {
 	st := NewState()
 	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
 	_ = Evolve(st, events.Event{Seq: 1, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}})
 	_ = Evolve(st, events.Event{Seq: 2, Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "a", Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://a"}}})
-	good, _, err := encodeSnapshot(st)
+	good, _, err := encodeSnapshotParts(st, []snapshotPart{{name: "cost", data: []byte{1, 2, 3}}, {name: "timeline", data: nil}})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	f.Add(good[:len(good)-2])
 	f.Add([]byte(`{"seq":2,"version":3,"state":{"seq":2}}`))
 	f.Add([]byte(`{"version":2,"seq":5,"state":{"seq":4}}`))
 	f.Add([]byte(`{"version":3,"seq":0,"state":{}} {}`))
 	f.Add([]byte(`{"version":3,"seq":1,"state":{"seq":1},"extra":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, fastErr := DecodeSnapshot(b)
-		slow, slowErr := decodeSnapshotEnvelope(b)
+		views, parts, err := unframeSnapshot(b)
+		if err != nil {
+			if _, derr := DecodeSnapshot(b); derr == nil {
+				t.Fatalf("a snapshot whose frame is refused (%v) decoded", err)
+			}
+			return
+		}
+		var again []snapshotPart
+		for name, data := range parts {
+			again = append(again, snapshotPart{name: name, data: data})
+		}
+		views2, parts2, err := unframeSnapshot(frameSnapshot(views, again))
+		if err != nil || !bytes.Equal(views, views2) || len(parts2) != len(parts) {
+			t.Fatalf("framed again, the snapshot reads otherwise: %v", err)
+		}
+		for name, data := range parts {
+			if !bytes.Equal(parts2[name], data) {
+				t.Fatalf("part %q framed again reads otherwise", name)
+			}
+		}
+		fast, fastErr := decodeViews(views)
+		slow, slowErr := decodeSnapshotEnvelope(views)
 		if (fastErr == nil) != (slowErr == nil) {
 			t.Fatalf("one-pass: %v; whole envelope: %v", fastErr, slowErr)
 		}

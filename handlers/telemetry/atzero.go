@@ -149,7 +149,6 @@ func (m *Metrics) zeroFamilies() []zeroFamily {
 		{scrapeSinkDelivered, descSinkDelivered, counter, nil, labelled("sink", sinks...)},
 		{scrapeSinkDead, descSinkDead, counter, nil, labelled("sink", sinks...)},
 		authZeros(),
-		indexCopyZeros(),
 		powerZeros(),
 	}
 }

@@ -86,11 +86,10 @@ func TestCostCountersOnTheScrapeEndpoint(t *testing.T) {
 // has tel's cost counters read it.
 func runCostIndex(t *testing.T, tel *telemetry.Telemetry, h *handlerstest.Harness) *cost.Runner {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	x := cost.NewRunner(h.Store, quiet)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = x.Run(ctx, h.Views) }()
-	t.Cleanup(func() { cancel(); <-done })
+	x, err := cost.NewRunner(context.Background(), h.Views, h.Store, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tel.Metrics.ObserveCost(x, h.Clock)
 	return x
 }

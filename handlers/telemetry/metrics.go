@@ -90,8 +90,6 @@ type Metrics struct {
 	dashboard dashboardInstruments
 	// authFailures: failed authentications, API and dashboard (auth.go).
 	authFailures metric.Int64Counter
-	// indexCopySaves: saves of the indexes' copies (indexcopies.go).
-	indexCopySaves metric.Int64Counter
 	// leading: whether this replica leads, once known (leadership.go).
 	leading atomic.Pointer[func() bool]
 }
@@ -146,7 +144,6 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	add(m.newPowerInstruments(meter))
 	add(m.newDashboardInstruments(meter))
 	add(m.newAuthInstruments(meter))
-	add(m.newIndexCopyInstruments(meter))
 	add(m.registerCheckpoints())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

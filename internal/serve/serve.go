@@ -328,9 +328,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
-	// One read of the log's history for the cost report and the cost
-	// counters alike (REST API on or off).
-	intake.Go("cost index", func(ctx context.Context) error { return p.costs.Run(ctx, p.views) })
 	if api != nil {
 		o.starting.handOver()
 		intake.Go("REST API", func(ctx context.Context) error {
@@ -390,9 +387,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
-	timelineBuilt := p.startTimelineIndex(intake) // serve_timeline_start.go
 	go func() {
-		releaseStartupMemory(log, timelineBuilt) // after the listeners: a full collection takes a moment
+		releaseStartupMemory(log, nil) // after the listeners: a full collection takes a moment
 		applyServingGCPercent(log, o.servingGC, os.Getenv)
 		releaseSettledMemory(ctx, log, clock.RealClock{}) // serve_settled_memory.go
 		if o.releaseCode && ctx.Err() == nil {
@@ -494,6 +490,9 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	ropts.Writer = p.leads // snapshots and checkpoints: the leader's
 	p.views = projections.NewRunner(p.store, ropts)
 	o.starting.watch(p.views)
+	if err := p.registerProjections(ctx, o); err != nil {
+		return nil, err
+	}
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -502,8 +501,6 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	if err := p.startLeadership(ctx, o); err != nil {
 		return nil, err
 	}
-	p.costs = cost.NewRunner(p.store, log)
-	p.costs.KeepCopies(ropts.Checkpoints, projections.CopyOptions{Every: o.retention.checkpointEvery, Writer: p.leads, OnSave: p.countCopySaves("cost")}) // saved copies beside the checkpoints
 	if tel != nil {
 		tel.Metrics.ObserveViews(p.views)
 		tel.Metrics.SetClock(p.clock)
@@ -601,7 +598,7 @@ func (p *plane) apiHandler(o serveOptions) (http.Handler, error) {
 	if p.tel != nil {
 		ro.OnBackup = p.tel.Metrics.BackupDone
 	}
-	return p.withDashboard(ro, token, o.retention.checkpointEvery)
+	return p.withDashboard(ro, token)
 }
 
 // applyPool reconciles the log with a pool file, one group per decision

@@ -134,18 +134,14 @@ func headerLines(h map[string][]string) string {
 // checkREST reads the API as serve wires it (the cost and timeline
 // indexes built) and compares each answer's status, type and body.
 func checkREST(t *testing.T, h *handlerstest.Harness) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	timelines := timeline.NewIndex(h.Store, h.Views.Checkpoints(), quiet)
-	costs := cost.NewRunner(h.Store, quiet)
-	done := make(chan struct{}, 2)
-	go func() { _ = timelines.Run(ctx, h.Views); done <- struct{}{} }()
-	go func() { _ = costs.Run(ctx, h.Views); done <- struct{}{} }()
-	defer func() { cancel(); <-done; <-done }()
-	select {
-	case <-timelines.FirstBuild():
-	case <-time.After(time.Minute):
-		t.Fatal("the timeline index was not built in a minute")
+	ctx := context.Background()
+	timelines, err := timeline.NewIndex(ctx, h.Views, h.Store, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	costs, err := cost.NewRunner(ctx, h.Views, h.Store, quiet)
+	if err != nil {
+		t.Fatal(err)
 	}
 	api := httptest.NewServer(rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: "t", Timeline: timelines, Cost: costs, Logger: quiet}))
 	defer api.Close()

@@ -3,23 +3,22 @@ package cost
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/projections"
 )
 
-// While Run's first fold of the log is under way, a report is refused at
-// once (it does not wait for the fold) with how far the fold is; once
-// built, the report is answered.
+// While the views, and the index with them, are built, a report is
+// refused at once with how far the fold is; once built, it is answered.
 func TestReportWhileTheIndexIsBuilt(t *testing.T) {
 	srv := eventstest.StartServer(t)
 	st := srv.Store()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	t0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	declarePricedGroup(t, st, t0)
 	ref := events.Ref{Slot: "s", Group: "g", Cause: "test"}
@@ -31,41 +30,33 @@ func TestReportWhileTheIndexIsBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	views := projections.NewRunner(st, projections.RunnerOptions{})
+	x, err := NewRunner(ctx, views, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since, until := t0.Add(-24*time.Hour), t0.Add(24*time.Hour)
+	_, err = x.Report(ctx, ByGroup, since, until)
+	var building *BuildingError
+	if !errors.As(err, &building) || !strings.Contains(err.Error(), "cost index is being built") {
+		t.Fatalf("before the views' start: %v", err)
+	}
+	if _, built := x.SlotTotals(t0); built {
+		t.Fatal("slot totals before the views were built")
+	}
 	if err := views.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x := NewRunner(st, nil)
-	since, until := t0.Add(-24*time.Hour), t0.Add(24*time.Hour)
-
-	// A fold under way: Run started, its first pass 1 event of 4 in
-	// (held here, where a long log would hold it for seconds).
-	x.running.Store(true)
-	x.catchMu.Lock()
-	x.seq.Store(1)
-	x.target.Store(4)
-	_, err := x.Report(ctx, ByGroup, since, until)
-	var building *BuildingError
-	if !errors.As(err, &building) || !strings.Contains(err.Error(), "cost index is being built") || !strings.Contains(err.Error(), "1 of 4 events folded, 25%") {
-		t.Fatalf("while building: %v", err)
+	rep, err := x.Report(ctx, ByGroup, since, until)
+	if err != nil {
+		t.Fatal(err)
 	}
-	x.seq.Store(0)
-	x.catchMu.Unlock()
-
-	done := make(chan error, 1)
-	go func() { done <- x.Run(ctx, views) }()
-	t.Cleanup(func() { cancel(); <-done })
-	var rep Report
-	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		rep, err = x.Report(ctx, ByGroup, since, until)
-		return err
-	})
 	if len(rep.Rows) != 1 || rep.Rows[0].Key != "g" || rep.Rows[0].Currency != "EUR" || rep.Rows[0].MachineHours != 3 {
 		t.Fatalf("built: %+v", rep.Rows)
 	}
 }
 
-// The cost counters' figures (SlotTotals): none until Run's first fold
-// reached the log's end; over a log with missing sequences, what the log
+// The cost counters' figures (SlotTotals): none until the views are
+// built; over a log with missing sequences, what the log
 // holds, while its reports are refused (412).
 func TestCostIndexTotalsOverADamagedLog(t *testing.T) {
 	srv := eventstest.StartServer(t)
@@ -93,30 +84,34 @@ func TestCostIndexTotalsOverADamagedLog(t *testing.T) {
 	srv.Start()
 	st = srv.Store()
 	views := projections.NewRunner(st, projections.RunnerOptions{AcceptGaps: true})
-	runCtx, cancel := context.WithCancel(ctx)
-	if err := views.Start(runCtx); err != nil {
+	x, err := NewRunner(ctx, views, st, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	x := NewRunner(st, nil)
-	if _, built := x.SlotTotals(t0); built {
-		t.Fatal("slot totals before the index was built")
+	if err := views.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- x.Run(runCtx, views) }()
-	t.Cleanup(func() { cancel(); <-done })
-	eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		if _, built := x.SlotTotals(t0); !built {
-			return fmt.Errorf("not built")
-		}
-		return nil
-	})
-	totals, _ := x.SlotTotals(t0.Add(24 * time.Hour))
+	totals, built := x.SlotTotals(t0.Add(24 * time.Hour))
+	if !built {
+		t.Fatal("no slot totals once the views were built")
+	}
 	if len(totals) != 1 || totals[0].Slot != "s" || totals[0].Group != "g" || totals[0].UpSeconds != 3600 || totals[0].Cost != 2 || totals[0].Currency != "EUR" {
 		t.Fatalf("slot totals over the damaged log: %+v", totals)
 	}
-	_, err := x.Report(ctx, "group", t0.Add(-time.Hour), t0.Add(2*time.Hour))
+	_, err = x.Report(ctx, "group", t0.Add(-time.Hour), t0.Add(2*time.Hour))
 	var damaged *DamagedLogError
 	if !errors.As(err, &damaged) || !strings.Contains(err.Error(), "sequence 5 is missing") {
 		t.Fatalf("report over the damaged log: %v", err)
+	}
+}
+
+// declarePricedGroup appends group g, priced 1 EUR an hour.
+func declarePricedGroup(t *testing.T, st *eventlog.Store, at time.Time) {
+	t.Helper()
+	price := 1.0
+	if _, err := st.Append(context.Background(), events.GroupAggregate("g"), 0, events.Event{Time: at, Data: events.GroupDeclared{
+		Ref: events.Ref{Group: "g", Cause: "test"}, Spec: events.GroupSpec{Cost: &events.Cost{PricePerHour: &price, Currency: "EUR"}},
+	}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,48 +1,36 @@
 package timeline
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/claimstream/claimstream/internal/copycodec"
-	"github.com/claimstream/claimstream/projections"
 )
 
-// A saved copy of a Index: everything it needs to continue exactly
-// where it stopped (its views, each slot's intervals, claims and failures,
-// the events' instants, the phase table) and the sequence of the last event
-// it folded. Layout: timelineCopyMagic, a version byte, the payload
-// (varints, instants as deltas where they run in order, the views as their
-// checkpoint JSON), then a CRC-32C of everything before it.
+// The index's part of a snapshot: everything it needs to continue exactly
+// where it stopped (each slot's intervals, claims and failures, the
+// events' instants, the phase table) and the sequence of the last event it
+// folded; the views are the snapshot's own. Layout: timelineCopyMagic, a
+// version byte, the payload (varints, instants as deltas where they run
+// in order), then a CRC-32C of everything before it.
 const (
 	timelineCopyMagic   = "CSTL"
-	timelineCopyVersion = 2
+	timelineCopyVersion = 3
 )
 
 // errCopyDamaged is wrapped by unmarshalTimelineIndex's errors: the
-// bytes are not a copy this version wrote, or not the whole of one.
-var errCopyDamaged = errors.New("damaged timeline index copy")
+// bytes are not a part this version wrote, or not the whole of one.
+var errCopyDamaged = errors.New("damaged timeline index part")
 
-// marshal encodes what x holds, with its own views; the caller holds x.mu.
-func (x *Index) marshal() ([]byte, error) {
-	views, err := json.Marshal(x.st)
-	if err != nil {
-		return nil, fmt.Errorf("encode the timeline index's views: %w", err)
-	}
-	return x.marshalWith(views), nil
-}
-
-// marshalWith encodes what x holds with views, the JSON of the views at
-// x.seq; the caller holds x.mu.
-func (x *Index) marshalWith(views []byte) []byte {
+// marshal encodes what x holds; the caller holds x.mu.
+func (x *Index) marshal() []byte {
 	nbars := 0
 	for _, l := range x.slots {
 		nbars += l.bars.n
 	}
-	e := &tlEncoder{copycodec.NewEncoder(timelineCopyMagic, timelineCopyVersion, 64+len(views)+x.eventsAt.len()*2+nbars*8)}
+	e := &tlEncoder{copycodec.NewEncoder(timelineCopyMagic, timelineCopyVersion, 64+x.eventsAt.len()*2+nbars*8)}
 	e.Uint(x.seq)
 	e.t(x.heldFrom)
 	e.t(x.newest)
@@ -56,8 +44,6 @@ func (x *Index) marshalWith(views []byte) []byte {
 		e.Int(at - prev)
 		prev = at
 	}
-	e.Uint(uint64(len(views)))
-	e.B = append(e.B, views...)
 
 	names := make([]string, 0, len(x.slots))
 	for name := range x.slots {
@@ -105,7 +91,7 @@ func (x *Index) marshalWith(views []byte) []byte {
 // timelineContents is what a copy holds: the fields of a Index it
 // continues from.
 type timelineContents struct {
-	st       *projections.State
+	seq      uint64
 	heldFrom time.Time
 	newest   time.Time
 	slots    map[string]*slotLine
@@ -132,7 +118,7 @@ func unmarshalTimelineIndex(b []byte) (*timelineContents, error) {
 
 func decodeTimelineContents(d *tlDecoder) *timelineContents {
 	c := &timelineContents{slots: map[string]*slotLine{}}
-	seq := d.Uint()
+	c.seq = d.Uint()
 	c.heldFrom, c.newest = d.t(), d.t()
 	np := d.Count()
 	if np == 0 || np > 256 {
@@ -159,20 +145,6 @@ func decodeTimelineContents(d *tlDecoder) *timelineContents {
 		c.eventsAt.add(at)
 	}
 	c.eventsAt.sealLast()
-	views := d.Bytes()
-	if d.Err != nil {
-		return nil
-	}
-	c.st = projections.NewState()
-	if err := json.Unmarshal(views, c.st); err != nil {
-		d.Fail("views: %v", err)
-		return nil
-	}
-	c.st.Reindex()
-	if c.st.Seq != seq {
-		d.Fail("its views are at seq %d, the copy says %d", c.st.Seq, seq)
-		return nil
-	}
 	ns := d.Count()
 	prevName := ""
 	for i := range ns {

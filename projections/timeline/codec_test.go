@@ -3,17 +3,19 @@ package timeline
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/projections"
 )
 
 // seedTimelineIndex is a small index with every part of a copy: slots with
 // intervals, an open interval, a claim that failed, a retired slot, events
 // whose times are not in the log's order.
-func seedTimelineIndex() *Index {
+func seedTimelineIndex() *folding {
 	x := foldLifecycles(3, 7)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	seq := x.st.Seq
@@ -44,20 +46,14 @@ func seedTimelineIndex() *Index {
 // the same timelines.
 func TestTimelineIndexCopyRoundTrips(t *testing.T) {
 	x := seedTimelineIndex()
-	b, err := x.marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := x.marshal()
 	y := fromContents(t, b)
-	again, err := y.marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := y.marshal()
 	if !bytes.Equal(again, b) {
 		t.Fatalf("the decoded copy encodes to %d bytes, not the %d it was read from", len(again), len(b))
 	}
 	since, until := time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
-	if g, w := cutOf(t, y, since, until), cutOf(t, x, since, until); g != w {
+	if g, w := cutOf(t, y, since, until), cutOf(t, x.Index, since, until); g != w {
 		t.Fatalf("from the copy:\n%s\nfrom the fold:\n%s", g, w)
 	}
 	if len(x.slots["node-0.lan"].fails) != 1 || !x.slots["node-2.lan"].retired.After(since) || x.slots["node-1.lan"].open.phase == noPhase {
@@ -67,10 +63,7 @@ func TestTimelineIndexCopyRoundTrips(t *testing.T) {
 
 // A copy cut short or altered anywhere is refused as damaged.
 func TestTimelineIndexCopyRefusesDamage(t *testing.T) {
-	b, err := seedTimelineIndex().marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := seedTimelineIndex().marshal()
 	for _, n := range []int{0, 4, 5, len(b) / 2, len(b) - 1} {
 		if _, err := unmarshalTimelineIndex(b[:n]); !errors.Is(err, errCopyDamaged) {
 			t.Fatalf("cut to %d of %d bytes: %v, want errCopyDamaged", n, len(b), err)
@@ -88,17 +81,23 @@ func TestTimelineIndexCopyRefusesDamage(t *testing.T) {
 // fromContents is an index started from the copy b.
 func fromContents(t testing.TB, b []byte) *Index {
 	t.Helper()
-	c, err := unmarshalTimelineIndex(b)
+	y, err := restored(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return indexOfContents(c)
+	return y
 }
 
-func indexOfContents(c *timelineContents) *Index {
-	y := NewIndex(nil, nil, nil)
-	y.install(c)
-	return y
+// restored is an index restored from part b, over views at its seq.
+func restored(b []byte) (*Index, error) {
+	c, err := unmarshalTimelineIndex(b)
+	if err != nil {
+		return nil, err
+	}
+	y := &Index{log: slog.New(slog.DiscardHandler)}
+	st := projections.NewState()
+	st.Seq = c.seq
+	return y, y.Restore(st, b)
 }
 
 // cutOf is x's timeline of [since, until), spelled out, without reading a
@@ -126,30 +125,18 @@ func fmtFailures(tl Timeline) string {
 // errCopyDamaged, and what it accepts encodes back to a copy that
 // decodes again and cuts timelines.
 func FuzzUnmarshalTimelineIndex(f *testing.F) {
-	b, err := seedTimelineIndex().marshal()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b)
-	f.Add([]byte("CSTL\x02"))
-	empty, err := foldLifecycles(1, 0).marshal()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(empty)
+	f.Add(seedTimelineIndex().marshal())
+	f.Add([]byte("CSTL\x03"))
+	f.Add(foldLifecycles(1, 0).marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := unmarshalTimelineIndex(b)
+		y, err := restored(b)
 		if err != nil {
 			if !errors.Is(err, errCopyDamaged) {
 				t.Fatalf("refused without errCopyDamaged: %v", err)
 			}
 			return
 		}
-		y := indexOfContents(c)
-		again, err := y.marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
+		again := y.marshal()
 		if _, err := unmarshalTimelineIndex(again); err != nil {
 			t.Fatalf("an accepted copy encodes to one refused: %v", err)
 		}

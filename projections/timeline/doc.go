@@ -14,18 +14,14 @@
 // (instants.go); a table of phase codes. Intervals that ended more than
 // MaxWindow before the newest event are dropped.
 //
-// How it follows the views (follow.go): Index.Run builds the index with
-// views of its own (from a saved copy, a checkpoint older than any window,
-// or the log's start) up to the views' runner, then lets them go and
-// applies a record of each event the runner folds, taken from the
-// runner's views right after the fold. When it loses its place in the
-// records (views replaced, too far behind), it builds again. A request
-// first applies the records Run has not applied yet.
+// How it follows the views: Index is a projection of the views' runner
+// (projections.Projection). After each event the runner folds, under the
+// views' lock, it hands the index a record of what a timeline shows of it
+// (recordOf: the slot's phase and claim, a failure's reason), taken from
+// the views right after the fold. The records wait in a short queue while
+// a request holds the index, and whoever takes it next applies them.
 //
-// Its saved copy (copies.go, codec.go): with KeepCopies, Run saves the
-// index every so many events and at shutdown, beside the views'
-// checkpoints (projections.IndexCopies), and a start continues from the
-// newest copy the log still reaches. A copy is a magic, a version, the
-// payload (varints; the views as their checkpoint JSON) and a CRC-32C; a
-// damaged or foreign one is passed over for an older one or the log.
+// Its part of the views' snapshot (codec.go): a magic, a version, the
+// payload (varints) and a CRC-32C; a start restores the index from it. A
+// part that cannot be read makes the start fold the log from its start.
 package timeline

@@ -18,52 +18,55 @@ import (
 // Index keeps each slot's phase intervals of the log in memory, so a
 // timeline request cuts a window out of them instead of folding the window's
 // events (a fold grows with the window's events, a cut with the slots shown).
-// It folds the log into its own views up to the views' runner, then follows
-// the runner's folds and lets its own views go (follow.go); a
-// request first applies whatever Run has not yet. Intervals that ended more
-// than MaxWindow before the newest event are dropped; a window that
-// reaches before what the index holds is folded from the log (Build).
+// It is a projection of the views' runner: the runner hands it a record of
+// each event it folds, taken from the views right after the fold, and
+// saves it in the views' snapshots. Intervals that ended more than
+// MaxWindow before the newest event are dropped; a window that reaches
+// before what the index holds is folded from the log (Build).
 type Index struct {
+	views *projections.Runner
 	store *eventlog.Store
-	cps   *projections.Checkpoints
 	log   *slog.Logger
 
-	mu sync.Mutex
-	// st is the index's own views while it builds; nil once it follows the
-	// views' runner (feed). seq is the last event folded or followed.
-	st  *projections.State
+	// pending holds the records of the events the views folded that the
+	// index has not applied yet: the fold hands them over without waiting
+	// for a request that holds the index, and whoever takes mu next
+	// applies them. pendingSeq is the last event handed over.
+	pendingMu  sync.Mutex
+	pending    []timelineRecord
+	pendingSeq uint64
+	// beginPending: the next record begins the index (beginAtNext).
+	beginPending bool
+
+	mu  sync.Mutex
 	seq uint64
-	// ok: the index is built; broken says why it cannot be (a log whose
-	// start expired: requests fold from the log instead).
-	ok     bool
-	broken error
 	// heldFrom is the earliest instant the index answers for (zero: the
-	// log's start).
-	heldFrom time.Time
-	newest   time.Time
+	// log's start); beginAtNext: it begins at the next event, with the
+	// slots as the views hold them then (restored without its part over
+	// views with a history).
+	heldFrom    time.Time
+	beginAtNext bool
+	newest      time.Time
+	// prunedAt is the newest event's time at the last prune.
+	prunedAt time.Time
 	slots    map[string]*slotLine
 	// eventsAt is the time (Unix ms) of each folded event, for the counts.
 	eventsAt instants
 	// phases names the codes of indexBar.phase; phaseCode is its inverse.
 	phases    []string
 	phaseCode map[string]uint8
-
-	// copies, when set, are the saved copies of the index a start
-	// continues from (KeepCopies, copies.go); lastID is the
-	// ID of the last event folded.
-	copies *projections.IndexCopies
-	lastID string
-
-	// views and feed, set by Run: the runner the index follows once built,
-	// and its records; feedEpoch is the feed's epoch when following began.
-	views     *projections.Runner
-	feed      *timelineFeed
-	feedEpoch uint64
-
-	// firstBuild is closed once the first build ended, built or not.
-	firstBuild     chan struct{}
-	firstBuildOnce sync.Once
 }
+
+// projectionName keys the index's part of the views' snapshots.
+const projectionName = "timeline"
+
+// maxPending bounds the records waiting while a request holds the index;
+// past it the fold waits for the request to end.
+const maxPending = 4096
+
+// pruneEvery is how much newer the newest event must be than at the last
+// prune for the next (prune walks every slot).
+const pruneEvery = 6 * time.Hour
 
 // slotLine is one slot's history. It is held for as long as serve runs,
 // for every slot and a month of claims (hundreds of thousands of
@@ -101,171 +104,126 @@ type indexFail struct {
 	claim, reason string
 }
 
-// NewIndex indexes store's log; cps (may be nil) serve the
-// windows the index no longer holds. log (default slog's) is told when the
-// index cannot follow the log.
-func NewIndex(store *eventlog.Store, cps *projections.Checkpoints, log *slog.Logger) *Index {
+// NewIndex keeps a timeline index of store's log folded by views: call it
+// before views.Start (or the index is built from the log first). log
+// (default slog's) is told when the index begins without history.
+func NewIndex(ctx context.Context, views *projections.Runner, store *eventlog.Store, log *slog.Logger) (*Index, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	x := &Index{store: store, cps: cps, log: log, firstBuild: make(chan struct{})}
+	x := &Index{views: views, store: store, log: log}
 	x.reset()
-	return x
+	if err := views.Register(ctx, x); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
 
-// reset empties the index, to be built again.
+// reset empties the index; the caller holds mu.
 func (x *Index) reset() {
-	x.ok, x.st, x.seq, x.lastID = false, nil, 0, ""
-	x.heldFrom, x.newest = time.Time{}, time.Time{}
+	x.seq, x.beginAtNext = 0, false
+	x.heldFrom, x.newest, x.prunedAt = time.Time{}, time.Time{}, time.Time{}
 	x.slots, x.eventsAt = map[string]*slotLine{}, instants{}
 	// Code 0 is no phase; the views' phases get theirs as they are seen.
 	x.phases, x.phaseCode = []string{""}, map[string]uint8{"": noPhase}
 }
 
-// Run keeps the index current until ctx ends: it folds the log now, then
-// each batch of new events as views announces them.
-func (x *Index) Run(ctx context.Context, views *projections.Runner) error {
-	defer x.followViews(views)()
-	return projections.Follow(ctx, views, projections.Follower{
-		CatchUp:  x.catchUp,
-		Copies:   x.copies,
-		SaveCopy: x.saveCopyIfDue,
-		Failing: func(err error) {
-			// Requests fold their window from the log meanwhile.
-			x.log.Warn("timeline index cannot follow the log; timelines are folded from the log per request", "err", err)
-		},
-		Recovered: func() { x.log.Info("timeline index follows the log again") },
-	})
-}
+// Name is the index's part of a snapshot (projections.Projection).
+func (x *Index) Name() string { return projectionName }
 
-// FirstBuild is closed once the index's first build (from a saved copy,
-// a checkpoint or the log) ended, whether it succeeded or not.
-func (x *Index) FirstBuild() <-chan struct{} { return x.firstBuild }
-
-// catchUp folds the events the index has not seen yet.
-func (x *Index) catchUp(ctx context.Context) error {
+// Restore begins the index at the views st (projections.Projection).
+func (x *Index) Restore(st *projections.State, part []byte) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	defer x.firstBuildOnce.Do(func() { close(x.firstBuild) })
-	if x.broken != nil {
-		return x.broken
+	begin := false
+	defer func() {
+		x.pendingMu.Lock()
+		x.pending, x.pendingSeq, x.beginPending = nil, st.Seq, begin
+		x.pendingMu.Unlock()
+	}()
+	x.reset()
+	x.seq = st.Seq
+	begin = st.Seq > 0 && part == nil
+	if part == nil {
+		if st.Seq > 0 {
+			// Windows before the next event are folded from the log.
+			x.beginAtNext = true
+			x.heldFrom = endOfTime
+		}
+		return nil
 	}
-	if x.following() {
-		if x.applyFeed() {
-			x.prune()
-			return nil
-		}
-		x.log.Warn("timeline index lost its place in the views' folds (views replaced, or too far behind); building it again from a saved copy or the log")
-		x.reset()
+	c, err := unmarshalTimelineIndex(part)
+	if err == nil && c.seq != st.Seq {
+		err = fmt.Errorf("%w: it covers seq %d, the views %d", errCopyDamaged, c.seq, st.Seq)
 	}
-	building, fromCopy := !x.ok, false
-	if !x.ok && x.copies != nil {
-		// A saved copy the log continues: only the events after it are
-		// folded.
-		b, err := x.store.Bounds(ctx)
-		if err != nil {
-			return err
-		}
-		fromCopy = x.loadCopy(ctx, b)
-		x.ok = fromCopy
-	}
-	if !x.ok {
-		// The views before the log's first event: empty, or a checkpoint
-		// when the log's start expired (then the index starts there), or
-		// one older than any window, so a long log is not folded from its
-		// start to keep its last month.
-		b, err := x.store.Bounds(ctx)
-		if err != nil {
-			return err
-		}
-		if b.Truncated() {
-			st, cp, err := x.cps.OldestCovering(ctx, b)
-			if err != nil || st == nil {
-				x.broken = fmt.Errorf("the log's start expired and no checkpoint holds it: %v", err)
-				x.stopFeed()
-				return x.broken
-			}
-			x.st, x.heldFrom = st, cp.Time
-		} else if st, cp := x.checkpointBeforeAnyWindow(ctx, b); st != nil {
-			x.st, x.heldFrom = st, cp.Time
-		} else {
-			x.st = projections.NewState()
-		}
-		x.seq = x.st.Seq
-		for name := range x.st.Slots {
-			x.observe(name, slotStateOf(x.st, name), x.heldFrom)
-		}
-		x.ok = true
-	}
-	last, err := x.store.LastSeq(ctx)
 	if err != nil {
+		begin = st.Seq > 0
+		x.beginAtNext, x.heldFrom = begin, endOfTime
 		return err
 	}
-	if last <= x.seq {
-		x.startFollowing()
-		return nil
+	x.heldFrom, x.newest, x.slots, x.eventsAt, x.phases = c.heldFrom, c.newest, c.slots, c.eventsAt, c.phases
+	x.prunedAt = x.newest
+	for name, l := range x.slots {
+		if sl := st.Slots[name]; sl != nil {
+			l.group = sl.Group
+		}
 	}
-	began, from, folded := time.Now(), x.seq+1, 0
-	err = x.store.Read(ctx, x.seq+1, last, func(e events.Event) error {
-		x.fold(e)
-		folded++
-		return nil
-	})
-	if gaps := eventlog.GapsOf(err); gaps != nil {
-		// Folded around the gap, as the views are; the timeline shows
-		// what the log holds.
-		err = nil
+	x.phaseCode = make(map[string]uint8, len(c.phases))
+	for i, p := range c.phases {
+		x.phaseCode[p] = uint8(i)
 	}
-	x.prune()
-	if building && err == nil {
-		x.log.Info("timeline index built", "from_seq", from, "events_folded", folded, "held_from", x.heldFrom, "took", time.Since(began).Round(time.Millisecond), "from_copy", fromCopy)
-	}
-	if err == nil {
-		x.startFollowing()
-	}
-	return err
+	return nil
 }
 
-// checkpointBeforeAnyWindow loads the newest checkpoint older than any
-// window the index answers (MaxWindow and a default window before
-// the newest checkpoint, so before the newest event too), for a log of
-// bounds b. It returns a nil state when there is none, or when the
-// checkpoints cannot be read (then the index folds the log from its
-// start, as it would without them).
-func (x *Index) checkpointBeforeAnyWindow(ctx context.Context, b eventlog.Bounds) (*projections.State, projections.CheckpointInfo) {
-	if x.cps == nil {
-		return nil, projections.CheckpointInfo{}
-	}
-	cps, err := x.cps.List(ctx)
-	if err != nil {
-		x.log.Warn("timeline index: the checkpoints cannot be listed; folding the log from its start", "err", err)
-		return nil, projections.CheckpointInfo{}
-	}
-	if len(cps) == 0 {
-		return nil, projections.CheckpointInfo{}
-	}
-	newest := cps[len(cps)-1].Time
-	for i := len(cps) - 1; i >= 0; i-- {
-		cp := cps[i]
-		if cp.Seq > b.Last || cp.Time.Add(MaxWindow+DefaultWindow).After(newest) {
-			continue
+// endOfTime: held from no instant yet.
+var endOfTime = time.Unix(1<<62, 0)
+
+// Apply hands over a record of e, taken from the views st right after
+// they folded it (projections.Projection): it runs under the views'
+// lock, so it applies the records only when no request holds the index.
+func (x *Index) Apply(st *projections.State, e events.Event) {
+	x.pendingMu.Lock()
+	if x.beginPending {
+		// The views as they are now begin the index.
+		x.beginPending = false
+		for name := range st.Slots {
+			x.pending = append(x.pending, timelineRecord{seq: e.Seq, at: e.Time, slot: name, slotState: slotStateOf(st, name), observation: true})
 		}
-		st, err := x.cps.Load(ctx, cp.Seq)
-		if err != nil {
-			x.log.Warn("timeline index: a checkpoint cannot be read; folding the log from its start", "seq", cp.Seq, "err", err)
-			return nil, projections.CheckpointInfo{}
-		}
-		return st, cp
 	}
-	return nil, projections.CheckpointInfo{}
+	x.pending = append(x.pending, recordOf(st, e))
+	x.pendingSeq = e.Seq
+	full := len(x.pending) >= maxPending
+	x.pendingMu.Unlock()
+	if full {
+		x.mu.Lock()
+	} else if !x.mu.TryLock() {
+		return
+	}
+	x.applyPendingLocked()
+	x.mu.Unlock()
 }
 
-// fold folds e into the index's own views and applies what it changed.
-func (x *Index) fold(e events.Event) {
-	_ = projections.Evolve(x.st, e)
-	x.st.Seq = max(x.st.Seq, e.Seq)
-	r := recordOf(x.st, e)
-	x.apply(&r)
+// applyPendingLocked applies the records waiting; the caller holds mu.
+func (x *Index) applyPendingLocked() {
+	x.pendingMu.Lock()
+	records := x.pending
+	x.pending = nil
+	x.pendingMu.Unlock()
+	for i := range records {
+		x.apply(&records[i])
+	}
+	if x.newest.Sub(x.prunedAt) >= pruneEvery {
+		x.prune()
+		x.prunedAt = x.newest
+	}
+}
+
+// Marshal is the index's part of a snapshot (projections.Projection).
+func (x *Index) Marshal() ([]byte, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.applyPendingLocked()
+	return x.marshal(), nil
 }
 
 // timelineRecord is what the index takes of one folded event: the views
@@ -281,6 +239,9 @@ type timelineRecord struct {
 	// failed: a ClaimFailed event, of failedClaim, for failReason.
 	failed                  bool
 	failedClaim, failReason string
+	// observation: no event, the slot as the views held it when the
+	// index began.
+	observation bool
 }
 
 // slotState is what a timeline shows of a slot in views.
@@ -325,14 +286,23 @@ func recordOf(st *projections.State, e events.Event) timelineRecord {
 	return r
 }
 
-// apply adds one record to the index.
+// apply adds one record to the index; the caller holds mu.
 func (x *Index) apply(r *timelineRecord) {
-	x.seq = max(x.seq, r.seq)
+	if r.seq <= x.seq && !r.observation {
+		return
+	}
+	if x.beginAtNext {
+		x.beginAtNext, x.heldFrom = false, r.at
+	}
+	if r.observation {
+		x.observe(r.slot, r.slotState, r.at)
+		return
+	}
+	x.seq = r.seq
 	if r.at.After(x.newest) {
 		x.newest = r.at
 	}
 	x.eventsAt.add(r.at.UnixMilli())
-	x.lastID = r.id
 	if r.slot == "" {
 		return
 	}
@@ -461,15 +431,27 @@ func trimmed[T any](s []T, i int) []T {
 var errNotHeld = errors.New("window not held")
 
 // Timeline cuts the window [since, until) out of the index, open
-// intervals ending at end (or until, if sooner).
+// intervals ending at end (or until, if sooner), over every event
+// appended before the call.
 func (x *Index) Timeline(ctx context.Context, since, until, end time.Time) (Timeline, error) {
-	if err := x.catchUp(ctx); err != nil {
-		return Timeline{}, err
+	if _, _, done := x.views.StartProgress(); !done {
+		return Timeline{}, errBuilding
+	}
+	last, err := x.store.LastSeq(ctx)
+	if err != nil {
+		return Timeline{}, fmt.Errorf("timeline index: the log's last event: %w", err)
+	}
+	if err := x.views.WaitFor(ctx, last); err != nil {
+		return Timeline{}, fmt.Errorf("timeline index: %w", err)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.applyPendingLocked()
 	return x.cut(since, until, end)
 }
+
+// errBuilding: the views, and the index with them, are being built.
+var errBuilding = errors.New("the timeline index is being built")
 
 // cut is Timeline of what the index holds now; the caller holds x.mu.
 func (x *Index) cut(since, until, end time.Time) (Timeline, error) {

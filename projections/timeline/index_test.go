@@ -20,7 +20,10 @@ func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
 	h := handlerstest.New(t)
 	h.History(nil)
 	ctx := context.Background()
-	idx := timeline.NewIndex(h.Store, h.Views.Checkpoints(), nil)
+	idx, err := timeline.NewIndex(ctx, h.Views, h.Store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	compared := sameTimelines(t, h, idx, 7*time.Minute)
 	t.Logf("compared %d windows", compared)
 	// A new event reaches the index at the next request.

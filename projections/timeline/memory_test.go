@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"testing"
 	"time"
@@ -10,12 +11,36 @@ import (
 	"github.com/claimstream/claimstream/projections"
 )
 
+// folding is an index fed as the views' runner feeds it, by a fold of
+// views of its own (no log, no runner).
+type folding struct {
+	*Index
+	st *projections.State
+}
+
+func newFolding() *folding {
+	f := &folding{Index: &Index{log: slog.New(slog.DiscardHandler)}, st: projections.NewState()}
+	f.reset()
+	if err := f.Restore(f.st, nil); err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// fold folds e into the views, then hands it to the index.
+func (f *folding) fold(e events.Event) {
+	_ = projections.Evolve(f.st, e)
+	f.Apply(f.st, e)
+	f.mu.Lock()
+	f.applyPendingLocked()
+	f.mu.Unlock()
+}
+
 // foldLifecycles folds, into a fresh index, a pool of slots and n whole
 // claim lifecycles on them in turn (created to collected, seconds apart),
 // as serve's benchmark log holds them. It returns the index.
-func foldLifecycles(slots, n int) *Index {
-	x := NewIndex(nil, nil, nil)
-	x.st, x.ok = projections.NewState(), true
+func foldLifecycles(slots, n int) *folding {
+	x := newFolding()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var seq uint64
 	fold := func(d events.Data) {
@@ -54,7 +79,7 @@ func heapInUse() uint64 {
 // once per claim, in 4 bytes when named as claims are; the events' times
 // in 4 bytes), so 20,000 claim lifecycles on 1,000 slots (100,000
 // intervals) hold under 3.5 MiB with the claims' names, the events' times
-// and the views the index folds while it builds.
+// and the views folded beside it.
 func TestTimelineIndexHoldsIntervalsCompactly(t *testing.T) {
 	before := heapInUse()
 	x := foldLifecycles(1000, 20_000)

@@ -55,104 +55,114 @@ func appendLifecycles(t *testing.T, st *eventlog.Store, at time.Time, slots, n i
 	return at
 }
 
-// checkpoint saves the views of the whole log as a checkpoint.
-func checkpoint(t *testing.T, st *eventlog.Store, cps *projections.Checkpoints, last time.Time) projections.CheckpointInfo {
+// startViews starts views over st with snapshots in bucket, a timeline
+// index registered when index is set; log takes the runner's lines.
+func startViews(t *testing.T, st *eventlog.Store, bucket string, index bool, log *slog.Logger) (*projections.Runner, *Index) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := st.Bounds(ctx)
+	snaps, err := projections.OpenSnapshots(ctx, st.JetStream(), bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	views, err := projections.ReplayTo(ctx, st, nil, b.Last)
-	if err != nil {
+	views := projections.NewRunner(st, projections.RunnerOptions{Snapshots: snaps, Logger: log})
+	var idx *Index
+	if index {
+		if idx, err = NewIndex(ctx, views, st, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := views.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := cps.Save(ctx, views, last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cp.Seq != b.Last {
-		t.Fatalf("checkpoint at seq %d, want the log's last, %d", cp.Seq, b.Last)
-	}
-	return cp
+	return views, idx
 }
 
-var foldedLine = regexp.MustCompile(`msg="timeline index built" from_seq=(\d+) events_folded=(\d+)`)
+var builtLine = regexp.MustCompile(`msg="views built" seq=(\d+) events=(\d+)`)
 
-// A long log with checkpoints: the index starts from the newest checkpoint
-// older than any window it answers, not from the log's start, and cuts the
-// same recent windows as folding them from the log does.
-func TestTimelineIndexStartsFromACheckpointBeforeAnyWindow(t *testing.T) {
+// foldedAtStart is how many events the views' start folded, by its line.
+func foldedAtStart(t *testing.T, logs string) uint64 {
+	t.Helper()
+	m := builtLine.FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no 'views built' line: %s", logs)
+	}
+	n, _ := strconv.ParseUint(m[2], 10, 64)
+	return n
+}
+
+// sameAsTheLog checks idx cuts [since, until) as a fold of the log does.
+func sameAsTheLog(t *testing.T, st *eventlog.Store, idx *Index, since, until time.Time) {
+	t.Helper()
 	ctx := context.Background()
-	st, _ := eventstest.NewStore(t)
-	cps, err := projections.OpenCheckpoints(ctx, st.JetStream(), "TIMELINE_TEST_CHECKPOINTS", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	last := appendLifecycles(t, st, start, 4, 40, true, "old")
-	old := checkpoint(t, st, cps, last)
-	// Forty days later: more claims, and a checkpoint at their end.
-	last = appendLifecycles(t, st, start.Add(40*24*time.Hour), 4, 8, false, "new")
-	checkpoint(t, st, cps, last)
-	last = appendLifecycles(t, st, last, 4, 2, false, "newest")
-	b, err := st.Bounds(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var logs bytes.Buffer
-	idx := NewIndex(st, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	since, until := last.Add(-3*time.Hour), last
 	got, err := idx.Timeline(ctx, since, until, until)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := foldedLine.FindStringSubmatch(logs.String())
-	if m == nil {
-		t.Fatalf("no 'timeline index built' line: %s", logs.String())
-	}
-	from, _ := strconv.ParseUint(m[1], 10, 64)
-	folded, _ := strconv.ParseUint(m[2], 10, 64)
-	if from != old.Seq+1 || folded != b.Last-old.Seq {
-		t.Errorf("the index folded %d events from seq %d, want the %d after the checkpoint at seq %d (the log holds %d)", folded, from, b.Last-old.Seq, old.Seq, b.Last)
-	}
-	want, err := Build(ctx, st, cps, since, until, until)
+	want, err := Build(ctx, st, nil, since, until, until)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Seq is the last event each folded: the index's is the log's.
+	got.Seq, want.Seq = 0, 0
 	if g, w := barsOf(got), barsOf(want); g != w {
-		t.Fatalf("recent window from the index:\n%s\nfolded from the log:\n%s", g, w)
+		t.Fatalf("window %s-%s from the index:\n%s\nfolded from the log:\n%s", since, until, g, w)
 	}
 	if len(got.Bars) == 0 {
-		t.Fatal("the recent window has no intervals")
+		t.Fatal("the window has no intervals")
 	}
 }
 
-// Without a checkpoint old enough, the index folds the log from its start.
-func TestTimelineIndexFoldsFromTheStartWithoutAnOldCheckpoint(t *testing.T) {
+// A start restores the index from its part of the views' snapshot and
+// folds only the events after it, once, for the views and the index: the
+// index then cuts windows before the snapshot and after it as a fold of
+// the log does.
+func TestTimelineIndexStartsFromTheViewsSnapshot(t *testing.T) {
 	ctx := context.Background()
 	st, _ := eventstest.NewStore(t)
-	cps, err := projections.OpenCheckpoints(ctx, st.JetStream(), "TIMELINE_TEST_CHECKPOINTS", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	last := appendLifecycles(t, st, start, 4, 10, true, "a")
-	checkpoint(t, st, cps, last) // within a window of the newest events
-	last = appendLifecycles(t, st, last, 4, 2, false, "b")
-	var logs bytes.Buffer
-	idx := NewIndex(st, cps, slog.New(slog.NewTextHandler(&logs, nil)))
-	if _, err := idx.Timeline(ctx, last.Add(-time.Hour), last, last); err != nil {
+	mid := appendLifecycles(t, st, start, 4, 20, true, "old")
+	views, _ := startViews(t, st, "TIMELINE_TEST_SNAPS", true, nil)
+	if err := views.SnapshotNow(ctx); err != nil {
 		t.Fatal(err)
 	}
+	last := appendLifecycles(t, st, mid, 4, 5, false, "new")
+
+	var logs bytes.Buffer
+	_, idx := startViews(t, st, "TIMELINE_TEST_SNAPS", true, slog.New(slog.NewTextHandler(&logs, nil)))
+	if n := foldedAtStart(t, logs.String()); n != 5*7 {
+		t.Fatalf("the start folded %d events, want the 35 after the snapshot: %s", n, logs.String())
+	}
+	sameAsTheLog(t, st, idx, start, mid)
+	sameAsTheLog(t, st, idx, mid.Add(-time.Hour), last)
+}
+
+// A snapshot without the index's part (written before the index was
+// registered): the start folds the whole log, for the views and the
+// index alike, rather than leave the index without its history.
+func TestTimelineIndexWithoutItsPartFoldsTheLogFromItsStart(t *testing.T) {
+	ctx := context.Background()
+	st, _ := eventstest.NewStore(t)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mid := appendLifecycles(t, st, start, 4, 10, true, "a")
+	views, _ := startViews(t, st, "TIMELINE_TEST_SNAPS", false, nil)
+	if err := views.SnapshotNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := appendLifecycles(t, st, mid, 4, 2, false, "b")
 	b, err := st.Bounds(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := foldedLine.FindStringSubmatch(logs.String()); m == nil || m[1] != "1" || m[2] != strconv.FormatUint(b.Last, 10) {
-		t.Fatalf("want the whole log (%d events) folded from seq 1: %s", b.Last, logs.String())
+
+	var logs bytes.Buffer
+	_, idx := startViews(t, st, "TIMELINE_TEST_SNAPS", true, slog.New(slog.NewTextHandler(&logs, nil)))
+	if n := foldedAtStart(t, logs.String()); n != b.Last {
+		t.Fatalf("the start folded %d events, want the whole log's %d: %s", n, b.Last, logs.String())
 	}
+	if !strings.Contains(logs.String(), "folding the log from its start") {
+		t.Fatalf("no line says why the whole log was folded: %s", logs.String())
+	}
+	sameAsTheLog(t, st, idx, start, last)
 }
 
 // barsOf prints a timeline's intervals with their names, whatever order

@@ -45,7 +45,11 @@ func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 	if win.Until.After(now) {
 		win.Until = now
 	}
-	rep, err := s.costs.Report(r.Context(), by, win.Since, win.Until)
+	costs, err := s.costIndex(r.Context())
+	if s.answerCostIndex(w, r, err) {
+		return
+	}
+	rep, err := costs.Report(r.Context(), by, win.Since, win.Until)
 	if s.answerCostIndex(w, r, err) {
 		return
 	}
@@ -53,7 +57,7 @@ func (s *server) cost(w http.ResponseWriter, r *http.Request) {
 		rep.AskedUntil = &asked
 	}
 	if forecast {
-		whole, err := s.costs.Report(r.Context(), by, win.Since, asked)
+		whole, err := costs.Report(r.Context(), by, win.Since, asked)
 		if s.answerCostIndex(w, r, err) {
 			return
 		}

@@ -136,8 +136,9 @@ func TestCostOverADamagedLogIsRefused(t *testing.T) {
 	}
 }
 
-// A log whose start expired is refused (410): a machine's state at the
-// period's start came from events that are gone.
+// A log whose start expired, with no checkpoint holding the cost index, is
+// refused (410): a machine's state at the period's start came from events
+// that are gone.
 func TestCostOverAnExpiredLogIsGone(t *testing.T) {
 	srv := eventstest.StartServer(t)
 	ctx := context.Background()
@@ -158,6 +159,19 @@ func TestCostOverAnExpiredLogIsGone(t *testing.T) {
 	}
 	declare("s0")
 	declare("s1")
+	// The views of the first two events, kept in a checkpoint by views
+	// that folded no cost index.
+	cps, err := projections.OpenCheckpoints(ctx, js, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := projections.NewRunner(st, projections.RunnerOptions{Checkpoints: cps})
+	if err := before.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := before.CheckpointNow(ctx); err != nil {
+		t.Fatal(err)
+	}
 	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		b, err := st.Bounds(ctx)
 		if err != nil || b.First < 3 {
@@ -166,7 +180,10 @@ func TestCostOverAnExpiredLogIsGone(t *testing.T) {
 		return nil
 	})
 	declare("s2")
-	views := projections.NewRunner(st, projections.RunnerOptions{AcceptGaps: true})
+	views := projections.NewRunner(st, projections.RunnerOptions{Checkpoints: cps})
+	if err := views.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	clk := clocktesting.NewFakeClock(t0)
 	h := rest.New(views, handlers.NewService(st, views, clk, "/test", nil), st, clk, rest.Options{NoAuth: true})
 	rec := &recorder{header: http.Header{}}

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -64,8 +65,8 @@ type Options struct {
 	// write), with the access of the token it logged in with.
 	Session func(*http.Request) Access
 	// Timeline, when set, is the index GET /api/v1/timeline cuts windows
-	// from (serve keeps it current with its Run); else one is built at
-	// the first request.
+	// from (a projection of the views serve registers before their
+	// start); else one is built at the first request.
 	Timeline *timeline.Index
 	// DeadLetters, when set, serves the sinks' dead letters
 	// (deadletters.go); nil: serve runs with no sinks.
@@ -76,9 +77,9 @@ type Options struct {
 	// FreshReads, when set, is asked before every authenticated GET
 	// (freshreads.go): a follower's views must first reach the log's end.
 	FreshReads func(context.Context) error
-	// Cost, when set, is the index GET /api/v1/cost reports from (serve
-	// keeps it current with its Run); else one is built at the first
-	// request.
+	// Cost, when set, is the index GET /api/v1/cost reports from (a
+	// projection of the views serve registers before their start); else
+	// one is built at the first request.
 	Cost *cost.Runner
 	// AuthLimit, when set, throttles failed authentications per client
 	// address (authlimit.go); serve shares one with the dashboard.
@@ -100,6 +101,9 @@ type server struct {
 	opts  Options
 	log   *slog.Logger
 
+	// timelines and costs are the indexes of Options, or those built at
+	// the first request (indexes.go).
+	indexMu   sync.Mutex
 	timelines *timeline.Index
 	costs     *cost.Runner
 	// whatIfs holds a place for each what-if running (whatif.go).
@@ -188,12 +192,7 @@ func New(views *projections.Runner, cmds *handlers.Service, store *eventlog.Stor
 	}
 	s := &server{views: views, cmds: cmds, store: store, clk: clk, opts: opts, log: opts.Logger, timelines: opts.Timeline,
 		whatIfs: make(chan struct{}, opts.MaxWhatIfs)}
-	if s.timelines == nil {
-		s.timelines = timeline.NewIndex(store, views.Checkpoints(), opts.Logger)
-	}
-	if s.costs = opts.Cost; s.costs == nil {
-		s.costs = cost.NewRunner(store, opts.Logger)
-	}
+	s.costs = opts.Cost
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		h := r.h

@@ -43,7 +43,11 @@ func (s *server) timeline(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", err.Error())
 		return
 	}
-	tl, err := s.timelines.Timeline(r.Context(), since, until, now)
+	idx, err := s.timelineIndex(r.Context())
+	var tl timeline.Timeline
+	if err == nil {
+		tl, err = idx.Timeline(r.Context(), since, until, now)
+	}
 	if err != nil {
 		// Before what the index holds, or an index that cannot be built:
 		// fold the window from the log.

@@ -327,7 +327,10 @@ func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
 	// Forty days later, a new claim: the index prunes the scripted history.
 	f.H.Clock.SetTime(handlerstest.Start.Add(40 * 24 * time.Hour))
 	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "dave"})
-	idx := timeline.NewIndex(f.H.Store, f.H.Views.Checkpoints(), nil)
+	idx, err := timeline.NewIndex(ctx, f.H.Views, f.H.Store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := idx.Timeline(ctx, since, until, until); err == nil {
 		t.Fatal("the index answered a window it pruned")
 	}

@@ -54,17 +54,11 @@ func start(t testing.TB, tlsServer bool) *fixture {
 	h.Declare("homelab", events.GroupSpec{MaxSize: 3}, "node-1.lan", "node-2.lan", "node-3.lan")
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	sessions := dashboard.NewSessions(clk, time.Hour)
-	// The timeline index kept current as serve keeps it.
-	idx := timeline.NewIndex(h.Store, h.Views.Checkpoints(), nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- idx.Run(ctx, h.Views) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("timeline index: %v", err)
-		}
-	})
+	// The timeline index folded with the views, as serve keeps it.
+	idx, err := timeline.NewIndex(context.Background(), h.Views, h.Store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	api := rest.New(h.Views, h.Service, h.Store, h.Clock, rest.Options{Token: token, ReadToken: readToken, Session: sessions.Access, Timeline: idx})
 	f := &fixture{h: h, sessions: sessions, clk: clk, counts: map[string]int{}}
 	note := func(what string) {

@@ -164,26 +164,20 @@ func compareSeq(a, b uint64) int {
 
 // Load reads the views of the checkpoint at seq.
 func (c *Checkpoints) Load(ctx context.Context, seq uint64) (*State, error) {
-	st, _, err := c.loadParts(ctx, seq)
-	return st, err
-}
-
-// loadParts reads the checkpoint at seq with the projections' parts.
-func (c *Checkpoints) loadParts(ctx context.Context, seq uint64) (*State, map[string][]byte, error) {
 	b := c.recalled(seq)
 	if b == nil {
 		var err error
 		b, err = c.obj.GetBytes(ctx, checkpointName(seq))
 		if err != nil {
-			return nil, nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
+			return nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
 		}
 		c.remember(seq, b)
 	}
-	st, parts, err := decodeSnapshotParts(b)
+	st, err := DecodeSnapshot(b)
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint at seq %d: %w", seq, err)
+		return nil, fmt.Errorf("checkpoint at seq %d: %w", seq, err)
 	}
-	return st, parts, nil
+	return st, nil
 }
 
 // Delete removes the checkpoint at seq.
@@ -303,13 +297,6 @@ func (e *TruncatedLogError) Error() string {
 // coveringCheckpoint loads the newest checkpoint that holds every expired
 // event of a log with bounds b (seq >= First-1) and is not past its end.
 func (c *Checkpoints) coveringCheckpoint(ctx context.Context, b eventlog.Bounds, atOrBefore func(CheckpointInfo) bool) (*State, CheckpointInfo, error) {
-	st, _, cp, err := c.coveringCheckpointParts(ctx, b, atOrBefore)
-	return st, cp, err
-}
-
-// coveringCheckpointParts is coveringCheckpoint with the projections'
-// parts of the checkpoint.
-func (c *Checkpoints) coveringCheckpointParts(ctx context.Context, b eventlog.Bounds, atOrBefore func(CheckpointInfo) bool) (*State, map[string][]byte, CheckpointInfo, error) {
 	var newest uint64
 	var why []string
 	var cps []CheckpointInfo
@@ -317,7 +304,7 @@ func (c *Checkpoints) coveringCheckpointParts(ctx context.Context, b eventlog.Bo
 		var err error
 		cps, err = c.List(ctx)
 		if err != nil {
-			return nil, nil, CheckpointInfo{}, err
+			return nil, CheckpointInfo{}, err
 		}
 	}
 	for i := len(cps) - 1; i >= 0; i-- {
@@ -329,14 +316,14 @@ func (c *Checkpoints) coveringCheckpointParts(ctx context.Context, b eventlog.Bo
 		if cp.Seq+1 < b.First {
 			break
 		}
-		st, parts, err := c.loadParts(ctx, cp.Seq)
+		st, err := c.Load(ctx, cp.Seq)
 		if err != nil {
 			why = append(why, err.Error())
 			continue
 		}
-		return st, parts, cp, nil
+		return st, cp, nil
 	}
-	return nil, nil, CheckpointInfo{}, &TruncatedLogError{First: b.First, NewestCheckpoint: newest, Why: strings.Join(why, "; ")}
+	return nil, CheckpointInfo{}, &TruncatedLogError{First: b.First, NewestCheckpoint: newest, Why: strings.Join(why, "; ")}
 }
 
 // ReplayUntil rebuilds the views as they were at t: from the nearest

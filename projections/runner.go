@@ -153,10 +153,10 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.log.Warn("cannot list the checkpoints", "err", err)
 	}
 	st := NewState()
-	var parts map[string][]byte
+	restored := false
 	var snapProblem string
 	if r.snaps != nil {
-		snap, snapParts, err := r.snaps.load(ctx)
+		snap, parts, err := r.snaps.open(ctx)
 		switch {
 		case err != nil:
 			snapProblem = "the snapshot is unusable: " + err.Error()
@@ -168,17 +168,28 @@ func (r *Runner) Start(ctx context.Context) error {
 			snapProblem = fmt.Sprintf("the snapshot ends at seq %d, before the log's first", snap.Seq)
 			r.log.Warn("snapshot is older than the log's first event, starting from a checkpoint", "snapshot", snap.Seq, "firstSeq", bounds.First)
 		default:
-			st, parts = snap, snapParts
-			r.lastSnap.Store(snap.Seq)
-			r.nextSnap.Store(snap.Seq + r.every)
-			r.log.Info("loaded snapshot", "seq", snap.Seq)
+			from := r.restoreProjections(snap, parts.next, bounds)
+			if err := parts.finish(); err != nil {
+				snapProblem = "the snapshot is unusable: " + err.Error()
+				r.log.Warn("snapshot unusable, rebuilding from the log", "err", err)
+				break
+			}
+			st, restored = from, true
+			if st.Seq > 0 {
+				r.lastSnap.Store(snap.Seq)
+				r.nextSnap.Store(snap.Seq + r.every)
+				r.log.Info("loaded snapshot", "seq", snap.Seq)
+			}
+		}
+		if parts != nil {
+			_ = parts.finish()
 		}
 	}
 	var lastTime time.Time
 	if st.Seq+1 < bounds.First {
 		// The events before the log's first expired: a fold from here
 		// would lack them (claims created before would vanish).
-		cst, cparts, cp, err := r.cp.store.coveringCheckpointParts(ctx, bounds, nil)
+		cst, cp, err := r.cp.store.coveringCheckpoint(ctx, bounds, nil)
 		var te *TruncatedLogError
 		if errors.As(err, &te) {
 			te.Why = joinWhy(snapProblem, te.Why)
@@ -186,10 +197,13 @@ func (r *Runner) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("projection start: %w", err)
 		}
-		st, parts, lastTime = cst, cparts, cp.Time
+		st, lastTime, restored = cst, cp.Time, false
 		r.log.Info("loaded checkpoint: the log's older events expired", "seq", cp.Seq, "firstSeq", bounds.First, "lastEvent", cp.Time.Format(time.RFC3339))
 	}
-	st, parts = r.restoreProjections(st, parts, bounds)
+	if !restored {
+		// Checkpoints hold the views alone.
+		st = r.restoreProjections(st, nil, bounds)
+	}
 	begin := time.Now()
 	defer replayGC()()
 	from := st.Seq + 1

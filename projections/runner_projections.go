@@ -2,7 +2,9 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
@@ -42,20 +44,22 @@ func (r *Runner) buildLate(ctx context.Context, p Projection) error {
 		return err
 	}
 	st := NewState()
-	var part []byte
 	if b.First > 1 {
-		cst, parts, _, err := r.cp.store.coveringCheckpointParts(ctx, b, func(cp CheckpointInfo) bool { return cp.Seq <= upTo })
+		// The views of a checkpoint, which holds no projection's part:
+		// p begins there without the history before it.
+		cst, _, err := r.cp.store.coveringCheckpoint(ctx, b, func(cp CheckpointInfo) bool { return cp.Seq <= upTo })
 		if err != nil {
 			// Nothing holds the expired events: p begins at the views
-			// as they are, without their history.
+			// as they are.
 			r.mu.RLock()
 			defer r.mu.RUnlock()
 			return p.Restore(r.state, nil)
 		}
-		st, part = cst, parts[p.Name()]
+		st = cst
+		r.log.Warn("a projection begins without the history the log no longer holds", "projection", p.Name(), "seq", st.Seq, "firstSeq", b.First)
 	}
-	if err := p.Restore(st, part); err != nil {
-		r.log.Warn("a projection's part of the checkpoint is unusable; it begins without the history before it", "projection", p.Name(), "seq", st.Seq, "err", err)
+	if err := p.Restore(st, nil); err != nil {
+		return err
 	}
 	err = r.store.Read(ctx, st.Seq+1, upTo, func(e events.Event) error {
 		_ = Evolve(st, e)
@@ -69,24 +73,40 @@ func (r *Runner) buildLate(ctx context.Context, p Projection) error {
 	return err
 }
 
-// restoreProjections restores every projection at st, from its part of
-// the snapshot or checkpoint st came from, for a log of bounds b. When
+// restoreProjections restores every projection at st from the parts
+// next reads, one at a time (next nil: none), for a log of bounds b. When
 // one has no usable part and the log still holds its start, every model
 // is folded from there instead (one read of the log for all): it returns
 // the views to fold the log into.
-func (r *Runner) restoreProjections(st *State, parts map[string][]byte, b eventlog.Bounds) (*State, map[string][]byte) {
+func (r *Runner) restoreProjections(st *State, next func() (string, []byte, error), b eventlog.Bounds) *State {
 	if len(r.projs) == 0 {
-		return st, parts
+		return st
+	}
+	restored := make(map[string]bool, len(r.projs))
+	for next != nil {
+		name, part, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			r.log.Warn("the snapshot's parts are unreadable", "seq", st.Seq, "err", err)
+			break
+		}
+		p := r.projectionNamed(name)
+		if p == nil {
+			continue // a part of a projection this serve does not fold
+		}
+		if err := p.Restore(st, part); err != nil {
+			r.log.Warn("a projection's part of the snapshot is unusable", "projection", name, "seq", st.Seq, "err", err)
+			continue
+		}
+		restored[name] = true
 	}
 	wholeLog := b.First <= 1
 	var unusable []string
 	for _, p := range r.projs {
-		if part, ok := parts[p.Name()]; ok {
-			err := p.Restore(st, part)
-			if err == nil {
-				continue
-			}
-			r.log.Warn("a projection's part of the snapshot is unusable", "projection", p.Name(), "seq", st.Seq, "err", err)
+		if restored[p.Name()] {
+			continue
 		}
 		if st.Seq > 0 && wholeLog {
 			unusable = append(unusable, p.Name())
@@ -98,7 +118,7 @@ func (r *Runner) restoreProjections(st *State, parts map[string][]byte, b eventl
 		_ = p.Restore(st, nil)
 	}
 	if len(unusable) == 0 {
-		return st, parts
+		return st
 	}
 	r.log.Info("the snapshot holds no usable part for some projections; folding the log from its start for all", "projections", unusable, "snapshot", st.Seq)
 	st = NewState()
@@ -107,7 +127,16 @@ func (r *Runner) restoreProjections(st *State, parts map[string][]byte, b eventl
 	for _, p := range r.projs {
 		_ = p.Restore(st, nil)
 	}
-	return st, nil
+	return st
+}
+
+func (r *Runner) projectionNamed(name string) Projection {
+	for _, p := range r.projs {
+		if p.Name() == name {
+			return p
+		}
+	}
+	return nil
 }
 
 // encodeLocked is a snapshot of the views and every projection's part;

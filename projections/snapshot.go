@@ -187,20 +187,32 @@ func (s *Snapshots) save(ctx context.Context, b []byte, seq uint64) error {
 
 // Load returns the views of the newest snapshot, or nil when there is none.
 func (s *Snapshots) Load(ctx context.Context) (*State, error) {
-	st, _, err := s.load(ctx)
-	return st, err
+	st, parts, err := s.open(ctx)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	if err := parts.finish(); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
-// load returns the newest snapshot's views and parts (nil: none).
-func (s *Snapshots) load(ctx context.Context) (*State, map[string][]byte, error) {
-	b, err := s.obj.GetBytes(ctx, snapshotObject)
+// open reads the newest snapshot's views (nil: none) and returns the
+// stream of the projections' parts after them, to be finished.
+func (s *Snapshots) open(ctx context.Context) (*State, *snapshotStream, error) {
+	obj, err := s.obj.Get(ctx, snapshotObject)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read snapshot: %w", err)
 	}
-	return decodeSnapshotParts(b)
+	st, parts, err := openSnapshotStream(obj)
+	if err != nil {
+		obj.Close()
+		return nil, nil, err
+	}
+	return st, parts, nil
 }
 
 // Canonical is the state as canonical JSON: map keys sorted, so two equal

@@ -3,6 +3,8 @@ package projections
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -10,7 +12,8 @@ import (
 )
 
 // FuzzDecodeSnapshot: a snapshot or checkpoint read from the object store
-// never panics; its views decode the same by the one-pass reader as by the
+// never panics; read whole or part by part (as a start reads it), it gives
+// the same parts or is refused both ways; its views decode the same by the one-pass reader as by the
 // whole-envelope one (or both refuse them); and the parts it holds frame
 // again into a snapshot that reads back the same.
 func FuzzDecodeSnapshot(f *testing.F) {
@@ -29,12 +32,29 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add([]byte(`{"version":3,"seq":0,"state":{}} {}`))
 	f.Add([]byte(`{"version":3,"seq":1,"state":{"seq":1},"extra":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		streamed, streamErr := streamParts(b)
 		views, parts, err := unframeSnapshot(b)
 		if err != nil {
 			if _, derr := DecodeSnapshot(b); derr == nil {
 				t.Fatalf("a snapshot whose frame is refused (%v) decoded", err)
 			}
+			if streamErr == nil {
+				t.Fatalf("a snapshot whose frame is refused (%v) was read part by part", err)
+			}
 			return
+		}
+		if _, derr := decodeViews(views); (derr == nil) != (streamErr == nil) {
+			t.Fatalf("whole: %v; part by part: %v", derr, streamErr)
+		}
+		if streamErr == nil {
+			if len(streamed) != len(parts) {
+				t.Fatalf("part by part: %d parts, whole: %d", len(streamed), len(parts))
+			}
+			for name, data := range parts {
+				if !bytes.Equal(streamed[name], data) {
+					t.Fatalf("part %q reads otherwise part by part", name)
+				}
+			}
 		}
 		var again []snapshotPart
 		for name, data := range parts {
@@ -63,4 +83,24 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatalf("the two readers disagree:\n%s\n%s", x, y)
 		}
 	})
+}
+
+// streamParts reads b as a start does, part by part.
+func streamParts(b []byte) (map[string][]byte, error) {
+	_, s, err := openSnapshotStream(io.NopCloser(bytes.NewReader(b)))
+	if err != nil {
+		return nil, err
+	}
+	parts := map[string][]byte{}
+	for {
+		name, data, err := s.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		parts[name] = data
+	}
+	return parts, s.finish()
 }

@@ -1,10 +1,13 @@
 package projections
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // A snapshot (and a checkpoint) is a frame of named parts: first "views",
@@ -82,12 +85,15 @@ func unframeSnapshot(b []byte) (views []byte, parts map[string][]byte, err error
 		if err != nil {
 			return nil, nil, fmt.Errorf("decode snapshot: %w: part %q", err, name)
 		}
-		if string(name) == viewsPart {
-			if views != nil {
-				return nil, nil, fmt.Errorf("decode snapshot: %w: two views parts", errSnapshotFrame)
+		if views == nil {
+			if string(name) != viewsPart {
+				return nil, nil, fmt.Errorf("decode snapshot: %w: its first part is %q, not the views", errSnapshotFrame, name)
 			}
 			views = data
 			continue
+		}
+		if string(name) == viewsPart {
+			return nil, nil, fmt.Errorf("decode snapshot: %w: two views parts", errSnapshotFrame)
 		}
 		if parts == nil {
 			parts = map[string][]byte{}
@@ -101,4 +107,115 @@ func unframeSnapshot(b []byte) (views []byte, parts map[string][]byte, err error
 		return nil, nil, fmt.Errorf("decode snapshot: %w: no views part", errSnapshotFrame)
 	}
 	return views, parts, nil
+}
+
+// snapshotStream reads a framed snapshot part by part, so a start holds
+// one part at a time rather than the whole object (the cost index's part
+// grows with the history).
+type snapshotStream struct {
+	r   *bufio.Reader
+	src io.ReadCloser
+	// legacy: a JSON snapshot, the views alone.
+	legacy bool
+	err    error
+	done   bool
+	seen   map[string]bool
+}
+
+// openSnapshotStream reads the views from src and leaves the stream at
+// the projections' parts.
+func openSnapshotStream(src io.ReadCloser) (*State, *snapshotStream, error) {
+	s := &snapshotStream{r: bufio.NewReaderSize(src, 64<<10), src: src}
+	head, err := s.r.Peek(len(snapshotMagic))
+	if len(head) > 0 && head[0] == '{' {
+		s.legacy = true
+		b, err := io.ReadAll(s.r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read snapshot: %w", err)
+		}
+		st, err := decodeViews(b)
+		return st, s, err
+	}
+	if err != nil || string(head) != snapshotMagic {
+		return nil, nil, fmt.Errorf("decode snapshot: %w: it begins with neither %q nor JSON", errSnapshotFrame, snapshotMagic[:len(snapshotMagic)-1])
+	}
+	_, _ = s.r.Discard(len(snapshotMagic))
+	name, views, err := s.next()
+	if err == nil && name != viewsPart {
+		err = fmt.Errorf("decode snapshot: %w: its first part is %q, not the views", errSnapshotFrame, name)
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("decode snapshot: %w: no views part", errSnapshotFrame)
+		}
+		return nil, nil, err
+	}
+	st, err := decodeViews(views)
+	return st, s, err
+}
+
+// next reads the next part; io.EOF after the last.
+func (s *snapshotStream) next() (string, []byte, error) {
+	if s.legacy || s.err != nil {
+		return "", nil, cmp.Or(s.err, io.EOF)
+	}
+	name, err := s.field(maxPartName)
+	if err != nil {
+		s.err = err
+		if !errors.Is(err, io.EOF) {
+			s.err = fmt.Errorf("decode snapshot: %w: a part's name: %w", errSnapshotFrame, err)
+		}
+		return "", nil, s.err
+	}
+	if s.seen[string(name)] {
+		s.err = fmt.Errorf("decode snapshot: %w: two parts %q", errSnapshotFrame, name)
+		return "", nil, s.err
+	}
+	data, err := s.field(maxPartSize)
+	if err != nil {
+		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, name, err)
+		return "", nil, s.err
+	}
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	s.seen[string(name)] = true
+	return string(name), data, nil
+}
+
+// maxPartSize bounds a part's length as read from the stream.
+const maxPartSize = 1 << 34
+
+// field reads one length-prefixed field; io.EOF only before its first
+// byte.
+func (s *snapshotStream) field(limit uint64) ([]byte, error) {
+	n, err := binary.ReadUvarint(s.r)
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, fmt.Errorf("a length of %d", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(s.r, b); err != nil {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return b, nil
+}
+
+// finish reads the stream to its end, where the object store checks the
+// object's digest, and closes it: a damaged object is known only then.
+func (s *snapshotStream) finish() error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	defer s.src.Close()
+	if s.err != nil && !errors.Is(s.err, io.EOF) {
+		return s.err
+	}
+	if _, err := io.Copy(io.Discard, s.r); err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	return nil
 }

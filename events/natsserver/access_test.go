@@ -100,7 +100,10 @@ func keep(t *testing.T, copies *natsserver.SubscriberCopies) {
 // copied waits until the subscribers' copy of stream holds n messages.
 func copied(t *testing.T, js jetstream.JetStream, stream string, n uint64) {
 	t.Helper()
-	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	// A copy's source whose setup failed (its stream's leader not elected
+	// yet, a cluster under load) is set up again only after nats-server's
+	// retry backoff, which grows with each failure: the bound covers two.
+	eventstest.CheckFor(t, 45*time.Second, 10*time.Millisecond, func() error {
 		s, err := js.Stream(context.Background(), stream)
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -30,12 +31,10 @@ type Runner struct {
 	log   *slog.Logger
 
 	// pending holds the events the views folded that the index has not
-	// applied yet: the fold hands them over without waiting for a report
-	// in progress, and whoever takes mu next applies them.
-	pendingMu sync.Mutex
-	pending   []events.Event
-	// seq is the last event handed over (or the views' at Restore).
-	seq uint64
+	// applied yet (a report held mu); seq is the last event handed over,
+	// or the views' at Restore.
+	pending projections.Handover[events.Event]
+	seq     atomic.Uint64
 
 	mu  sync.Mutex
 	idx *Index
@@ -46,10 +45,6 @@ type Runner struct {
 
 // projectionName keys the index's part of the views' snapshots.
 const projectionName = "cost"
-
-// maxPending bounds the events waiting while a report holds the index;
-// past it the fold waits for the report to end.
-const maxPending = 4096
 
 // BuildingError is the answer while the views, and the index with them,
 // are built: Folded of Of events.
@@ -82,9 +77,8 @@ func (x *Runner) Name() string { return projectionName }
 
 // Restore begins the index at the views st (projections.Projection).
 func (x *Runner) Restore(st *projections.State, part []byte) error {
-	x.pendingMu.Lock()
-	x.pending, x.seq = nil, st.Seq
-	x.pendingMu.Unlock()
+	x.pending.Reset()
+	x.seq.Store(st.Seq)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.idx, x.expired = NewIndex(), nil
@@ -113,26 +107,12 @@ func (x *Runner) Restore(st *projections.State, part []byte) error {
 // under the views' lock, so it applies e only when no report holds the
 // index, and queues it otherwise.
 func (x *Runner) Apply(_ *projections.State, e events.Event) {
-	x.pendingMu.Lock()
-	x.pending = append(x.pending, e)
-	x.seq = e.Seq
-	full := len(x.pending) >= maxPending
-	x.pendingMu.Unlock()
-	if full {
-		x.mu.Lock()
-	} else if !x.mu.TryLock() {
-		return
-	}
-	x.applyPendingLocked()
-	x.mu.Unlock()
+	x.seq.Store(e.Seq)
+	x.pending.Put(&x.mu, x.applyLocked, e)
 }
 
-// applyPendingLocked applies the events waiting; the caller holds mu.
-func (x *Runner) applyPendingLocked() {
-	x.pendingMu.Lock()
-	evs := x.pending
-	x.pending = nil
-	x.pendingMu.Unlock()
+// applyLocked applies events handed over; the caller holds mu.
+func (x *Runner) applyLocked(evs []events.Event) {
 	for _, e := range evs {
 		x.idx.Apply(e)
 	}
@@ -142,11 +122,8 @@ func (x *Runner) applyPendingLocked() {
 func (x *Runner) Marshal() ([]byte, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.applyPendingLocked()
-	x.pendingMu.Lock()
-	seq := x.seq
-	x.pendingMu.Unlock()
-	return x.idx.MarshalIndex(seq), nil
+	x.pending.Drain(x.applyLocked)
+	return x.idx.MarshalIndex(x.seq.Load()), nil
 }
 
 // Report is the cost report of [since, until) by dim over every event
@@ -170,7 +147,7 @@ func (x *Runner) Report(ctx context.Context, dim Dimension, since, until time.Ti
 	if x.expired != nil {
 		return Report{}, x.expired
 	}
-	x.applyPendingLocked()
+	x.pending.Drain(x.applyLocked)
 	return x.idx.Report(dim, since, until, until), nil
 }
 
@@ -184,7 +161,7 @@ func (x *Runner) SlotTotals(end time.Time) ([]SlotTotal, bool) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.applyPendingLocked()
+	x.pending.Drain(x.applyLocked)
 	return x.idx.SlotTotals(end), true
 }
 

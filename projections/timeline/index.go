@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -29,14 +30,10 @@ type Index struct {
 	log   *slog.Logger
 
 	// pending holds the records of the events the views folded that the
-	// index has not applied yet: the fold hands them over without waiting
-	// for a request that holds the index, and whoever takes mu next
-	// applies them. pendingSeq is the last event handed over.
-	pendingMu  sync.Mutex
-	pending    []timelineRecord
-	pendingSeq uint64
-	// beginPending: the next record begins the index (beginAtNext).
-	beginPending bool
+	// index has not applied yet (a request held mu). beginPending: the
+	// next event begins the index (beginAtNext).
+	pending      projections.Handover[timelineRecord]
+	beginPending atomic.Bool
 
 	mu  sync.Mutex
 	seq uint64
@@ -59,10 +56,6 @@ type Index struct {
 
 // projectionName keys the index's part of the views' snapshots.
 const projectionName = "timeline"
-
-// maxPending bounds the records waiting while a request holds the index;
-// past it the fold waits for the request to end.
-const maxPending = 4096
 
 // pruneEvery is how much newer the newest event must be than at the last
 // prune for the next (prune walks every slot).
@@ -137,9 +130,8 @@ func (x *Index) Restore(st *projections.State, part []byte) error {
 	defer x.mu.Unlock()
 	begin := false
 	defer func() {
-		x.pendingMu.Lock()
-		x.pending, x.pendingSeq, x.beginPending = nil, st.Seq, begin
-		x.pendingMu.Unlock()
+		x.pending.Reset()
+		x.beginPending.Store(begin)
 	}()
 	x.reset()
 	x.seq = st.Seq
@@ -182,33 +174,21 @@ var endOfTime = time.Unix(1<<62, 0)
 // they folded it (projections.Projection): it runs under the views'
 // lock, so it applies the records only when no request holds the index.
 func (x *Index) Apply(st *projections.State, e events.Event) {
-	x.pendingMu.Lock()
-	if x.beginPending {
+	var records []timelineRecord
+	if x.beginPending.CompareAndSwap(true, false) {
 		// The views as they are now begin the index.
-		x.beginPending = false
 		for name := range st.Slots {
-			x.pending = append(x.pending, timelineRecord{seq: e.Seq, at: e.Time, slot: name, slotState: slotStateOf(st, name), observation: true})
+			records = append(records, timelineRecord{seq: e.Seq, at: e.Time, slot: name, slotState: slotStateOf(st, name), observation: true})
 		}
 	}
-	x.pending = append(x.pending, recordOf(st, e))
-	x.pendingSeq = e.Seq
-	full := len(x.pending) >= maxPending
-	x.pendingMu.Unlock()
-	if full {
-		x.mu.Lock()
-	} else if !x.mu.TryLock() {
-		return
-	}
-	x.applyPendingLocked()
-	x.mu.Unlock()
+	x.pending.Put(&x.mu, x.applyLocked, append(records, recordOf(st, e))...)
 }
 
 // applyPendingLocked applies the records waiting; the caller holds mu.
-func (x *Index) applyPendingLocked() {
-	x.pendingMu.Lock()
-	records := x.pending
-	x.pending = nil
-	x.pendingMu.Unlock()
+func (x *Index) applyPendingLocked() { x.pending.Drain(x.applyLocked) }
+
+// applyLocked applies records handed over; the caller holds mu.
+func (x *Index) applyLocked(records []timelineRecord) {
 	for i := range records {
 		x.apply(&records[i])
 	}

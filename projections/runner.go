@@ -182,7 +182,7 @@ func (r *Runner) Start(ctx context.Context) error {
 			}
 		}
 		if parts != nil {
-			_ = parts.finish()
+			parts.close() // unread when the snapshot was not used
 		}
 	}
 	var lastTime time.Time

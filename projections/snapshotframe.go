@@ -203,6 +203,14 @@ func (s *snapshotStream) field(limit uint64) ([]byte, error) {
 	return b, nil
 }
 
+// close drops the stream unread.
+func (s *snapshotStream) close() {
+	if !s.done {
+		s.done = true
+		s.src.Close()
+	}
+}
+
 // finish reads the stream to its end, where the object store checks the
 // object's digest, and closes it: a damaged object is known only then.
 func (s *snapshotStream) finish() error {

@@ -86,7 +86,7 @@ func TestCostCountersOnTheScrapeEndpoint(t *testing.T) {
 // has tel's cost counters read it.
 func runCostIndex(t *testing.T, tel *telemetry.Telemetry, h *handlerstest.Harness) *cost.Runner {
 	t.Helper()
-	x, err := cost.NewRunner(context.Background(), h.Views, h.Store, quiet)
+	x, err := cost.NewRunner(context.Background(), h.Views, h.Store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 // log's history once for all of them.
 func (p *plane) registerProjections(ctx context.Context, o serveOptions) error {
 	var err error
-	if p.costs, err = cost.NewRunner(ctx, p.views, p.store, p.log); err != nil {
+	if p.costs, err = cost.NewRunner(ctx, p.views, p.store); err != nil {
 		return err
 	}
 	if o.apiAddress != "" {
-		if p.timelines, err = timeline.NewIndex(ctx, p.views, p.store, p.log); err != nil {
+		if p.timelines, err = timeline.NewIndex(ctx, p.views, p.store); err != nil {
 			return err
 		}
 	}

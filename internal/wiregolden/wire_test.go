@@ -135,11 +135,11 @@ func headerLines(h map[string][]string) string {
 // indexes built) and compares each answer's status, type and body.
 func checkREST(t *testing.T, h *handlerstest.Harness) {
 	ctx := context.Background()
-	timelines, err := timeline.NewIndex(ctx, h.Views, h.Store, quiet)
+	timelines, err := timeline.NewIndex(ctx, h.Views, h.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	costs, err := cost.NewRunner(ctx, h.Views, h.Store, quiet)
+	costs, err := cost.NewRunner(ctx, h.Views, h.Store)
 	if err != nil {
 		t.Fatal(err)
 	}

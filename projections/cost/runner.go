@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,7 +27,6 @@ import (
 type Runner struct {
 	views *projections.Runner
 	store *eventlog.Store
-	log   *slog.Logger
 
 	// pending holds the events the views folded that the index has not
 	// applied yet (a report held mu); seq is the last event handed over,
@@ -59,13 +57,10 @@ func (e *BuildingError) Error() string {
 }
 
 // NewRunner keeps a cost index of store's log folded by views: call it
-// before views.Start (or the index is built from the log first). log
-// (default slog's) is told when the index cannot report.
-func NewRunner(ctx context.Context, views *projections.Runner, store *eventlog.Store, log *slog.Logger) (*Runner, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	x := &Runner{views: views, store: store, log: log, idx: NewIndex()}
+// before views.Start (or the index is built from the log first; the views
+// log why it begins without history, if it does).
+func NewRunner(ctx context.Context, views *projections.Runner, store *eventlog.Store) (*Runner, error) {
+	x := &Runner{views: views, store: store, idx: NewIndex()}
 	if err := views.Register(ctx, x); err != nil {
 		return nil, err
 	}
@@ -85,7 +80,6 @@ func (x *Runner) Restore(st *projections.State, part []byte) error {
 	if part == nil {
 		if st.Seq > 0 {
 			x.expired = &ExpiredLogError{first: st.Seq + 1}
-			x.log.Warn("cost reports are refused until the log's history is restored: the index begins after events that expired", "seq", st.Seq)
 		}
 		return nil
 	}

@@ -3,7 +3,6 @@ package timeline
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -94,7 +93,7 @@ func restored(b []byte) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	y := &Index{log: slog.New(slog.DiscardHandler)}
+	y := &Index{}
 	st := projections.NewState()
 	st.Seq = c.seq
 	return y, y.Restore(st, b)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -27,7 +26,6 @@ import (
 type Index struct {
 	views *projections.Runner
 	store *eventlog.Store
-	log   *slog.Logger
 
 	// pending holds the records of the events the views folded that the
 	// index has not applied yet (a request held mu). beginPending: the
@@ -98,13 +96,10 @@ type indexFail struct {
 }
 
 // NewIndex keeps a timeline index of store's log folded by views: call it
-// before views.Start (or the index is built from the log first). log
-// (default slog's) is told when the index begins without history.
-func NewIndex(ctx context.Context, views *projections.Runner, store *eventlog.Store, log *slog.Logger) (*Index, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	x := &Index{views: views, store: store, log: log}
+// before views.Start (or the index is built from the log first; the views
+// log why it begins without history, if it does).
+func NewIndex(ctx context.Context, views *projections.Runner, store *eventlog.Store) (*Index, error) {
+	x := &Index{views: views, store: store}
 	x.reset()
 	if err := views.Register(ctx, x); err != nil {
 		return nil, err

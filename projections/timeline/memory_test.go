@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"fmt"
-	"log/slog"
 	"runtime"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ type folding struct {
 }
 
 func newFolding() *folding {
-	f := &folding{Index: &Index{log: slog.New(slog.DiscardHandler)}, st: projections.NewState()}
+	f := &folding{Index: &Index{}, st: projections.NewState()}
 	f.reset()
 	if err := f.Restore(f.st, nil); err != nil {
 		panic(err)

@@ -41,7 +41,7 @@ func TestCostWhileTheIndexIsBuilt(t *testing.T) {
 	}
 	views := projections.NewRunner(st, projections.RunnerOptions{})
 	clk := clocktesting.NewFakeClock(t0.Add(24 * time.Hour))
-	x, err := cost.NewRunner(ctx, views, st, nil)
+	x, err := cost.NewRunner(ctx, views, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ func (s *server) timelineIndex(ctx context.Context) (*timeline.Index, error) {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	if s.timelines == nil {
-		x, err := timeline.NewIndex(ctx, s.views, s.store, s.log)
+		x, err := timeline.NewIndex(ctx, s.views, s.store)
 		if err != nil {
 			return nil, err
 		}
@@ -28,7 +28,7 @@ func (s *server) costIndex(ctx context.Context) (*cost.Runner, error) {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	if s.costs == nil {
-		x, err := cost.NewRunner(ctx, s.views, s.store, s.log)
+		x, err := cost.NewRunner(ctx, s.views, s.store)
 		if err != nil {
 			return nil, err
 		}

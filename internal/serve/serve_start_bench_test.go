@@ -55,6 +55,10 @@ import (
 // DIR, and prints the Go runtime's account of its memory at the end.
 // CLAIMSTREAM_BENCH_SERVE_ARGS adds flags to serve (such as
 // --serving-gc-percent=50).
+// CLAIMSTREAM_BENCH_BASELINE=BINARY runs that build of claimstream before
+// this one in each round, reports its medians prefixed base- and the
+// ratios of this build's to the baseline's (hwm-ratio, rss-ratio,
+// start-ratio; settled-rss-ratio and cpu-ratio with a steady run).
 //
 //	go test ./internal/serve -run '^$' -bench ServeStart -benchtime 3x
 //	CLAIMSTREAM_BENCH_API=1 CLAIMSTREAM_BENCH_STEADY=5m go test ./internal/serve -run '^$' -bench ServeStart -benchtime 1x
@@ -86,35 +90,66 @@ func BenchmarkServeStart(b *testing.B) {
 			b.Fatalf("CLAIMSTREAM_BENCH_PPROF: %v", err)
 		}
 	}
-	var starts []time.Duration
-	var rss, hwm, steady, maxRSS, settledRSS, settledMax, costHWM []float64
-	var costReady []time.Duration
+	baseline := os.Getenv("CLAIMSTREAM_BENCH_BASELINE")
+	var this, base serveRuns
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		m.run = i + 1
-		run := startServeProcess(b, bin, poolFile, data, m)
-		starts = append(starts, run.answered)
-		rss, hwm = append(rss, run.rssMiB), append(hwm, run.hwmMiB)
-		steady, maxRSS = append(steady, run.steadyMiB), append(maxRSS, run.maxMiB)
-		settledRSS, settledMax = append(settledRSS, run.settledMedianMiB), append(settledMax, run.settledMaxMiB)
-		costReady, costHWM = append(costReady, run.costReady), append(costHWM, run.costHWMMiB)
-		// Printed, not logged: a benchmark's log is cut to a few lines.
-		fmt.Printf("run %d: provider answered after %v; VmRSS %.0f MiB (%s), VmHWM %.0f MiB\n%s\n", i+1, run.answered.Round(time.Millisecond), run.rssMiB, run.rssParts, run.hwmMiB, run.phases)
-		if m.steady > 0 {
-			fmt.Printf("run %d: after %v serving: VmRSS %.0f MiB (%s; highest %.0f MiB; from %v on: median %.0f MiB, highest %.0f MiB); CPU %.1f s\n", i+1, m.steady, run.steadyMiB, run.steadyParts, run.maxMiB, settledAfter, run.settledMedianMiB, run.settledMaxMiB, run.cpuSeconds)
+		if baseline != "" {
+			// The baseline first, then this build, in each round: the two
+			// see the same machine at the same time.
+			base.add(b, "baseline", startServeProcess(b, baseline, poolFile, data, m), m)
 		}
+		this.add(b, "this build", startServeProcess(b, bin, poolFile, data, m), m)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(median(starts).Milliseconds()), "start-ms")
-	b.ReportMetric(median(rss), "rss-MiB")
-	b.ReportMetric(median(hwm), "hwm-MiB")
-	b.ReportMetric(float64(median(costReady).Milliseconds()), "cost-ready-ms")
-	b.ReportMetric(median(costHWM), "cost-hwm-MiB")
+	this.report(b, "", m)
+	if baseline != "" {
+		base.report(b, "base-", m)
+		b.ReportMetric(median(this.hwm)/median(base.hwm), "hwm-ratio")
+		b.ReportMetric(median(this.rss)/median(base.rss), "rss-ratio")
+		b.ReportMetric(float64(median(this.starts))/float64(median(base.starts)), "start-ratio")
+		if m.steady > 0 {
+			b.ReportMetric(median(this.settledRSS)/median(base.settledRSS), "settled-rss-ratio")
+			b.ReportMetric(median(this.cpu)/median(base.cpu), "cpu-ratio")
+		}
+	}
+}
+
+// serveRuns gathers the figures of the runs of one binary.
+type serveRuns struct {
+	starts, costReady                                         []time.Duration
+	rss, hwm, steady, maxRSS, settledRSS, settledMax, costHWM []float64
+	cpu                                                       []float64
+}
+
+func (r *serveRuns) add(b *testing.B, which string, run serveRun, m serveBenchMode) {
+	b.Helper()
+	r.starts = append(r.starts, run.answered)
+	r.rss, r.hwm = append(r.rss, run.rssMiB), append(r.hwm, run.hwmMiB)
+	r.steady, r.maxRSS = append(r.steady, run.steadyMiB), append(r.maxRSS, run.maxMiB)
+	r.settledRSS, r.settledMax = append(r.settledRSS, run.settledMedianMiB), append(r.settledMax, run.settledMaxMiB)
+	r.costReady, r.costHWM = append(r.costReady, run.costReady), append(r.costHWM, run.costHWMMiB)
+	r.cpu = append(r.cpu, run.cpuSeconds)
+	// Printed, not logged: a benchmark's log is cut to a few lines.
+	fmt.Printf("run %d (%s): provider answered after %v; VmRSS %.0f MiB (%s), VmHWM %.0f MiB\n%s\n", m.run, which, run.answered.Round(time.Millisecond), run.rssMiB, run.rssParts, run.hwmMiB, run.phases)
 	if m.steady > 0 {
-		b.ReportMetric(median(steady), "steady-rss-MiB")
-		b.ReportMetric(median(maxRSS), "max-rss-MiB")
-		b.ReportMetric(median(settledRSS), "settled-rss-MiB")
-		b.ReportMetric(median(settledMax), "settled-max-rss-MiB")
+		fmt.Printf("run %d (%s): after %v serving: VmRSS %.0f MiB (%s; highest %.0f MiB; from %v on: median %.0f MiB, highest %.0f MiB); CPU %.1f s\n", m.run, which, m.steady, run.steadyMiB, run.steadyParts, run.maxMiB, settledAfter, run.settledMedianMiB, run.settledMaxMiB, run.cpuSeconds)
+	}
+}
+
+// report reports the medians, their names prefixed with prefix.
+func (r *serveRuns) report(b *testing.B, prefix string, m serveBenchMode) {
+	b.ReportMetric(float64(median(r.starts).Milliseconds()), prefix+"start-ms")
+	b.ReportMetric(median(r.rss), prefix+"rss-MiB")
+	b.ReportMetric(median(r.hwm), prefix+"hwm-MiB")
+	b.ReportMetric(float64(median(r.costReady).Milliseconds()), prefix+"cost-ready-ms")
+	b.ReportMetric(median(r.costHWM), prefix+"cost-hwm-MiB")
+	if m.steady > 0 {
+		b.ReportMetric(median(r.steady), prefix+"steady-rss-MiB")
+		b.ReportMetric(median(r.maxRSS), prefix+"max-rss-MiB")
+		b.ReportMetric(median(r.settledRSS), prefix+"settled-rss-MiB")
+		b.ReportMetric(median(r.settledMax), prefix+"settled-max-rss-MiB")
 	}
 }
 

@@ -2,9 +2,11 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -103,4 +105,27 @@ func streamParts(b []byte) (map[string][]byte, error) {
 		parts[name] = data
 	}
 	return parts, s.finish()
+}
+
+// A part whose length was damaged into gigabytes is refused as a damaged
+// frame, with memory for the bytes that are there, not for the length.
+func TestSnapshotPartWithADamagedLengthIsRefusedCheaply(t *testing.T) {
+	good, _, err := encodeSnapshotParts(NewState(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := append(bytes.Clone(good), byte(len("cost")))
+	b = append(b, "cost"...)
+	b = binary.AppendUvarint(b, 8<<30)
+	b = append(b, "only a few bytes"...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = streamParts(b)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, errSnapshotFrame) {
+		t.Fatalf("a part of 8 GiB holding 16 bytes: %v, want a damaged frame", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Fatalf("reading it allocated %d MiB", grew>>20)
+	}
 }

@@ -196,8 +196,10 @@ func (s *snapshotStream) field(limit uint64) ([]byte, error) {
 	if n > limit {
 		return nil, fmt.Errorf("a length of %d", n)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(s.r, b); err != nil {
+	// Read as far as the bytes go, not allocated from the length: a
+	// damaged length is refused, not a process out of memory.
+	b, err := io.ReadAll(io.LimitReader(s.r, int64(n)))
+	if err != nil || uint64(len(b)) != n {
 		return nil, io.ErrUnexpectedEOF
 	}
 	return b, nil

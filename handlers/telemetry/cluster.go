@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -16,12 +17,19 @@ const (
 	// the log's stream. The claimstream leader hands it away while every
 	// replica is up, so that losing the leader costs no stream election.
 	InstLogStreamLeader = "claimstream_log_stream_leader"
+	// claimstream_lease_stream_leader: the same for the stream of the
+	// key-value lease's bucket (on the key-value lease only).
+	InstLeaseStreamLeader = "claimstream_lease_stream_leader"
 )
 
-// ObserveStreamLeader reports whether this replica's server leads the
-// log's stream.
-func (m *Metrics) ObserveStreamLeader(ledHere func() bool) error {
-	g, err := m.meter.Int64ObservableGauge(InstLogStreamLeader, metric.WithDescription("1 while this replica's server leads the log's JetStream stream."))
+// ObserveStreamLeader reports, as the gauge inst (InstLogStreamLeader or
+// InstLeaseStreamLeader), whether this replica's server leads a stream.
+func (m *Metrics) ObserveStreamLeader(inst string, ledHere func() bool) error {
+	what := map[string]string{InstLogStreamLeader: "the log's", InstLeaseStreamLeader: "the key-value lease's"}[inst]
+	if what == "" {
+		return fmt.Errorf("no stream leader gauge %q", inst)
+	}
+	g, err := m.meter.Int64ObservableGauge(inst, metric.WithDescription("1 while this replica's server leads "+what+" JetStream stream."))
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func newLogHealth(emb *natsserver.Embedded, log *slog.Logger, tel *telemetry.Tel
 			if err := tel.Metrics.ObserveCluster(emb.ClusterStatus); err != nil {
 				log.Warn("no cluster metrics", "err", err)
 			}
-			if err := tel.Metrics.ObserveStreamLeader(func() bool { return emb.StreamLeader(opts.Stream) == emb.Server.Name() }); err != nil {
+			if err := tel.Metrics.ObserveStreamLeader(telemetry.InstLogStreamLeader, func() bool { return emb.StreamLeader(opts.Stream) == emb.Server.Name() }); err != nil {
 				log.Warn("no cluster metrics", "err", err)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/claimstream/claimstream/handlers/leader"
 	"github.com/claimstream/claimstream/handlers/pool"
 	"github.com/claimstream/claimstream/handlers/sim"
+	"github.com/claimstream/claimstream/handlers/telemetry"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -109,6 +110,12 @@ func (p *plane) startLeadership(ctx context.Context, o serveOptions) error {
 			return err
 		}
 		l.elector, l.cause = k, "key-value lease "+leader.DefaultBucket
+		if p.tel != nil && p.emb.Clustered() {
+			lease := "KV_" + leader.DefaultBucket
+			if err := p.tel.Metrics.ObserveStreamLeader(telemetry.InstLeaseStreamLeader, func() bool { return p.emb.StreamLeader(lease) == p.emb.Server.Name() }); err != nil {
+				return err
+			}
+		}
 	}
 	// The elector's clock is the real, monotonic one, never the
 	// simulator's scaled clock: a lease is real time.

@@ -11,8 +11,8 @@
 // as compact spans, so a report of any period is a walk over them: what
 // serve's GET /api/v1/cost answers from).
 //
-// Runner (runner.go) keeps that index current for serve: it folds the log
-// once, then the events the views' runner folds (runner_follow.go), and
-// saves a copy of the index beside the views' checkpoints that a start
-// continues from (runner_copies.go, index_codec.go).
+// Runner (runner.go) keeps that index current for serve: it is a
+// projection of the views' runner, folded with the views event by event
+// and saved as a part of their snapshots (index_codec.go), so a start
+// continues from the snapshot and reads the log's history once.
 package cost

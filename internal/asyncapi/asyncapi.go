@@ -40,7 +40,7 @@ func Generate() ([]byte, error) {
 	b.WriteString("  subscribers:\n")
 	b.WriteString("    host: " + q("localhost:4222") + "\n")
 	b.WriteString("    protocol: nats\n")
-	b.WriteString("    description: " + q("serve's NATS client port for read-only subscribers (--nats-listen; see docs/operations.md, NATS access)") + "\n")
+	b.WriteString("    description: " + q("serve's NATS client port for read-only subscribers (--nats-listen; see docs/operations/reading-the-log.md, NATS access)") + "\n")
 
 	types := events.Types()
 	type entry struct {

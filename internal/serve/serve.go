@@ -116,7 +116,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	o.nats.addFlags(f)
 	o.retention.addFlags(f)
 	f.BoolVar(&o.noFsync, "no-fsync", false, "do not fsync every append (loses acknowledged events on power loss)")
-	f.BoolVar(&o.acceptGaps, "accept-log-gaps", false, "serve writes even when sequences are missing from a damaged log (see docs/operations.md)")
+	f.BoolVar(&o.acceptGaps, "accept-log-gaps", false, "serve writes even when sequences are missing from a damaged log (see docs/operations/faults.md)")
 	f.StringVar(&o.grpcAddress, "grpc-address", "127.0.0.1:8086", "cluster-autoscaler externalgrpc provider address (empty: no provider)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "provider server certificate (PEM file)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "provider server key (PEM file)")

@@ -15,7 +15,7 @@ import (
 )
 
 // natsOptions are the flags of the embedded NATS server's client port and
-// of who may use it (docs/operations.md, NATS access).
+// of who may use it (docs/operations/reading-the-log.md, NATS access).
 type natsOptions struct {
 	listen               string
 	subscriberUser       string

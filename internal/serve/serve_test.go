@@ -211,15 +211,15 @@ func TestServeRefusesAProviderWithoutTLS(t *testing.T) {
 	}
 }
 
-// docs/operations.md lists every flag of serve.
+// docs/operations/serve-flags.md lists every flag of serve.
 func TestOperationsDocListsEveryServeFlag(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations", "serve-flags.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	newServe().Flags().VisitAll(func(f *pflag.Flag) {
 		if !strings.Contains(string(doc), "--"+f.Name+" ") {
-			t.Errorf("docs/operations.md does not mention --%s", f.Name)
+			t.Errorf("docs/operations/serve-flags.md does not mention --%s", f.Name)
 		}
 	})
 }

@@ -109,17 +109,37 @@ func TestServiceMonitors(t *testing.T) {
 }
 
 // The PrometheusRule passes Prometheus's own rule parser (PromQL and the
-// annotation templates included); every alert is one docs/operations.md
-// recommends, links a section of it that exists, and says what happened.
+// annotation templates included); every alert is one
+// docs/operations/alerting.md recommends, links a section that exists of a
+// page of docs/operations/, and says what happened.
 func TestPrometheusRule(t *testing.T) {
 	objs := mustRender(t, monitoringOn)
 	rule := mustFind(t, objs, "PrometheusRule", "claimstream")
 	groups := parseRuleGroups(t, rule)
-	ops := repoFile(t, "docs/operations.md")
-	anchors := headingAnchors(ops)
+	ops := repoFile(t, alertingDoc)
 	documented := documentedMetrics(t, ops)
 	recommended := normalizeSpace(ops)
-	const base = "https://github.com/claimstream/claimstream/blob/main/docs/operations.md#"
+	const base = "https://github.com/claimstream/claimstream/blob/main/docs/"
+	pageAnchors := map[string]map[string]bool{}
+	isSection := func(url string) bool {
+		rel, ok := strings.CutPrefix(url, base)
+		if !ok {
+			return false
+		}
+		page, anchor, ok := strings.Cut(rel, "#")
+		if !ok || !runbookPage.MatchString(page) {
+			return false
+		}
+		if _, read := pageAnchors[page]; !read {
+			b, err := os.ReadFile(filepath.Join(ChartDir(), "..", "..", "docs", page))
+			if err == nil {
+				pageAnchors[page] = headingAnchors(string(b))
+			} else {
+				pageAnchors[page] = nil
+			}
+		}
+		return pageAnchors[page][anchor]
+	}
 	n := 0
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -128,17 +148,17 @@ func TestPrometheusRule(t *testing.T) {
 			}
 			n++
 			if !strings.Contains(recommended, normalizeSpace(r.Expr)) {
-				t.Errorf("%s: %q is not an expression docs/operations.md recommends", r.Alert, r.Expr)
+				t.Errorf("%s: %q is not an expression %s recommends", r.Alert, r.Expr, alertingDoc)
 			}
 			for _, m := range metricNames(t, r.Expr) {
 				// up is Prometheus's own: whether it scraped the target.
 				if m != "up" && !documented.has(m) {
-					t.Errorf("%s uses %s, not in docs/operations.md's metric table", r.Alert, m)
+					t.Errorf("%s uses %s, not in %s's metric table", r.Alert, m, alertingDoc)
 				}
 			}
 			url := r.Annotations["runbook_url"]
-			if !strings.HasPrefix(url, base) || !anchors[strings.TrimPrefix(url, base)] {
-				t.Errorf("%s: runbook_url %q is not a section of docs/operations.md", r.Alert, url)
+			if !isSection(url) {
+				t.Errorf("%s: runbook_url %q is not a section of a page of docs/operations/", r.Alert, url)
 			}
 			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("%s: no summary or description", r.Alert)
@@ -149,13 +169,13 @@ func TestPrometheusRule(t *testing.T) {
 		}
 	}
 	if n < 15 {
-		t.Errorf("%d alerts, want the recipes of docs/operations.md", n)
+		t.Errorf("%d alerts, want the recipes of %s", n, alertingDoc)
 	}
 	// docs.baseURL moves every link.
 	objs = mustRender(t, "{metrics: {prometheusRule: {enabled: true}}, docs: {baseURL: 'https://docs.example.org/claimstream/'}}")
 	for _, g := range parseRuleGroups(t, mustFind(t, objs, "PrometheusRule", "claimstream")).Groups {
 		for _, r := range g.Rules {
-			if !strings.HasPrefix(r.Annotations["runbook_url"], "https://docs.example.org/claimstream/operations.md#") {
+			if !strings.HasPrefix(r.Annotations["runbook_url"], "https://docs.example.org/claimstream/operations/") {
 				t.Errorf("%s: runbook_url %s ignores docs.baseURL", r.Alert, r.Annotations["runbook_url"])
 			}
 		}
@@ -199,7 +219,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	if dash.UID == "" || dash.Title == "" {
 		t.Error("dashboard without uid or title")
 	}
-	documented := documentedMetrics(t, repoFile(t, "docs/operations.md"))
+	documented := documentedMetrics(t, repoFile(t, alertingDoc))
 	used := map[string]bool{}
 	for _, p := range dash.Panels {
 		if p.Type != "row" && len(p.Targets) == 0 {
@@ -211,7 +231,7 @@ func TestGrafanaDashboard(t *testing.T) {
 			for _, m := range metricNames(t, expr) {
 				used[documented.base(m)] = true
 				if !documented.has(m) {
-					t.Errorf("panel %q uses %s, not in docs/operations.md's metric table", p.Title, m)
+					t.Errorf("panel %q uses %s, not in %s's metric table", p.Title, m, alertingDoc)
 				}
 			}
 		}
@@ -262,7 +282,13 @@ func metricNames(t *testing.T, expr string) []string {
 	return out
 }
 
-// metricTable is docs/operations.md's metric table: name -> type.
+// alertingDoc holds the metric table and the recommended alerts.
+const alertingDoc = "docs/operations/alerting.md"
+
+// runbookPage is a page of docs/operations/, relative to docs/.
+var runbookPage = regexp.MustCompile(`^operations/[a-z0-9-]+\.md$`)
+
+// metricTable is docs/operations/alerting.md's metric table: name -> type.
 type metricTable map[string]string
 
 var metricRow = regexp.MustCompile("(?m)^\\| `(claimstream_[a-z0-9_]+)` \\| ([a-z]+) \\|")
@@ -274,7 +300,7 @@ func documentedMetrics(t *testing.T, ops string) metricTable {
 		m[row[1]] = row[2]
 	}
 	if len(m) < 20 {
-		t.Fatalf("only %d metrics found in docs/operations.md's table", len(m))
+		t.Fatalf("only %d metrics found in %s's table", len(m), alertingDoc)
 	}
 	return m
 }

@@ -156,6 +156,9 @@ func (s *wiServer) call(t *testing.T, method, path string, body any, timeout tim
 // p50/p95 within the jitter of the machines as the log models them. The
 // recorded log is the same (last sequence and digest) before and after.
 func TestWhatIfReplaysARecordedPeriodFaithfully(t *testing.T) {
+	// Its own serve, namespace, slots and data dir, and two minutes of
+	// machines held up: it runs beside the other waiting tests.
+	t.Parallel()
 	s := startWhatIfServer(t)
 
 	// The recorded period starts once the pool is declared: nothing is

@@ -121,16 +121,6 @@ func writeBackupOf(t *testing.T, n int) (string, uint64) {
 // stream is raised to three replicas, and every replica's views hold it.
 // Started again with the flag, nothing is restored twice.
 func TestReplicasRestoreASingleReplicasBackup(t *testing.T) {
-	if raceEnabled {
-		// Three embedded servers forming a cluster, restoring and raising
-		// a stream at once under the race detector's slowdown: once in a
-		// few runs (1 in 5 on 2026-12-03) one replica's reads of the
-		// checkpoint and snapshot buckets at start (object store reads,
-		// each through a consumer) go unanswered until the test's
-		// deadline (not understood yet). The plain test pass runs it; the
-		// restore's code is raced in the events tests.
-		t.Skip("runs in the plain test pass, not under the race detector")
-	}
 	backup, last := writeBackupOf(t, 5)
 	secret := filepath.Join(t.TempDir(), "route-secret")
 	writeFile(t, secret, "s3cret\n")

@@ -252,6 +252,22 @@ func (c *Cluster) WaitStreamStored(stream string, seq uint64) {
 	})
 }
 
+// StreamLastSeq is the last sequence of stream that server s stores (0:
+// none, or the stream is not there).
+func (c *Cluster) StreamLastSeq(s *ClusterServer, stream string) uint64 {
+	c.t.Helper()
+	acc, err := s.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true})
+	if err != nil {
+		c.t.Fatalf("%s: %v", s.Name, err)
+	}
+	for _, sd := range acc.Streams {
+		if sd.Name == stream {
+			return sd.State.LastSeq
+		}
+	}
+	return 0
+}
+
 // JetStream is a JetStream context on server i's in-process connection.
 func (c *Cluster) JetStream(i int) jetstream.JetStream {
 	c.t.Helper()

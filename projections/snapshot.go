@@ -80,24 +80,17 @@ func encodeSnapshotParts(s *State, parts []snapshotPart) ([]byte, uint64, error)
 	return frameSnapshot(views, parts), s.Seq, nil
 }
 
-// DecodeSnapshot reads the views of a snapshot written by this version.
+// DecodeSnapshot reads the views of a snapshot written by this version;
+// the parts after them must be whole too.
 func DecodeSnapshot(b []byte) (*State, error) {
-	st, _, err := decodeSnapshotParts(b)
-	return st, err
-}
-
-// decodeSnapshotParts reads the views of a snapshot and the parts of the
-// projections it holds (sub-slices of b).
-func decodeSnapshotParts(b []byte) (*State, map[string][]byte, error) {
-	views, parts, err := unframeSnapshot(b)
+	views, s, err := openSnapshotFrame(io.NopCloser(bytes.NewReader(b)))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	st, err := decodeViews(views)
-	if err != nil {
-		return nil, nil, err
+	if _, err := s.readParts(); err != nil {
+		return nil, err
 	}
-	return st, parts, nil
+	return decodeViews(views)
 }
 
 // decodeViews reads the views' part of a snapshot.

@@ -14,10 +14,10 @@ import (
 )
 
 // FuzzDecodeSnapshot: a snapshot or checkpoint read from the object store
-// never panics; read whole or part by part (as a start reads it), it gives
-// the same parts or is refused both ways; its views decode the same by the one-pass reader as by the
-// whole-envelope one (or both refuse them); and the parts it holds frame
-// again into a snapshot that reads back the same.
+// never panics; what DecodeSnapshot accepts a start reads too; its views
+// decode the same by the one-pass reader as by the whole-envelope one (or
+// both refuse them); and the parts it holds frame again into a snapshot
+// that reads back the same.
 func FuzzDecodeSnapshot(f *testing.F) {
 	st := NewState()
 	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
@@ -34,35 +34,26 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add([]byte(`{"version":3,"seq":0,"state":{}} {}`))
 	f.Add([]byte(`{"version":3,"seq":1,"state":{"seq":1},"extra":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		streamed, streamErr := streamParts(b)
-		views, parts, err := unframeSnapshot(b)
+		_, decodeErr := DecodeSnapshot(b)
+		started, startErr := startParts(b)
+		if (decodeErr == nil) != (startErr == nil) {
+			t.Fatalf("DecodeSnapshot: %v; as a start reads it: %v", decodeErr, startErr)
+		}
+		views, parts, err := frameParts(b)
 		if err != nil {
-			if _, derr := DecodeSnapshot(b); derr == nil {
+			if decodeErr == nil {
 				t.Fatalf("a snapshot whose frame is refused (%v) decoded", err)
-			}
-			if streamErr == nil {
-				t.Fatalf("a snapshot whose frame is refused (%v) was read part by part", err)
 			}
 			return
 		}
-		if _, derr := decodeViews(views); (derr == nil) != (streamErr == nil) {
-			t.Fatalf("whole: %v; part by part: %v", derr, streamErr)
-		}
-		if streamErr == nil {
-			if len(streamed) != len(parts) {
-				t.Fatalf("part by part: %d parts, whole: %d", len(streamed), len(parts))
-			}
-			for name, data := range parts {
-				if !bytes.Equal(streamed[name], data) {
-					t.Fatalf("part %q reads otherwise part by part", name)
-				}
-			}
+		if startErr == nil && len(started) != len(parts) {
+			t.Fatalf("a start read %d parts, the frame holds %d", len(started), len(parts))
 		}
 		var again []snapshotPart
 		for name, data := range parts {
 			again = append(again, snapshotPart{name: name, data: data})
 		}
-		views2, parts2, err := unframeSnapshot(frameSnapshot(views, again))
+		views2, parts2, err := frameParts(frameSnapshot(views, again))
 		if err != nil || !bytes.Equal(views, views2) || len(parts2) != len(parts) {
 			t.Fatalf("framed again, the snapshot reads otherwise: %v", err)
 		}
@@ -87,24 +78,24 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	})
 }
 
-// streamParts reads b as a start does, part by part.
-func streamParts(b []byte) (map[string][]byte, error) {
+// frameParts reads b's frame: the views' part, undecoded, and the others.
+func frameParts(b []byte) ([]byte, map[string][]byte, error) {
+	views, s, err := openSnapshotFrame(io.NopCloser(bytes.NewReader(b)))
+	if err != nil {
+		return nil, nil, err
+	}
+	parts, err := s.readParts()
+	return views, parts, err
+}
+
+// startParts reads b as a start does: the views decoded, then part by
+// part.
+func startParts(b []byte) (map[string][]byte, error) {
 	_, s, err := openSnapshotStream(io.NopCloser(bytes.NewReader(b)))
 	if err != nil {
 		return nil, err
 	}
-	parts := map[string][]byte{}
-	for {
-		name, data, err := s.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		parts[name] = data
-	}
-	return parts, s.finish()
+	return s.readParts()
 }
 
 // A part whose length was damaged into gigabytes is refused as a damaged
@@ -120,7 +111,7 @@ func TestSnapshotPartWithADamagedLengthIsRefusedCheaply(t *testing.T) {
 	b = append(b, "only a few bytes"...)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err = streamParts(b)
+	_, err = startParts(b)
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, errSnapshotFrame) {
 		t.Fatalf("a part of 8 GiB holding 16 bytes: %v, want a damaged frame", err)

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -57,58 +56,6 @@ func frameSnapshot(views []byte, parts []snapshotPart) []byte {
 // errSnapshotFrame: the snapshot's frame is damaged.
 var errSnapshotFrame = errors.New("damaged snapshot frame")
 
-// unframeSnapshot splits b into the views' part and the others (keyed by
-// name, sub-slices of b).
-func unframeSnapshot(b []byte) (views []byte, parts map[string][]byte, err error) {
-	if len(b) > 0 && b[0] == '{' {
-		return b, nil, nil
-	}
-	rest, ok := bytes.CutPrefix(b, []byte(snapshotMagic))
-	if !ok {
-		return nil, nil, fmt.Errorf("decode snapshot: %w: it begins with neither %q nor JSON", errSnapshotFrame, snapshotMagic[:len(snapshotMagic)-1])
-	}
-	next := func(limit uint64) ([]byte, error) {
-		n, k := binary.Uvarint(rest)
-		if k <= 0 || n > uint64(len(rest)-k) || n > limit {
-			return nil, errSnapshotFrame
-		}
-		out := rest[k : k+int(n)]
-		rest = rest[k+int(n):]
-		return out, nil
-	}
-	for len(rest) > 0 {
-		name, err := next(maxPartName)
-		if err != nil {
-			return nil, nil, fmt.Errorf("decode snapshot: %w: a part's name", err)
-		}
-		data, err := next(uint64(len(b)))
-		if err != nil {
-			return nil, nil, fmt.Errorf("decode snapshot: %w: part %q", err, name)
-		}
-		if views == nil {
-			if string(name) != viewsPart {
-				return nil, nil, fmt.Errorf("decode snapshot: %w: its first part is %q, not the views", errSnapshotFrame, name)
-			}
-			views = data
-			continue
-		}
-		if string(name) == viewsPart {
-			return nil, nil, fmt.Errorf("decode snapshot: %w: two views parts", errSnapshotFrame)
-		}
-		if parts == nil {
-			parts = map[string][]byte{}
-		}
-		if _, dup := parts[string(name)]; dup {
-			return nil, nil, fmt.Errorf("decode snapshot: %w: two parts %q", errSnapshotFrame, name)
-		}
-		parts[string(name)] = data
-	}
-	if views == nil {
-		return nil, nil, fmt.Errorf("decode snapshot: %w: no views part", errSnapshotFrame)
-	}
-	return views, parts, nil
-}
-
 // snapshotStream reads a framed snapshot part by part, so a start holds
 // one part at a time rather than the whole object (the cost index's part
 // grows with the history).
@@ -125,6 +72,18 @@ type snapshotStream struct {
 // openSnapshotStream reads the views from src and leaves the stream at
 // the projections' parts.
 func openSnapshotStream(src io.ReadCloser) (*State, *snapshotStream, error) {
+	views, s, err := openSnapshotFrame(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := decodeViews(views)
+	return st, s, err
+}
+
+// openSnapshotFrame reads the views' part from src, undecoded, and leaves
+// the stream at the projections' parts. The one reader of the frame: a
+// start reads the snapshot object through it, DecodeSnapshot a byte slice.
+func openSnapshotFrame(src io.ReadCloser) ([]byte, *snapshotStream, error) {
 	s := &snapshotStream{r: bufio.NewReaderSize(src, 64<<10), src: src}
 	head, err := s.r.Peek(len(snapshotMagic))
 	if len(head) > 0 && head[0] == '{' {
@@ -133,8 +92,7 @@ func openSnapshotStream(src io.ReadCloser) (*State, *snapshotStream, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("read snapshot: %w", err)
 		}
-		st, err := decodeViews(b)
-		return st, s, err
+		return b, s, nil
 	}
 	if err != nil || string(head) != snapshotMagic {
 		return nil, nil, fmt.Errorf("decode snapshot: %w: it begins with neither %q nor JSON", errSnapshotFrame, snapshotMagic[:len(snapshotMagic)-1])
@@ -150,8 +108,23 @@ func openSnapshotStream(src io.ReadCloser) (*State, *snapshotStream, error) {
 		}
 		return nil, nil, err
 	}
-	st, err := decodeViews(views)
-	return st, s, err
+	return views, s, nil
+}
+
+// readParts reads every part after the views, to the stream's end.
+func (s *snapshotStream) readParts() (map[string][]byte, error) {
+	parts := map[string][]byte{}
+	for {
+		name, data, err := s.next()
+		if errors.Is(err, io.EOF) {
+			return parts, s.finish()
+		}
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		parts[name] = data
+	}
 }
 
 // next reads the next part; io.EOF after the last.

@@ -74,6 +74,8 @@ func checkApplied(t *testing.T, h *handlerstest.Harness, cfg *Config) {
 // CLAIMSTREAM_APPLY_FSYNC=1, also on, as serve runs by default
 // (docs/benchmarks.md).
 func TestApply10k(t *testing.T) {
+	// CPU-bound and alone with its server: beside the other large one.
+	t.Parallel()
 	modes := []bool{false}
 	if os.Getenv("CLAIMSTREAM_APPLY_FSYNC") != "" {
 		modes = append(modes, true)

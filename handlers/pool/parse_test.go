@@ -512,6 +512,8 @@ func bigPool(n int, shared bool) string {
 // honest large pool: 10,000 slots with pod specs of their own, or sharing
 // one by alias, load.
 func TestTenThousandSlotsWithPodSpecsLoad(t *testing.T) {
+	// CPU-bound and alone with its data: beside the other large one.
+	t.Parallel()
 	for _, shared := range []bool{false, true} {
 		cfg, err := Parse("big.yaml", []byte(bigPool(10_000, shared)))
 		if err != nil {

@@ -234,15 +234,9 @@ func (c *Cluster) WaitStreamStored(stream string, seq uint64) {
 	c.t.Helper()
 	CheckFor(c.t, 30*time.Second, 25*time.Millisecond, func() error {
 		for _, s := range c.Running() {
-			acc, err := s.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true})
+			last, err := streamLastSeq(s, stream)
 			if err != nil {
-				return fmt.Errorf("%s: %w", s.Name, err)
-			}
-			var last uint64
-			for _, sd := range acc.Streams {
-				if sd.Name == stream {
-					last = sd.State.LastSeq
-				}
+				return err
 			}
 			if last < seq {
 				return fmt.Errorf("%s holds stream %s up to %d, want %d", s.Name, stream, last, seq)
@@ -256,16 +250,24 @@ func (c *Cluster) WaitStreamStored(stream string, seq uint64) {
 // none, or the stream is not there).
 func (c *Cluster) StreamLastSeq(s *ClusterServer, stream string) uint64 {
 	c.t.Helper()
+	last, err := streamLastSeq(s, stream)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return last
+}
+
+func streamLastSeq(s *ClusterServer, stream string) (uint64, error) {
 	acc, err := s.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true})
 	if err != nil {
-		c.t.Fatalf("%s: %v", s.Name, err)
+		return 0, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	for _, sd := range acc.Streams {
 		if sd.Name == stream {
-			return sd.State.LastSeq
+			return sd.State.LastSeq, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // JetStream is a JetStream context on server i's in-process connection.

@@ -102,10 +102,10 @@ func decodeViews(b []byte) (*State, error) {
 }
 
 // decodeSnapshotInOrder reads a snapshot laid out as encodeSnapshot writes
-// it (version, seq, then state) in one pass: json.Unmarshal of the envelope
-// and then of its state would scan a large pool's views three times (a
-// third of a replay from a checkpoint). ok is false when the layout
-// differs; the caller then reads the envelope whole.
+// it (version, seq, then state): the state straight from b, where
+// json.Unmarshal of the envelope and then of its state would scan a large
+// pool's views twice more (a third of a replay from a checkpoint). ok is
+// false when the layout differs; the caller then reads the envelope whole.
 func decodeSnapshotInOrder(b []byte) (st *State, ok bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -131,14 +131,18 @@ func decodeSnapshotInOrder(b []byte) (st *State, ok bool, err error) {
 	if env.Version != SnapshotVersion {
 		return nil, true, fmt.Errorf("snapshot version %d, this build reads %d", env.Version, SnapshotVersion)
 	}
-	st = NewState()
-	if err := dec.Decode(st); err != nil {
-		return nil, true, fmt.Errorf("decode snapshot state: %w", err)
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+	// The state is the rest up to the envelope's closing brace, decoded
+	// from b itself: a Decoder would first copy all of it into a buffer
+	// of its own.
+	rest := bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")
+	whole := bytes.TrimRight(rest, " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' || len(whole) < 2 || whole[len(whole)-1] != '}' {
 		return nil, false, nil
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	st = NewState()
+	if err := json.Unmarshal(whole[1:len(whole)-1], st); err != nil {
+		// Not the state alone (another key after it, say): the caller
+		// reads the envelope whole and names what is wrong.
 		return nil, false, nil
 	}
 	if st.Seq != env.Seq {

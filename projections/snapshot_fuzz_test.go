@@ -120,3 +120,26 @@ func TestSnapshotPartWithADamagedLengthIsRefusedCheaply(t *testing.T) {
 		t.Fatalf("reading it allocated %d MiB", grew>>20)
 	}
 }
+
+// A start reads a large part into a buffer that doubles until a quarter
+// of the part is in, then takes the part's length: about one and a half
+// times the part's size allocated, where a read that grows by a quarter
+// at a time copies it many times over.
+func TestALargeSnapshotPartIsReadWithFewCopies(t *testing.T) {
+	const size = 24 << 20
+	part := bytes.Repeat([]byte("cost index "), size/11+1)[:size]
+	b, _, err := encodeSnapshotParts(NewState(), []snapshotPart{{name: "cost", data: part}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	parts, err := startParts(b)
+	runtime.ReadMemStats(&after)
+	if err != nil || !bytes.Equal(parts["cost"], part) {
+		t.Fatalf("the part does not read back whole: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > size*8/5+2<<20 {
+		t.Fatalf("reading a part of %d MiB allocated %d MiB", size>>20, grew>>20)
+	}
+}

@@ -159,6 +159,14 @@ func (s *snapshotStream) next() (string, []byte, error) {
 // maxPartSize bounds a part's length as read from the stream.
 const maxPartSize = 1 << 34
 
+// fieldStep is the first buffer of a field's read. A longer field doubles
+// it until a quarter of its length has arrived, then takes its length at
+// once: a damaged length is refused when the bytes run out, having
+// allocated a few times what arrived, and a whole part costs about one and
+// a half times its size, not the many copies of an append that grows by a
+// quarter.
+const fieldStep = 1 << 20
+
 // field reads one length-prefixed field; io.EOF only before its first
 // byte.
 func (s *snapshotStream) field(limit uint64) ([]byte, error) {
@@ -169,13 +177,25 @@ func (s *snapshotStream) field(limit uint64) ([]byte, error) {
 	if n > limit {
 		return nil, fmt.Errorf("a length of %d", n)
 	}
-	// Read as far as the bytes go, not allocated from the length: a
-	// damaged length is refused, not a process out of memory.
-	b, err := io.ReadAll(io.LimitReader(s.r, int64(n)))
-	if err != nil || uint64(len(b)) != n {
-		return nil, io.ErrUnexpectedEOF
+	b := make([]byte, min(n, fieldStep))
+	read := 0
+	for {
+		m, err := io.ReadFull(s.r, b[read:])
+		read += m
+		if err != nil {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if uint64(read) == n {
+			return b, nil
+		}
+		next := 2 * uint64(len(b))
+		if uint64(read) >= n/4 {
+			next = n
+		}
+		grown := make([]byte, min(n, next))
+		copy(grown, b)
+		b = grown
 	}
-	return b, nil
 }
 
 // close drops the stream unread.

@@ -335,7 +335,6 @@ func ReplayUntil(ctx context.Context, store *eventlog.Store, cps *Checkpoints, t
 	if err != nil {
 		return nil, err
 	}
-	defer replayGC()()
 	stop := errors.New("stop")
 	err = store.Read(ctx, st.Seq+1, 0, func(e events.Event) error {
 		if e.Data != nil && e.Time.After(t) {
@@ -360,7 +359,6 @@ func ReplayTo(ctx context.Context, store *eventlog.Store, cps *Checkpoints, upTo
 	if st.Seq >= upTo {
 		return st, nil
 	}
-	defer replayGC()()
 	err = store.Read(ctx, st.Seq+1, upTo, func(e events.Event) error {
 		_ = Evolve(st, e)
 		return nil

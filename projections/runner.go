@@ -205,7 +205,6 @@ func (r *Runner) Start(ctx context.Context) error {
 		st = r.restoreProjections(st, nil, bounds)
 	}
 	begin := time.Now()
-	defer replayGC()()
 	from := st.Seq + 1
 	// The views' own read is never refused for the reads clients hold,
 	// and waits out a consumer limit held by others (readAtStart).
@@ -552,7 +551,6 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 // into a new State. It is the reference the incremental views must equal,
 // and the replay of the pool as it was at any past point.
 func Rebuild(ctx context.Context, store *eventlog.Store, upTo uint64) (*State, error) {
-	defer replayGC()()
 	st := NewState()
 	err := store.Read(ctx, 1, upTo, func(e events.Event) error {
 		_ = Evolve(st, e)
@@ -566,7 +564,6 @@ func Rebuild(ctx context.Context, store *eventlog.Store, upTo uint64) (*State, e
 
 // RebuildUntil folds every event whose time is at or before t.
 func RebuildUntil(ctx context.Context, store *eventlog.Store, t time.Time) (*State, error) {
-	defer replayGC()()
 	st := NewState()
 	stop := errors.New("stop")
 	err := store.Read(ctx, 1, 0, func(e events.Event) error {

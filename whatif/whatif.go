@@ -149,7 +149,6 @@ func run(ctx context.Context, store *eventlog.Store, opts Options) (*Report, err
 			opts.Progress(p)
 		}
 	}
-	defer holdRunGC()()
 	sem := make(chan struct{}, min(ParallelRuns, max(runtime.GOMAXPROCS(0), 1)))
 	var wg sync.WaitGroup
 	for i, c := range runs {

@@ -7,7 +7,7 @@ import (
 
 // blockedIn says whether a goroutine is parked in state (e.g. "chan
 // receive") directly in function of this package (e.g.
-// "releaseStartupMemory", "(*plane).withSinks"): a barrier that shows a
+// "(*plane).withSinks"): a barrier that shows a
 // wait has begun, where a test would otherwise watch for a while that
 // nothing happens. A test binary names this package by its import path,
 // not main.

@@ -69,8 +69,6 @@ type serveOptions struct {
 	metricsAddress string
 	httpLimits     httpLimitFlags // serve_httplimits.go
 	pprof          bool           // serve_pprof.go
-	servingGC      int            // serve_gc.go
-	releaseCode    bool           // serve_code_pages.go
 	otlpEndpoint   string
 
 	cluster clusterOptions
@@ -135,8 +133,7 @@ and changes nothing. Ctrl-C stops cleanly; a restart resumes from the log.`,
 	f.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:9464", "Prometheus /metrics address (empty: none)")
 	o.httpLimits.addFlags(f)
 	f.BoolVar(&o.pprof, "pprof", false, pprofHelp)
-	f.IntVar(&o.servingGC, "serving-gc-percent", defaultServingGCPercent, servingGCPercentHelp)
-	f.BoolVar(&o.releaseCode, "release-code-pages", true, releaseCodePagesHelp)
+	addRetiredMemoryFlags(f)
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector for traces and metrics (host:4317, http://host:4317 for plaintext)")
 	f.StringVar(&o.cluster.kubeconfig, "kubeconfig", "", "drive the cluster of this kubeconfig (default: in-cluster config in a pod, else the simulator)")
 	f.StringVar(&o.cluster.namespace, "namespace", "claimstream", "namespace of the lifecycle Jobs")
@@ -215,9 +212,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 	o.timing = newStartupTimer(log, clock.RealClock{})
 	if o.pprof && o.metricsAddress == "" {
 		return errPprofWithoutMetrics
-	}
-	if err := checkServingGCPercent(o.servingGC); err != nil {
-		return err
 	}
 	applyMemoryLimit(log) // serve_memlimit.go
 	// The pool file is parsed while the plane starts; an invalid one stops
@@ -387,14 +381,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	log.Info("claimstream serving", "config", o.config, "data", o.dataDir, "seq", p.views.Seq())
-	go func() {
-		releaseStartupMemory(log, nil) // after the listeners: a full collection takes a moment
-		applyServingGCPercent(log, o.servingGC, os.Getenv)
-		releaseSettledMemory(ctx, log, clock.RealClock{}) // serve_settled_memory.go
-		if o.releaseCode && ctx.Err() == nil {
-			releaseCodePages(log) // serve_code_pages.go
-		}
-	}()
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

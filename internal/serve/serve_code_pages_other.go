@@ -1,5 +1,0 @@
-//go:build !linux
-
-package serve
-
-func dropExecutableCodePages() ([]codeMapping, error) { return nil, errNoCodePages }

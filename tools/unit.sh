@@ -7,10 +7,12 @@
 #
 # SKIP, when set, is a -test.skip pattern for every package's tests.
 # Building (linking) a test binary takes seconds and `go test -p 1` builds
-# each right before it runs; building them first, on every core, leaves
-# the run itself one package at a time: the NATS cluster and multi-process
-# tests hold real raft timers, and on a 2-core machine two such packages
-# side by side starve each other's elections.
+# each right before it runs; so they are built first, on every core. Then
+# the packages whose tests hold real NATS clusters or run several
+# processes (their test files start a cluster or re-run their own binary)
+# run one at a time: they hold real raft timers, and on a 2-core machine
+# two of them side by side starve each other's elections. The others run
+# two at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,13 +30,19 @@ built=$EPOCHREALTIME
 cut -d' ' -f1 "$work/pkgs" | xargs go test $UNIT_BUILD_FLAGS -c -o "$work/"
 echo "== test: built in $(awk -v a="$built" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')s"
 
-echo "== test: running them one package at a time"
-failed=0
-while read -r pkg dir; do
+# alone: a package whose tests start a NATS cluster or re-run the test
+# binary as another process.
+alone() {
+  grep -lqE 'StartCluster|startCluster|NewCluster|eventstest\.Cluster|exec\.Command\(os\.Args\[0\]|os\.Executable\(\)' "$1"/*_test.go 2>/dev/null
+}
+
+# run PKG DIR: the package's tests, its result line (and its whole output
+# when it fails) printed once it ends; a failure leaves a mark in $work.
+run() {
+  local pkg=$1 dir=$2 bin out start rc=0 took
   bin="$work/${pkg##*/}.test"
-  out="$work/out"
+  out=$(mktemp "$work/out.XXXXXX")
   start=$EPOCHREALTIME
-  rc=0
   # As go test runs a test binary: from the package's directory, with its
   # default 10-minute timeout; output shown whole when the package fails.
   (cd "$dir" && "$bin" -test.count=1 -test.timeout=10m -test.paniconexit0 ${SKIP:+-test.skip="$SKIP"}) >"$out" 2>&1 </dev/null || rc=$?
@@ -42,10 +50,28 @@ while read -r pkg dir; do
   if [ "$rc" = 0 ]; then
     printf 'ok  \t%s\t%ss\n' "$pkg" "$took"
   else
-    cat "$out"
-    printf 'FAIL\t%s\t%ss\n' "$pkg" "$took"
-    failed=1
+    { cat "$out"; printf 'FAIL\t%s\t%ss\n' "$pkg" "$took"; } >"$out.fail"
+    cat "$out.fail"
+    touch "$work/failed"
   fi
-  rm -f "$bin"
+  rm -f "$bin" "$out"
+}
+
+echo "== test: running the cluster and multi-process packages one at a time"
+while read -r pkg dir; do
+  if alone "$dir"; then run "$pkg" "$dir"; fi
 done <"$work/pkgs"
-exit "$failed"
+
+echo "== test: running the others two at a time"
+running=0
+while read -r pkg dir; do
+  alone "$dir" && continue
+  if [ "$running" -ge 2 ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run "$pkg" "$dir" &
+  running=$((running + 1))
+done <"$work/pkgs"
+wait
+[ ! -e "$work/failed" ]

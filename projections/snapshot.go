@@ -87,7 +87,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.readParts(); err != nil {
+	if err := s.skipParts(); err != nil {
 		return nil, err
 	}
 	return decodeViews(views)

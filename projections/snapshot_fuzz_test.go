@@ -78,6 +78,22 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	})
 }
 
+// readParts reads every part after the views, to the stream's end.
+func (s *snapshotStream) readParts() (map[string][]byte, error) {
+	parts := map[string][]byte{}
+	for {
+		name, data, err := s.next()
+		if errors.Is(err, io.EOF) {
+			return parts, s.finish()
+		}
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		parts[name] = data
+	}
+}
+
 // frameParts reads b's frame: the views' part, undecoded, and the others.
 func frameParts(b []byte) ([]byte, map[string][]byte, error) {
 	views, s, err := openSnapshotFrame(io.NopCloser(bytes.NewReader(b)))

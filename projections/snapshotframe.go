@@ -111,24 +111,28 @@ func openSnapshotFrame(src io.ReadCloser) ([]byte, *snapshotStream, error) {
 	return views, s, nil
 }
 
-// readParts reads every part after the views, to the stream's end.
-func (s *snapshotStream) readParts() (map[string][]byte, error) {
-	parts := map[string][]byte{}
+// skipParts reads every part after the views to the stream's end and
+// keeps none: the frame is checked as a start reads it, without copies of
+// parts nobody uses.
+func (s *snapshotStream) skipParts() error {
 	for {
-		name, data, err := s.next()
+		_, _, err := s.nextPart(false)
 		if errors.Is(err, io.EOF) {
-			return parts, s.finish()
+			return s.finish()
 		}
 		if err != nil {
 			s.close()
-			return nil, err
+			return err
 		}
-		parts[name] = data
 	}
 }
 
 // next reads the next part; io.EOF after the last.
-func (s *snapshotStream) next() (string, []byte, error) {
+func (s *snapshotStream) next() (string, []byte, error) { return s.nextPart(true) }
+
+// nextPart reads the next part, its data only when keep; io.EOF after
+// the last.
+func (s *snapshotStream) nextPart(keep bool) (string, []byte, error) {
 	if s.legacy || s.err != nil {
 		return "", nil, cmp.Or(s.err, io.EOF)
 	}
@@ -144,7 +148,12 @@ func (s *snapshotStream) next() (string, []byte, error) {
 		s.err = fmt.Errorf("decode snapshot: %w: two parts %q", errSnapshotFrame, name)
 		return "", nil, s.err
 	}
-	data, err := s.field(maxPartSize)
+	var data []byte
+	if keep {
+		data, err = s.field(maxPartSize)
+	} else {
+		err = s.skipField(maxPartSize)
+	}
 	if err != nil {
 		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, name, err)
 		return "", nil, s.err
@@ -170,12 +179,9 @@ const fieldStep = 1 << 20
 // field reads one length-prefixed field; io.EOF only before its first
 // byte.
 func (s *snapshotStream) field(limit uint64) ([]byte, error) {
-	n, err := binary.ReadUvarint(s.r)
+	n, err := s.fieldLen(limit)
 	if err != nil {
 		return nil, err
-	}
-	if n > limit {
-		return nil, fmt.Errorf("a length of %d", n)
 	}
 	b := make([]byte, min(n, fieldStep))
 	read := 0
@@ -196,6 +202,30 @@ func (s *snapshotStream) field(limit uint64) ([]byte, error) {
 		copy(grown, b)
 		b = grown
 	}
+}
+
+// skipField reads past one length-prefixed field.
+func (s *snapshotStream) skipField(limit uint64) error {
+	n, err := s.fieldLen(limit)
+	if err != nil {
+		return err
+	}
+	if _, err := io.CopyN(io.Discard, s.r, int64(n)); err != nil {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+
+// fieldLen reads a field's length, refused past limit.
+func (s *snapshotStream) fieldLen(limit uint64) (uint64, error) {
+	n, err := binary.ReadUvarint(s.r)
+	if err != nil {
+		return 0, err
+	}
+	if n > limit {
+		return 0, fmt.Errorf("a length of %d", n)
+	}
+	return n, nil
 }
 
 // close drops the stream unread.

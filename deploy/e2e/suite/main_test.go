@@ -3,7 +3,7 @@
 // kube-controller-manager, kube-scheduler) with kwok playing the kubelets
 // and package machines playing the machines behind the slots.
 //
-//	cd deploy/e2e && go test ./... -timeout 25m
+//	cd deploy/e2e && go test ./... -timeout 25m -parallel 4
 //
 // The first run builds the control plane binaries (cached by version, see
 // package testenv); later runs reuse them. -short skips the suite.

@@ -8,11 +8,11 @@
 # SKIP, when set, is a -test.skip pattern for every package's tests.
 # Building (linking) a test binary takes seconds and `go test -p 1` builds
 # each right before it runs; so they are built first, on every core. Then
-# the packages whose tests hold real NATS clusters or run several
-# processes (their test files start a cluster or re-run their own binary)
-# run one at a time: they hold real raft timers, and on a 2-core machine
-# two of them side by side starve each other's elections. The others run
-# two at a time.
+# two lanes run side by side, each one package at a time: the packages
+# whose tests hold real NATS clusters or run several processes (their test
+# files start a cluster or re-run their own binary), and the others. Two
+# cluster packages side by side on a 2-core machine starve each other's
+# raft elections; one of them beside a package of plain tests keeps a core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,21 +57,16 @@ run() {
   rm -f "$bin" "$out"
 }
 
-echo "== test: running the cluster and multi-process packages one at a time"
-while read -r pkg dir; do
-  if alone "$dir"; then run "$pkg" "$dir"; fi
-done <"$work/pkgs"
-
-echo "== test: running the others two at a time"
-running=0
-while read -r pkg dir; do
-  alone "$dir" && continue
-  if [ "$running" -ge 2 ]; then
-    wait -n || true
-    running=$((running - 1))
-  fi
-  run "$pkg" "$dir" &
-  running=$((running + 1))
-done <"$work/pkgs"
+echo "== test: running the cluster and multi-process packages one at a time, beside the others one at a time"
+(
+  while read -r pkg dir; do
+    if alone "$dir"; then run "$pkg" "$dir"; fi
+  done <"$work/pkgs"
+) &
+(
+  while read -r pkg dir; do
+    alone "$dir" || run "$pkg" "$dir"
+  done <"$work/pkgs"
+) &
 wait
 [ ! -e "$work/failed" ]

@@ -39,6 +39,7 @@ type CheckpointInfo struct {
 // Checkpoints keeps checkpoints in a JetStream object store bucket with as
 // many replicas as the event stream.
 type Checkpoints struct {
+	js  jetstream.JetStream
 	obj jetstream.ObjectStore
 
 	// recent keeps the encoded checkpoints last saved or read, newest use
@@ -95,7 +96,7 @@ func OpenCheckpoints(ctx context.Context, js jetstream.JetStream, bucket string,
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint bucket %s: %w", bucket, err)
 	}
-	return &Checkpoints{obj: obj}, nil
+	return &Checkpoints{js: js, obj: obj}, nil
 }
 
 func checkpointName(seq uint64) string { return fmt.Sprintf("%s%020d", checkpointPrefix, seq) }
@@ -167,7 +168,7 @@ func (c *Checkpoints) Load(ctx context.Context, seq uint64) (*State, error) {
 	b := c.recalled(seq)
 	if b == nil {
 		var err error
-		b, err = c.obj.GetBytes(ctx, checkpointName(seq))
+		b, err = readObject(ctx, c.js, c.obj, checkpointName(seq))
 		if err != nil {
 			return nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
 		}

@@ -181,9 +181,6 @@ func (r *Runner) Start(ctx context.Context) error {
 				r.log.Info("loaded snapshot", "seq", snap.Seq)
 			}
 		}
-		if parts != nil {
-			parts.close() // unread when the snapshot was not used
-		}
 	}
 	var lastTime time.Time
 	if st.Seq+1 < bounds.First {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,6 +26,7 @@ const snapshotObject = "views"
 // store bucket (objects are chunked, so a large pool's views fit; a KV value
 // is capped at the server's max payload).
 type Snapshots struct {
+	js  jetstream.JetStream
 	obj jetstream.ObjectStore
 }
 
@@ -53,7 +53,7 @@ func OpenSnapshotsReplicated(ctx context.Context, js jetstream.JetStream, bucket
 	if err != nil {
 		return nil, fmt.Errorf("snapshot bucket %s: %w", bucket, err)
 	}
-	return &Snapshots{obj: obj}, nil
+	return &Snapshots{js: js, obj: obj}, nil
 }
 
 type snapshotEnvelope struct {
@@ -83,7 +83,7 @@ func encodeSnapshotParts(s *State, parts []snapshotPart) ([]byte, uint64, error)
 // DecodeSnapshot reads the views of a snapshot written by this version;
 // the parts after them must be whole too.
 func DecodeSnapshot(b []byte) (*State, error) {
-	views, s, err := openSnapshotFrame(io.NopCloser(bytes.NewReader(b)))
+	views, s, err := openSnapshotFrame(b)
 	if err != nil {
 		return nil, err
 	}
@@ -197,19 +197,14 @@ func (s *Snapshots) Load(ctx context.Context) (*State, error) {
 // open reads the newest snapshot's views (nil: none) and returns the
 // stream of the projections' parts after them, to be finished.
 func (s *Snapshots) open(ctx context.Context) (*State, *snapshotStream, error) {
-	obj, err := s.obj.Get(ctx, snapshotObject)
+	b, err := readObject(ctx, s.js, s.obj, snapshotObject)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read snapshot: %w", err)
 	}
-	st, parts, err := openSnapshotStream(obj)
-	if err != nil {
-		obj.Close()
-		return nil, nil, err
-	}
-	return st, parts, nil
+	return openSnapshotStream(b)
 }
 
 // Canonical is the state as canonical JSON: map keys sorted, so two equal

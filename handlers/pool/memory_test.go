@@ -95,3 +95,40 @@ func TestFileLinesAgreeWithTheTree(t *testing.T) {
 		t.Fatalf("checked %d values of the example pools, want more", checked)
 	}
 }
+
+// The document a tree is converted from is dropped node by node as it is
+// converted, so it is not held whole beside the tree; an anchored node,
+// which an alias converts again, stays whole and converts the same each
+// time.
+func TestTreeDropsTheDocumentAsItConverts(t *testing.T) {
+	doc, p := parseYAML([]byte(`groups:
+  - name: g
+    template: &tmpl
+      labels: {zone: a}
+slots:
+  - {name: s1, group: g, template: *tmpl}
+  - {name: s2, group: g, template: *tmpl}
+`))
+	if p != nil {
+		t.Fatal(p)
+	}
+	root := doc.Content[0]
+	groups := root.Content[1].Content[0]
+	tmpl := groups.Content[3]
+	tr := newTree(doc)
+	for i, n := range root.Content {
+		if n != nil {
+			t.Errorf("the root's node %d (line %d) is held after the conversion", i, n.Line)
+		}
+	}
+	if len(tmpl.Content) != 2 || tmpl.Content[1] == nil || tmpl.Content[1].Content[1] == nil {
+		t.Fatalf("the anchored template lost its content: %+v", tmpl.Content)
+	}
+	slots := tr.root.(map[string]any)["slots"].([]any)
+	for _, s := range slots {
+		labels := s.(map[string]any)["template"].(map[string]any)["labels"].(map[string]any)
+		if labels["zone"] != "a" {
+			t.Errorf("an alias of the template converted as %v", s)
+		}
+	}
+}

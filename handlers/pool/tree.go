@@ -21,6 +21,11 @@ type tree struct {
 	// problems found while converting (duplicate keys, bad tags).
 	problems []Problem
 	nodes    int
+	// anchored counts the anchored nodes being converted around the
+	// current one: an alias may convert them again, so their document
+	// stays whole. Elsewhere a node is dropped from its parent once
+	// converted, so the document does not stay whole beside the tree.
+	anchored int
 }
 
 type place struct {
@@ -115,6 +120,10 @@ func (t *tree) fail(line int, path, format string, args ...any) {
 
 func (t *tree) convert(n *yaml.Node, ptr, path string, depth int) any {
 	t.nodes++
+	if n.Anchor != "" {
+		t.anchored++
+		defer func() { t.anchored-- }()
+	}
 	if depth > maxDepth {
 		t.fail(n.Line, path, "nested too deeply")
 		return nil
@@ -143,6 +152,9 @@ func (t *tree) convert(n *yaml.Node, ptr, path string, depth int) any {
 			ipath := path + "[" + strconv.Itoa(i) + "]"
 			t.where[iptr] = place{line: item.Line, path: ipath}
 			s = append(s, t.convert(item, iptr, ipath, depth+1))
+			if t.anchored == 0 {
+				n.Content[i] = nil
+			}
 		}
 		return s
 	case yaml.ScalarNode:
@@ -177,6 +189,9 @@ func (t *tree) mapping(n *yaml.Node, m map[string]any, seen map[string]int, ptr,
 		seen[key] = k.Line
 		t.where[kptr] = place{line: k.Line, path: kpath}
 		val := t.convert(v, kptr, kpath, depth+1)
+		if t.anchored == 0 {
+			n.Content[i], n.Content[i+1] = nil, nil
+		}
 		if val == nil && (v.Kind == yaml.ScalarNode || v.Kind == yaml.AliasNode) {
 			// "key:" or "key: null" reads as absent, as in Kubernetes
 			// manifests; the line stays known for errors about it.
@@ -213,6 +228,10 @@ func (t *tree) mergeInto(n *yaml.Node, m map[string]any, skip map[string]int, pt
 	if depth > maxDepth {
 		t.fail(n.Line, path, "nested too deeply")
 		return
+	}
+	if n.Anchor != "" {
+		t.anchored++
+		defer func() { t.anchored-- }()
 	}
 	sub := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line}
 	for i := 0; i+1 < len(n.Content); i += 2 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -70,21 +71,35 @@ func TestReadObjectReadsWhatPutWrote(t *testing.T) {
 }
 
 // Reading an object allocates it once, plus each chunk as the embedded
-// server copies it out of its block and the client receives it: four
-// times its size in all, one chunk of it in flight at a time.
-func TestReadObjectAllocatesTheObjectOnce(t *testing.T) {
+// server copies it out of its block and the client receives it: less than
+// the object store's Get, whose push consumer buffers every chunk on both
+// sides and whose read grows its result as it goes. The allocations are
+// the process's (the server runs in it): the least of three reads of each
+// leaves out what other goroutines allocated meanwhile.
+func TestReadObjectAllocatesLessThanGet(t *testing.T) {
 	js, obs := objectBucket(t)
+	ctx := context.Background()
 	const size = 4 << 20
 	putObject(t, obs, "o", randomBytes(size, 7))
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	b, err := readObject(context.Background(), js, obs, "o")
-	runtime.ReadMemStats(&after)
-	if err != nil || len(b) != size {
-		t.Fatalf("read %d bytes: %v", len(b), err)
+	allocated := func(read func() ([]byte, error)) uint64 {
+		least := uint64(math.MaxUint64)
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b, err := read()
+			runtime.ReadMemStats(&after)
+			if err != nil || len(b) != size {
+				t.Fatalf("read %d bytes: %v", len(b), err)
+			}
+			least = min(least, after.TotalAlloc-before.TotalAlloc)
+		}
+		return least
 	}
-	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4*size+1<<20 {
-		t.Fatalf("reading %d MiB allocated %.1f MiB", size>>20, float64(grew)/(1<<20))
+	ours := allocated(func() ([]byte, error) { return readObject(ctx, js, obs, "o") })
+	gets := allocated(func() ([]byte, error) { return obs.GetBytes(ctx, "o") })
+	t.Logf("reading %d MiB: %.1f MiB allocated, the object store's Get %.1f MiB", size>>20, float64(ours)/(1<<20), float64(gets)/(1<<20))
+	if ours > gets*3/5 {
+		t.Fatalf("reading %d MiB allocated %.1f MiB, more than 3/5 of the object store's Get (%.1f MiB)", size>>20, float64(ours)/(1<<20), float64(gets)/(1<<20))
 	}
 }
 

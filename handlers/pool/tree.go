@@ -118,12 +118,19 @@ func (t *tree) fail(line int, path, format string, args ...any) {
 	t.problems = append(t.problems, Problem{Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// enter counts n while it is converted when it is anchored; the returned
+// func ends that.
+func (t *tree) enter(n *yaml.Node) func() {
+	if n.Anchor == "" {
+		return func() {}
+	}
+	t.anchored++
+	return func() { t.anchored-- }
+}
+
 func (t *tree) convert(n *yaml.Node, ptr, path string, depth int) any {
 	t.nodes++
-	if n.Anchor != "" {
-		t.anchored++
-		defer func() { t.anchored-- }()
-	}
+	defer t.enter(n)()
 	if depth > maxDepth {
 		t.fail(n.Line, path, "nested too deeply")
 		return nil
@@ -229,10 +236,7 @@ func (t *tree) mergeInto(n *yaml.Node, m map[string]any, skip map[string]int, pt
 		t.fail(n.Line, path, "nested too deeply")
 		return
 	}
-	if n.Anchor != "" {
-		t.anchored++
-		defer func() { t.anchored-- }()
-	}
+	defer t.enter(n)()
 	sub := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/utils/clock"
 
 	"github.com/claimstream/claimstream/events"
 )
@@ -152,23 +153,69 @@ func isInProcess(err error) bool {
 // that did get through leaves a consumer nobody reads; the server removes
 // it after its inactivity threshold.
 func (s *Store) orderedConsumer(ctx context.Context, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
-	return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (jetstream.Consumer, bool, error) {
-		cons, err := s.js.OrderedConsumer(tctx, s.cfg.Stream, cfg)
-		if !timedOut(ctx, tctx, err) {
-			return cons, false, err
-		}
-		s.cfg.Logger.Warn("reader's consumer unanswered; asking again", "stream", s.cfg.Stream, "try", n, "waited", s.cfg.AnswerWait, "err", err)
-		return cons, true, err
+	return whileUnavailable(ctx, s.cfg.Clock, func() (jetstream.Consumer, error) {
+		return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (jetstream.Consumer, bool, error) {
+			cons, err := s.js.OrderedConsumer(tctx, s.cfg.Stream, cfg)
+			if !timedOut(ctx, tctx, err) {
+				return cons, false, err
+			}
+			s.cfg.Logger.Warn("reader's consumer unanswered; asking again", "stream", s.cfg.Stream, "try", n, "waited", s.cfg.AnswerWait, "err", err)
+			return cons, true, err
+		})
 	})
 }
 
 // streamInfo asks for the stream's info in tries (inTries).
 func (s *Store) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
-	return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (*jetstream.StreamInfo, bool, error) {
-		st, err := s.js.Stream(tctx, s.cfg.Stream)
-		if err != nil {
-			return nil, timedOut(ctx, tctx, err), fmt.Errorf("stream %s: %w", s.cfg.Stream, err)
-		}
-		return st.CachedInfo(), false, nil
+	return whileUnavailable(ctx, s.cfg.Clock, func() (*jetstream.StreamInfo, error) {
+		return inTries(ctx, s.cfg.AnswerWait, func(tctx context.Context, n int) (*jetstream.StreamInfo, bool, error) {
+			st, err := s.js.Stream(tctx, s.cfg.Stream)
+			if err != nil {
+				return nil, timedOut(ctx, tctx, err), fmt.Errorf("stream %s: %w", s.cfg.Stream, err)
+			}
+			return st.CachedInfo(), false, nil
+		})
 	})
+}
+
+// While JetStream elects a leader (of its meta group or of a stream: the
+// claimstream leader hands the streams to another server whenever every
+// replica is up, and a server resumed after a stall can start an
+// election), a reader's request can be answered "JetStream system
+// temporarily unavailable" (10008) or reach nobody, though the same
+// request is served once the election ends. Nothing was created or read,
+// so the request is made again: until the caller's deadline, or without
+// one for unavailableFor, which outlasts an election (at most JetStream's
+// longest election timeout, 9s).
+const (
+	unavailableFor  = 12 * time.Second
+	unavailableWait = 100 * time.Millisecond
+)
+
+// unavailable reports whether a request failed only because the cluster
+// could not take it at that moment.
+func unavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == codeClusterNotAvail
+	}
+	return isNoResponders(err)
+}
+
+// whileUnavailable calls try again while it fails only because the
+// cluster could not take the request (unavailable), while ctx lasts and,
+// if ctx has no deadline, for at most unavailableFor.
+func whileUnavailable[T any](ctx context.Context, clk clock.Clock, try func() (T, error)) (T, error) {
+	v, err := try()
+	began := clk.Now()
+	_, bounded := ctx.Deadline()
+	for unavailable(err) && (bounded || clk.Since(began) < unavailableFor) {
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-clk.After(unavailableWait):
+		}
+		v, err = try()
+	}
+	return v, err
 }

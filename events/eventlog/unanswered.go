@@ -15,7 +15,7 @@ import (
 func Unanswered(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == 10008 || apiErr.ErrorCode == 10005
+		return apiErr.ErrorCode == codeClusterNotAvail || apiErr.ErrorCode == codeClusterNoPeers
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat)

@@ -197,7 +197,7 @@ func UnmarshalIndex(b []byte) (*Index, uint64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
 	}
-	d := &decoder{cd}
+	d := &decoder{Decoder: cd}
 	x, seq := decodeIndex(d)
 	if err := d.End(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
@@ -217,6 +217,7 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 		}
 		x.nameIDs[x.names[i]] = uint32(i)
 	}
+	d.x = x
 	nameRef := func() uint32 { return uint32(d.Ref(uint64(len(x.names)), "name")) }
 	x.owners = make([]owner, d.Count())
 	for i := range x.owners {
@@ -274,7 +275,7 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 	}
 
 	for range d.Count() {
-		k := rowKey{key: d.Str(), currency: d.Str()}
+		k := rowKey{key: d.held(), currency: d.held()}
 		a := &acc{upSeconds: d.Float(), bootSeconds: d.Float(), joules: d.Float(), cost: d.Float(), boots: int(d.Int()), failedBoots: int(d.Int())}
 		for j := range a.unwanted {
 			a.unwanted[j] = d.Float()
@@ -289,7 +290,7 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 	}
 	groups := make([]groupMembers, d.Count())
 	for i := range groups {
-		name := d.Str()
+		name := d.held()
 		g := f.group(name)
 		if c := d.cost(); c != nil {
 			g.spec.Cost = c
@@ -306,7 +307,7 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 		if d.Err != nil {
 			break
 		}
-		s := &slotState{name: d.Str(), group: d.Str(), cost: d.cost(), rates: d.rates(), gone: d.Bool()}
+		s := &slotState{name: d.held(), group: d.held(), cost: d.cost(), rates: d.rates(), gone: d.Bool()}
 		liveRefs[i] = d.Uint()
 		s.pausedUntil = d.t()
 		s.on = d.Bool()
@@ -333,9 +334,15 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 	}
 	claims := make([]*claimState, d.Count())
 	for i := range claims {
-		c := &claimState{name: d.Str(), requester: d.Str()}
+		c := &claimState{name: d.held(), requester: d.held()}
 		if si := d.Ref(uint64(len(slots)), "slot"); d.Err == nil {
 			c.slot = slots[si]
+			// The slot's segments name the claim: they share its name.
+			for j := range c.slot.segs {
+				if a := &c.slot.segs[j].attr; a.claim == c.name {
+					a.claim = c.name
+				}
+			}
 		}
 		c.booting, c.scaleDown, c.refused = d.Bool(), d.Bool(), d.Bool()
 		claims[i] = c
@@ -351,8 +358,11 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 		slots[i].live = claims[r-1]
 	}
 	for range d.Count() {
-		name := d.Str()
+		name := d.held()
 		if ci := d.Ref(uint64(len(claims)), "claim"); d.Err == nil {
+			if claims[ci].name == name {
+				name = claims[ci].name
+			}
 			f.claims[name] = claims[ci]
 		}
 	}
@@ -426,7 +436,49 @@ func (e *encoder) attribution(a attribution) {
 	e.rates(a.rates)
 }
 
-type decoder struct{ *copycodec.Decoder }
+type decoder struct {
+	*copycodec.Decoder
+	// x, once its names are read, lends them: a string the fold keeps
+	// that is one of them (a slot, a group, a requester) shares its bytes
+	// instead of holding a copy per slot, segment and claim.
+	x *Index
+	// others are the other strings read more than once (currencies), held
+	// once; a few at most.
+	others []string
+}
+
+// maxOthers bounds decoder.others: strings past it are copied each time.
+const maxOthers = 16
+
+// held is the next string, shared with one the index already holds if
+// it is the same: a name, a reason, Unclaimed or another string read
+// before.
+func (d *decoder) held() string {
+	b := d.Bytes()
+	if d.x != nil {
+		if id, ok := d.x.nameIDs[string(b)]; ok {
+			return d.x.names[id]
+		}
+	}
+	if string(b) == Unclaimed {
+		return Unclaimed
+	}
+	for _, r := range Reasons {
+		if string(b) == r {
+			return r
+		}
+	}
+	for _, o := range d.others {
+		if string(b) == o {
+			return o
+		}
+	}
+	s := string(b)
+	if len(d.others) < maxOthers && len(s) <= 8 {
+		d.others = append(d.others, s)
+	}
+	return s
+}
 
 func (d *decoder) t() time.Time { return fromNanos(d.Int()) }
 
@@ -442,15 +494,15 @@ func (d *decoder) cost() *events.Cost {
 	if !d.Bool() {
 		return nil
 	}
-	return &events.Cost{PricePerHour: d.optional(), PowerWatts: d.optional(), BootWatts: d.optional(), EnergyPricePerKWh: d.optional(), Currency: d.Str()}
+	return &events.Cost{PricePerHour: d.optional(), PowerWatts: d.optional(), BootWatts: d.optional(), EnergyPricePerKWh: d.optional(), Currency: d.held()}
 }
 
 func (d *decoder) rates() rates {
-	return rates{currency: d.Str(), perSecond: d.Float(), upWatts: d.Float(), bootWatts: d.Float(), energyPerJoule: d.Float()}
+	return rates{currency: d.held(), perSecond: d.Float(), upWatts: d.Float(), bootWatts: d.Float(), energyPerJoule: d.Float()}
 }
 
 func (d *decoder) attribution() attribution {
-	a := attribution{group: d.Str(), slot: d.Str(), claim: d.Str(), requester: d.Str(), booting: d.Bool(), unwanted: d.Str(), pausedUntil: d.t(), rates: d.rates()}
+	a := attribution{group: d.held(), slot: d.held(), claim: d.held(), requester: d.held(), booting: d.Bool(), unwanted: d.held(), pausedUntil: d.t(), rates: d.rates()}
 	if a.unwanted != "" && !slices.Contains(Reasons, a.unwanted) {
 		d.Fail("unknown reason %q", a.unwanted)
 	}

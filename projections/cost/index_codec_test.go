@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"pgregory.net/rapid"
 
@@ -69,6 +71,54 @@ func TestIndexRoundTripOnTranscripts(t *testing.T) {
 				sameReport(t, filepath.Base(file), evs, y, dim, first.Add(-time.Hour), last.AddDate(0, 0, 1), time.Time{})
 			}
 			sameTotals(t, filepath.Base(file), evs, y, last.AddDate(0, 0, 1))
+		}
+	}
+}
+
+// A loaded index holds each name once: the slots' and their segments'
+// names, groups and requesters are the index's names, a segment's claim
+// is its live claim's name, the reasons are the package's.
+func TestALoadedIndexSharesTheNamesItHolds(t *testing.T) {
+	same := func(what, a, b string) {
+		t.Helper()
+		if a != b || unsafe.StringData(a) != unsafe.StringData(b) {
+			t.Fatalf("%s %q is a copy of %q, not it", what, a, b)
+		}
+	}
+	for _, file := range transcriptFiles(t) {
+		evs, _ := readTranscript(t, file)
+		y, _, err := UnmarshalIndex(indexOf(evs).MarshalIndex(uint64(len(evs))))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		name := func(s string) string {
+			id, ok := y.nameIDs[s]
+			if !ok {
+				t.Fatalf("%s: %q is not one of the index's names", file, s)
+			}
+			return y.names[id]
+		}
+		segs := 0
+		for _, s := range y.fold.order {
+			same("slot", s.name, name(s.name))
+			same("group", s.group, name(s.group))
+			for _, seg := range s.segs {
+				segs++
+				same("segment's slot", seg.attr.slot, name(seg.attr.slot))
+				same("segment's group", seg.attr.group, name(seg.attr.group))
+				if seg.attr.requester != Unclaimed {
+					same("segment's requester", seg.attr.requester, name(seg.attr.requester))
+				}
+				if seg.attr.unwanted != "" {
+					same("segment's reason", seg.attr.unwanted, Reasons[slices.Index(Reasons, seg.attr.unwanted)])
+				}
+				if s.live != nil && seg.attr.claim == s.live.name {
+					same("segment's claim", seg.attr.claim, s.live.name)
+				}
+			}
+		}
+		if segs == 0 {
+			t.Fatalf("%s: no segment to check", file)
 		}
 	}
 }

@@ -117,5 +117,10 @@ func watchAuthFailures(ns *server.Server, nc *nats.Conn, log *slog.Logger, clk c
 	if err != nil {
 		return nil, fmt.Errorf("watch refused NATS logins: %w", err)
 	}
+	// The subscription is sent asynchronously: until the server has it,
+	// a refused login is not heard. The start returns once it has.
+	if err := nc.Flush(); err != nil {
+		return nil, fmt.Errorf("watch refused NATS logins: %w", err)
+	}
 	return f, nil
 }

@@ -187,10 +187,9 @@ func (s *Store) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 // so the request is made again: until the caller's deadline, or without
 // one for unavailableFor, which outlasts an election (at most JetStream's
 // longest election timeout, 9s).
-const (
-	unavailableFor  = 12 * time.Second
-	unavailableWait = 100 * time.Millisecond
-)
+// The pause between tries is the one an append takes after "no
+// responders" (noRespondersWait).
+const unavailableFor = 12 * time.Second
 
 // unavailable reports whether a request failed only because the cluster
 // could not take it at that moment.
@@ -213,7 +212,7 @@ func whileUnavailable[T any](ctx context.Context, clk clock.Clock, try func() (T
 		select {
 		case <-ctx.Done():
 			return v, err
-		case <-clk.After(unavailableWait):
+		case <-clk.After(noRespondersWait):
 		}
 		v, err = try()
 	}

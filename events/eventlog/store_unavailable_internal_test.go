@@ -24,7 +24,7 @@ func TestWhileUnavailableRetriesOnlyAMomentsRefusal(t *testing.T) {
 		{"another answer", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, 1},
 		{"no responders, then served", nats.ErrNoResponders, 2},
 		{"10008, then served", notAvail, 2},
-		{"10008 for ever", notAvail, int(unavailableFor/unavailableWait) + 1},
+		{"10008 for ever", notAvail, int(unavailableFor/noRespondersWait) + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Unix(0, 0))
@@ -56,7 +56,7 @@ func TestWhileUnavailableRetriesOnlyAMomentsRefusal(t *testing.T) {
 				default:
 				}
 				if clk.HasWaiters() {
-					clk.Step(unavailableWait)
+					clk.Step(noRespondersWait)
 				}
 			}
 		})

@@ -50,7 +50,8 @@ type Checkpoints struct {
 	recent []encodedCheckpoint
 }
 
-// recentCheckpoints bounds the cache (each is the size of the encoded views).
+// recentCheckpoints bounds the cache (each is the size of the stored,
+// compressed, views).
 const recentCheckpoints = 3
 
 type encodedCheckpoint struct {

@@ -486,11 +486,16 @@ func (r *Runner) SnapshotNow(ctx context.Context) error {
 		return errors.New("no snapshot store configured")
 	}
 	r.mu.RLock()
-	b, seq, err := r.encodeLocked()
+	c, err := r.contentLocked()
 	r.mu.RUnlock()
 	if err != nil {
 		return err
 	}
+	b, err := c.stored()
+	if err != nil {
+		return err
+	}
+	seq := c.seq
 	if gaps := r.Gaps(); len(gaps) > 0 {
 		return fmt.Errorf("no snapshot of views built over a gap (%s): the next start must see the gap again", gaps)
 	}
@@ -515,8 +520,9 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	}
 	// A read lock keeps the fold out while the views are encoded.
 	r.mu.RLock()
-	b, seq, err := r.encodeLocked()
+	c, err := r.contentLocked()
 	r.mu.RUnlock()
+	seq := c.seq
 	if err != nil {
 		r.snapping.Store(false)
 		r.nextSnap.Store(seq + r.every)
@@ -526,7 +532,11 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	go func() {
 		// The watermark moves only once the snapshot is saved; a failed
 		// save is tried again after another SnapshotEvery events.
-		if err := r.snaps.save(ctx, b, seq); err != nil {
+		b, err := c.stored()
+		if err == nil {
+			err = r.snaps.save(ctx, b, seq)
+		}
+		if err != nil {
 			r.nextSnap.Store(seq + r.every)
 			if ctx.Err() == nil {
 				r.log.Error("write snapshot failed, trying again later", "seq", seq, "retryAt", seq+r.every, "err", err)

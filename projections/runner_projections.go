@@ -139,18 +139,18 @@ func (r *Runner) projectionNamed(name string) Projection {
 	return nil
 }
 
-// encodeLocked is a snapshot of the views and every projection's part;
-// the caller holds mu.
-func (r *Runner) encodeLocked() ([]byte, uint64, error) {
+// contentLocked is a snapshot of the views and every projection's part,
+// to be stored; the caller holds mu.
+func (r *Runner) contentLocked() (snapshotContent, error) {
 	parts := make([]snapshotPart, 0, len(r.projs))
 	for _, p := range r.projs {
 		b, err := p.Marshal()
 		if err != nil {
-			return nil, r.state.Seq, fmt.Errorf("encode the %s projection: %w", p.Name(), err)
+			return snapshotContent{seq: r.state.Seq}, fmt.Errorf("encode the %s projection: %w", p.Name(), err)
 		}
 		parts = append(parts, snapshotPart{name: p.Name(), data: b})
 	}
-	return encodeSnapshotParts(r.state, parts)
+	return contentOf(r.state, parts)
 }
 
 // StartProgress is how far Start's fold is: the last event folded and the

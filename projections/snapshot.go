@@ -66,18 +66,44 @@ func encodeSnapshot(s *State) ([]byte, uint64, error) {
 	return encodeSnapshotParts(s, nil)
 }
 
-// encodeSnapshotParts frames the views st and the parts of the
-// projections (snapshotframe.go).
+// encodeSnapshotParts is the stored form of the views st and the parts of
+// the projections (snapshotframe.go).
 func encodeSnapshotParts(s *State, parts []snapshotPart) ([]byte, uint64, error) {
+	c, err := contentOf(s, parts)
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := c.stored()
+	return b, c.seq, err
+}
+
+// snapshotContent is a snapshot before it is stored: what must be taken
+// under the views' lock. Compressing it needs no lock.
+type snapshotContent struct {
+	views [][]byte
+	parts []snapshotPart
+	seq   uint64
+}
+
+func contentOf(s *State, parts []snapshotPart) (snapshotContent, error) {
+	views, err := viewsEnvelope(s)
+	if err != nil {
+		return snapshotContent{seq: s.Seq}, err
+	}
+	return snapshotContent{views: views, parts: parts, seq: s.Seq}, nil
+}
+
+func (c snapshotContent) stored() ([]byte, error) { return storeFrame(c.views, c.parts) }
+
+// viewsEnvelope is the views' part as json.Marshal writes a
+// snapshotEnvelope of s, in pieces: the views' JSON is not copied again.
+func viewsEnvelope(s *State) ([][]byte, error) {
 	st, err := json.Marshal(s)
 	if err != nil {
-		return nil, 0, fmt.Errorf("encode views: %w", err)
+		return nil, fmt.Errorf("encode views: %w", err)
 	}
-	views, err := json.Marshal(snapshotEnvelope{Version: SnapshotVersion, Seq: s.Seq, State: st})
-	if err != nil {
-		return nil, 0, fmt.Errorf("encode views: %w", err)
-	}
-	return frameSnapshot(views, parts), s.Seq, nil
+	head := fmt.Appendf(nil, `{"version":%d,"seq":%d,"state":`, SnapshotVersion, s.Seq)
+	return [][]byte{head, st, []byte("}")}, nil
 }
 
 // DecodeSnapshot reads the views of a snapshot written by this version;

@@ -5,10 +5,14 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 
 	"github.com/claimstream/claimstream/events"
 )
@@ -29,6 +33,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	}
 	f.Add(good)
 	f.Add(good[:len(good)-2])
+	f.Add(plainFrame(f, st, []snapshotPart{{name: "cost", data: []byte{1, 2, 3}}}))
 	f.Add([]byte(`{"seq":2,"version":3,"state":{"seq":2}}`))
 	f.Add([]byte(`{"version":2,"seq":5,"state":{"seq":4}}`))
 	f.Add([]byte(`{"version":3,"seq":0,"state":{}} {}`))
@@ -116,17 +121,13 @@ func startParts(b []byte) (map[string][]byte, error) {
 // A part whose length was damaged into gigabytes is refused as a damaged
 // frame, with memory for the bytes that are there, not for the length.
 func TestSnapshotPartWithADamagedLengthIsRefusedCheaply(t *testing.T) {
-	good, _, err := encodeSnapshotParts(NewState(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := append(bytes.Clone(good), byte(len("cost")))
+	b := append(plainFrame(t, NewState(), nil), byte(len("cost")))
 	b = append(b, "cost"...)
 	b = binary.AppendUvarint(b, 8<<30)
 	b = append(b, "only a few bytes"...)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err = startParts(b)
+	_, err := startParts(b)
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, errSnapshotFrame) {
 		t.Fatalf("a part of 8 GiB holding 16 bytes: %v, want a damaged frame", err)
@@ -142,10 +143,7 @@ func TestSnapshotPartWithADamagedLengthIsRefusedCheaply(t *testing.T) {
 func TestASnapshotPartIsReadWithoutACopy(t *testing.T) {
 	const size = 24 << 20
 	part := bytes.Repeat([]byte("cost index "), size/11+1)[:size]
-	b, _, err := encodeSnapshotParts(NewState(), []snapshotPart{{name: "cost", data: part}, {name: "timeline", data: []byte("next")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := plainFrame(t, NewState(), []snapshotPart{{name: "cost", data: part}, {name: "timeline", data: []byte("next")}})
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	parts, err := startParts(b)
@@ -158,5 +156,167 @@ func TestASnapshotPartIsReadWithoutACopy(t *testing.T) {
 	}
 	if c := parts["cost"]; cap(c) != len(c) {
 		t.Fatalf("the part has room for %d bytes past its end, over the next part", cap(c)-len(c))
+	}
+}
+
+// plainFrame is the frame of st and parts as it is before it is stored
+// compressed.
+func plainFrame(t testing.TB, st *State, parts []snapshotPart) []byte {
+	t.Helper()
+	views, err := viewsEnvelope(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frameSnapshot(bytes.Join(views, nil), parts)
+}
+
+// What is stored is the frame compressed, and it reads back as the frame:
+// the views as json.Marshal writes their envelope, the parts as given.
+func TestAStoredSnapshotIsItsFrameCompressed(t *testing.T) {
+	st := NewState()
+	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	_ = Evolve(st, events.Event{Seq: 1, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}})
+	for i := range 200 {
+		slot := fmt.Sprintf("slot-%03d", i)
+		_ = Evolve(st, events.Event{Seq: uint64(i + 2), Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot}}})
+	}
+	parts := []snapshotPart{{name: "cost", data: bytes.Repeat([]byte{7, 1}, 5000)}, {name: "timeline", data: nil}}
+	stored, seq, err := encodeSnapshotParts(st, parts)
+	if err != nil || seq != st.Seq {
+		t.Fatalf("encode: seq %d, %v", seq, err)
+	}
+	if !bytes.HasPrefix(stored, []byte(storedMagic)) {
+		t.Fatalf("stored form begins %q", stored[:min(len(stored), 24)])
+	}
+	plain := plainFrame(t, st, parts)
+	if len(stored)*3 > len(plain) {
+		t.Errorf("stored %d bytes for a frame of %d: not compressed", len(stored), len(plain))
+	}
+	if cap(stored) != len(stored) {
+		t.Errorf("stored form keeps %d spare bytes", cap(stored)-len(stored))
+	}
+	views, got, err := frameParts(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := json.Marshal(snapshotEnvelope{Version: SnapshotVersion, Seq: st.Seq, State: mustMarshal(t, st)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(views, env) {
+		t.Fatalf("the views' part is not json.Marshal's envelope:\n%.200s\n%.200s", views, env)
+	}
+	if !bytes.Equal(got["cost"], parts[0].data) || len(got["timeline"]) != 0 || len(got) != 2 {
+		t.Fatalf("the parts read back otherwise: %d parts", len(got))
+	}
+	back, err := DecodeSnapshot(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y := mustMarshal(t, back), mustMarshal(t, st); !bytes.Equal(x, y) {
+		t.Fatal("the views decoded from the stored form differ")
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A stored frame is damaged as a frame is: each way is refused as a
+// damaged frame, and a length damaged into gigabytes reserves memory for
+// what the compressed bytes hold, not for the length.
+func TestADamagedStoredSnapshotIsRefused(t *testing.T) {
+	plain := plainFrame(t, NewState(), []snapshotPart{{name: "cost", data: []byte("cost")}})
+	stored, _, err := encodeSnapshotParts(NewState(), []snapshotPart{{name: "cost", data: []byte("cost")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := stored[len(storedMagic):]
+	_, k := binary.Uvarint(body)
+	relength := func(n uint64) []byte {
+		b := append([]byte(storedMagic), binary.AppendUvarint(nil, n)...)
+		return append(b, body[k:]...)
+	}
+	flipped := bytes.Clone(stored)
+	flipped[len(flipped)-3] ^= 0x40
+	compress := func(frame []byte) []byte {
+		var out bytes.Buffer
+		w := s2.NewWriter(&out)
+		_, _ = w.Write(frame)
+		_ = w.Close()
+		return append(append([]byte(storedMagic), binary.AppendUvarint(nil, uint64(len(frame)))...), out.Bytes()...)
+	}
+	for name, b := range map[string][]byte{
+		"a flipped bit":           flipped,
+		"cut short":               stored[:len(stored)-5],
+		"a longer length":         relength(uint64(len(plain) + 1)),
+		"a shorter length":        relength(uint64(len(plain) - 1)),
+		"a length of 3 GiB":       relength(3 << 30),
+		"a length past the limit": relength(maxObjectSize + 1),
+		"no length":               []byte(storedMagic),
+		"bytes after the stream":  append(bytes.Clone(stored), 0),
+		"a JSON snapshot inside":  compress([]byte(`{"version":3,"seq":0,"state":{}}`)),
+		"a stored form inside":    compress(stored),
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := DecodeSnapshot(b)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, errSnapshotFrame) {
+			t.Errorf("%s: %v, want a damaged frame", name, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+			t.Errorf("%s: reading it allocated %d MiB", name, grew>>20)
+		}
+	}
+	if _, err := DecodeSnapshot(relength(uint64(len(plain)))); err != nil {
+		t.Fatalf("the stored form with its own length: %v", err)
+	}
+}
+
+// A stored frame is expanded part by part, each into a buffer of its own
+// size: a start holds the part it decodes, not the frame.
+func TestAStoredSnapshotExpandsPartByPart(t *testing.T) {
+	const size = 12 << 20
+	rng := rand.New(rand.NewPCG(1, 2))
+	letters := func() []byte {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = "abcdefghijklmnop"[rng.IntN(16)]
+		}
+		return b
+	}
+	cost, timeline := letters(), letters()
+	stored, _, err := encodeSnapshotParts(NewState(), []snapshotPart{{name: "cost", data: cost}, {name: "timeline", data: timeline}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, s, err := openSnapshotStream(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, part, err := s.next()
+	runtime.ReadMemStats(&after)
+	if err != nil || name != "cost" || !bytes.Equal(part, cost) || cap(part) != len(part) {
+		t.Fatalf("the first part does not read back whole in a buffer of its own: %q, %v", name, err)
+	}
+	// The first part, and the S2 reader's buffers for one block: the
+	// second part is not expanded yet.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > size+4<<20 {
+		t.Fatalf("reading the first part of %d MiB allocated %d KiB", size>>20, grew>>10)
+	}
+	name, part, err = s.next()
+	if err != nil || name != "timeline" || !bytes.Equal(part, timeline) {
+		t.Fatalf("the second part does not read back whole: %q, %v", name, err)
+	}
+	if _, _, err := s.next(); !errors.Is(err, io.EOF) || s.finish() != nil {
+		t.Fatalf("after the last part: %v, %v", err, s.finish())
 	}
 }

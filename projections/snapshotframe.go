@@ -1,11 +1,14 @@
 package projections
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // A snapshot (and a checkpoint) is a frame of named parts: first "views",
@@ -18,9 +21,21 @@ import (
 // A snapshot that begins with '{' is the views alone, as JSON: the form
 // written before projections had parts. It restores the views; the
 // projections then have no part.
+//
+// What the object store keeps is the frame compressed (storeFrame):
+//
+//	storedMagic
+//	uvarint len(frame)
+//	the frame in S2's stream format: blocks, each with its CRC-32C
+//
+// The views are JSON with the same keys for every slot and compress
+// several-fold; the bucket then keeps, and a read through the server's
+// block cache holds, that much less. A frame stored uncompressed still
+// reads.
 
 const (
 	snapshotMagic = "claimstream-snapshot/1\n"
+	storedMagic   = "claimstream-snapshot/s2\n"
 	viewsPart     = "views"
 	// maxPartName bounds a part's name as read.
 	maxPartName = 256
@@ -52,16 +67,147 @@ func frameSnapshot(views []byte, parts []snapshotPart) []byte {
 	return b
 }
 
+// storeFrame is the stored form of the frame of views (written in pieces,
+// so the views' JSON is never copied into a frame of its own) and parts.
+func storeFrame(views [][]byte, parts []snapshotPart) ([]byte, error) {
+	fields := make([][]byte, 0, 2*len(parts)+5)
+	field := func(data ...[]byte) {
+		n := 0
+		for _, d := range data {
+			n += len(d)
+		}
+		fields = append(fields, binary.AppendUvarint(nil, uint64(n)))
+		fields = append(fields, data...)
+	}
+	fields = append(fields, []byte(snapshotMagic))
+	field([]byte(viewsPart))
+	field(views...)
+	for _, p := range parts {
+		field([]byte(p.name))
+		field(p.data)
+	}
+	frameLen := 0
+	for _, f := range fields {
+		frameLen += len(f)
+	}
+	var out bytes.Buffer
+	out.Grow(len(storedMagic) + binary.MaxVarintLen64 + frameLen/4)
+	out.WriteString(storedMagic)
+	out.Write(binary.AppendUvarint(nil, uint64(frameLen)))
+	w := s2.NewWriter(&out, s2.WriterConcurrency(1))
+	for _, f := range fields {
+		if _, err := w.Write(f); err != nil {
+			return nil, fmt.Errorf("compress snapshot: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("compress snapshot: %w", err)
+	}
+	// Checkpoints keep what was stored for a while: no spare capacity.
+	stored := make([]byte, out.Len())
+	copy(stored, out.Bytes())
+	return stored, nil
+}
+
+// expansionGuess is how many times its stored size a compressed part is
+// first given room for; a part that holds more grows as it is read, so a
+// damaged length reserves no more than the bytes that are there support.
+const expansionGuess = 16
+
+// openStored begins reading a stored frame (after storedMagic): its
+// length, then the frame's magic from the compressed body.
+func openStored(b []byte) (*snapshotStream, error) {
+	n, k := binary.Uvarint(b)
+	switch {
+	case k <= 0:
+		return nil, errors.New("its length is cut or overflows")
+	case n > maxObjectSize:
+		return nil, fmt.Errorf("a length of %d", n)
+	}
+	body := b[k:]
+	s := &snapshotStream{r: s2.NewReader(bytes.NewReader(body)), left: n, guess: uint64(len(body)) * expansionGuess}
+	magic, err := s.read(uint64(len(snapshotMagic)))
+	if err != nil {
+		return nil, err
+	}
+	if string(magic) != snapshotMagic {
+		return nil, fmt.Errorf("its compressed body does not begin with %q", snapshotMagic[:len(snapshotMagic)-1])
+	}
+	return s, nil
+}
+
+// read reads the next n bytes of a stored frame into a buffer of their
+// own, grown as they arrive.
+func (s *snapshotStream) read(n uint64) ([]byte, error) {
+	if n > s.left {
+		return nil, io.ErrUnexpectedEOF
+	}
+	buf := make([]byte, 0, min(n, s.guess))
+	for uint64(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*uint64(cap(buf))+4096))
+			copy(grown, buf)
+			buf = grown
+		}
+		got, err := s.r.Read(buf[len(buf):min(uint64(cap(buf)), n)])
+		buf = buf[:len(buf)+got]
+		s.left -= uint64(got)
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("its compressed body ends %d bytes short of its length", s.left)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("its compressed body: %w", err)
+		}
+	}
+	return buf, nil
+}
+
+// byteCounter reads single bytes of a stored frame, within its length.
+type byteCounter struct{ s *snapshotStream }
+
+func (c byteCounter) ReadByte() (byte, error) {
+	if c.s.left == 0 {
+		return 0, io.EOF
+	}
+	b, err := c.s.r.ReadByte()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("its compressed body ends %d bytes short of its length", c.s.left)
+		}
+		return 0, fmt.Errorf("its compressed body: %w", err)
+	}
+	c.s.left--
+	return b, nil
+}
+
+// storedEnd checks that a stored frame read to its length holds nothing
+// more.
+func (s *snapshotStream) storedEnd() error {
+	var more [1]byte
+	if got, err := s.r.Read(more[:]); got > 0 || !errors.Is(err, io.EOF) {
+		return fmt.Errorf("its compressed body holds more than its length (%v)", cmp.Or(err, errors.New("more bytes")))
+	}
+	return nil
+}
+
 // errSnapshotFrame: the snapshot's frame is damaged.
 var errSnapshotFrame = errors.New("damaged snapshot frame")
 
-// snapshotStream reads a framed snapshot part by part. The frame is held
-// whole (readObject assembles an object in one buffer); a part is a
+// snapshotStream reads a framed snapshot part by part. A frame stored
+// plain is held whole (readObject assembles an object in one buffer); a
+// part is a
 // sub-slice of it, never a copy, and a projection's decoder copies what
 // it keeps.
 type snapshotStream struct {
 	// b is the frame after the parts read so far.
 	b []byte
+	// r reads the rest of a frame stored compressed, left bytes of it:
+	// each part is expanded into a buffer of its own as it is read, so a
+	// start holds one part, not the frame. guess is what a part is first
+	// given room for.
+	r     *s2.Reader
+	left  uint64
+	guess uint64
 	// legacy: a JSON snapshot, the views alone.
 	legacy bool
 	err    error
@@ -83,15 +229,20 @@ func openSnapshotStream(b []byte) (*State, *snapshotStream, error) {
 // stream at the projections' parts. The one reader of the frame: a start
 // and DecodeSnapshot both read through it.
 func openSnapshotFrame(b []byte) ([]byte, *snapshotStream, error) {
-	s := &snapshotStream{b: b}
-	if len(b) > 0 && b[0] == '{' {
-		s.legacy = true
-		return b, s, nil
-	}
-	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic {
+	var s *snapshotStream
+	switch {
+	case bytes.HasPrefix(b, []byte(storedMagic)):
+		var err error
+		if s, err = openStored(b[len(storedMagic):]); err != nil {
+			return nil, nil, fmt.Errorf("decode snapshot: %w: %w", errSnapshotFrame, err)
+		}
+	case len(b) > 0 && b[0] == '{':
+		return b, &snapshotStream{b: b, legacy: true}, nil
+	case len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic:
 		return nil, nil, fmt.Errorf("decode snapshot: %w: it begins with neither %q nor JSON", errSnapshotFrame, snapshotMagic[:len(snapshotMagic)-1])
+	default:
+		s = &snapshotStream{b: b[len(snapshotMagic):]}
 	}
-	s.b = b[len(snapshotMagic):]
 	name, views, err := s.next()
 	if err == nil && name != viewsPart {
 		err = fmt.Errorf("decode snapshot: %w: its first part is %q, not the views", errSnapshotFrame, name)
@@ -151,9 +302,13 @@ func (s *snapshotStream) next() (string, []byte, error) {
 // maxPartSize bounds a part's length as read from the frame.
 const maxPartSize = 1 << 34
 
-// field reads one length-prefixed field, a sub-slice of the frame with no
-// room past its end; io.EOF only before its first byte.
+// field reads one length-prefixed field: of a frame held whole, a
+// sub-slice of it with no room past its end; of a stored frame, a buffer
+// of its own. io.EOF only before its first byte.
 func (s *snapshotStream) field(limit uint64) ([]byte, error) {
+	if s.r != nil {
+		return s.storedField(limit)
+	}
 	if len(s.b) == 0 {
 		return nil, io.EOF
 	}
@@ -171,6 +326,25 @@ func (s *snapshotStream) field(limit uint64) ([]byte, error) {
 	v := s.b[k : k+int(n) : k+int(n)]
 	s.b = s.b[k+int(n):]
 	return v, nil
+}
+
+func (s *snapshotStream) storedField(limit uint64) ([]byte, error) {
+	if s.left == 0 {
+		if err := s.storedEnd(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	n, err := binary.ReadUvarint(byteCounter{s})
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil, io.ErrUnexpectedEOF
+	case err != nil:
+		return nil, err
+	case n > limit:
+		return nil, fmt.Errorf("a length of %d", n)
+	}
+	return s.read(n)
 }
 
 // finish ends the read: the error of a damaged frame, if the parts read

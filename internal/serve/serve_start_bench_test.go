@@ -68,7 +68,7 @@ func BenchmarkServeStart(b *testing.B) {
 		n = v
 	}
 	bin := buildClaimstream(b)
-	root := filepath.Join(os.TempDir(), fmt.Sprintf("claimstream-serve-bench-v3-%d", n))
+	root := filepath.Join(os.TempDir(), fmt.Sprintf("claimstream-serve-bench-v4-%d", n))
 	poolFile, data := filepath.Join(root, "pool.yaml"), filepath.Join(root, "data")
 	if _, err := os.Stat(filepath.Join(root, "complete")); err != nil {
 		buildServeBenchDir(b, bin, root, poolFile, data, n)

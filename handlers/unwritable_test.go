@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,13 +24,14 @@ func TestUnwritableLogRefusesWithoutWaitingForTheLock(t *testing.T) {
 	h := handlerstest.OnServer(t, eventstest.StartServer(t), eventlog.StoreConfig{Stream: "UNWRITABLE", Health: health})
 	h.Declare("g", events.GroupSpec{}, "a", "b")
 
-	// The first command holds the group's lock in its gate until released.
-	held, release := make(chan struct{}), make(chan struct{})
+	// The first command holds the group's lock in its gate until released;
+	// the gate's later calls pass at once.
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	var gated atomic.Bool
 	h.Service.Gate = func() (uint64, error) {
-		select {
-		case held <- struct{}{}:
+		if gated.CompareAndSwap(false, true) {
+			held <- struct{}{}
 			<-release
-		default:
 		}
 		return 0, nil
 	}

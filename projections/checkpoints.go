@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,9 +39,18 @@ type CheckpointInfo struct {
 
 // Checkpoints keeps checkpoints in a JetStream object store bucket with as
 // many replicas as the event stream.
+//
+// A checkpoint's object is named for its sequence and the time of its
+// last event (checkpointName), and the bucket is listed from the names
+// alone: the server keeps the stream's subjects in memory, while reading
+// the objects' records would load every block that holds one, each kept
+// in the server's cache for seconds: with a checkpoint every hour, a
+// start, a prune or a replay would hold the whole bucket's blocks. A
+// deleted checkpoint's record is purged with it, so its name is gone.
 type Checkpoints struct {
-	js  jetstream.JetStream
-	obj jetstream.ObjectStore
+	js     jetstream.JetStream
+	obj    jetstream.ObjectStore
+	bucket string
 
 	// recent keeps the encoded checkpoints last saved or read, newest use
 	// last: an incident's replays cluster around one time, and reading a
@@ -48,6 +58,9 @@ type Checkpoints struct {
 	// decoding it. A checkpoint never changes once written.
 	mu     sync.Mutex
 	recent []encodedCheckpoint
+	// names are the object names of the checkpoints listed or saved, by
+	// sequence.
+	names map[uint64]string
 }
 
 // recentCheckpoints bounds the cache (each is the size of the stored,
@@ -97,10 +110,65 @@ func OpenCheckpoints(ctx context.Context, js jetstream.JetStream, bucket string,
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint bucket %s: %w", bucket, err)
 	}
-	return &Checkpoints{js: js, obj: obj}, nil
+	return &Checkpoints{js: js, obj: obj, bucket: bucket}, nil
 }
 
-func checkpointName(seq uint64) string { return fmt.Sprintf("%s%020d", checkpointPrefix, seq) }
+// checkpointTimeLayout is the time in a checkpoint's name: fixed width,
+// no colons.
+const checkpointTimeLayout = "20060102T150405.000000000Z"
+
+// checkpointName is the object name of the checkpoint at seq whose last
+// event happened at last: "cp-" + 20 digits of seq + "-" + the time.
+func checkpointName(seq uint64, last time.Time) string {
+	return fmt.Sprintf("%s%020d-%s", checkpointPrefix, seq, last.UTC().Format(checkpointTimeLayout))
+}
+
+// legacyCheckpointName is the name earlier versions gave the checkpoint
+// at seq; its time is in its record only.
+func legacyCheckpointName(seq uint64) string { return fmt.Sprintf("%s%020d", checkpointPrefix, seq) }
+
+// parseCheckpointName reads a name checkpointName wrote; legacy is a
+// name legacyCheckpointName wrote, whose time is not in it.
+func parseCheckpointName(name string) (seq uint64, last time.Time, legacy, ok bool) {
+	rest, found := strings.CutPrefix(name, checkpointPrefix)
+	if !found || len(rest) < 20 {
+		return 0, time.Time{}, false, false
+	}
+	seq, err := strconv.ParseUint(rest[:20], 10, 64)
+	if err != nil {
+		return 0, time.Time{}, false, false
+	}
+	if len(rest) == 20 {
+		return seq, time.Time{}, true, true
+	}
+	if rest[20] != '-' {
+		return 0, time.Time{}, false, false
+	}
+	last, err = time.Parse(checkpointTimeLayout, rest[21:])
+	if err != nil {
+		return 0, time.Time{}, false, false
+	}
+	return seq, last, false, true
+}
+
+// nameOf is the object name of the checkpoint at seq, as listed or saved.
+func (c *Checkpoints) nameOf(seq uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name, ok := c.names[seq]; ok {
+		return name
+	}
+	return legacyCheckpointName(seq)
+}
+
+func (c *Checkpoints) setName(seq uint64, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil {
+		c.names = map[uint64]string{}
+	}
+	c.names[seq] = name
+}
 
 // Save stores the views st, whose last event happened at last.
 func (c *Checkpoints) Save(ctx context.Context, st *State, last time.Time) (CheckpointInfo, error) {
@@ -112,8 +180,9 @@ func (c *Checkpoints) Save(ctx context.Context, st *State, last time.Time) (Chec
 }
 
 func (c *Checkpoints) save(ctx context.Context, b []byte, seq uint64, last time.Time) (CheckpointInfo, error) {
+	name := checkpointName(seq, last)
 	_, err := c.obj.Put(ctx, jetstream.ObjectMeta{
-		Name: checkpointName(seq),
+		Name: name,
 		Headers: map[string][]string{
 			checkpointSeqHeader:  {strconv.FormatUint(seq, 10)},
 			checkpointTimeHeader: {last.UTC().Format(time.RFC3339Nano)},
@@ -122,36 +191,109 @@ func (c *Checkpoints) save(ctx context.Context, b []byte, seq uint64, last time.
 	if err != nil {
 		return CheckpointInfo{}, fmt.Errorf("write checkpoint at seq %d: %w", seq, err)
 	}
+	c.setName(seq, name)
 	c.remember(seq, b)
 	return CheckpointInfo{Seq: seq, Time: last.UTC(), Size: uint64(len(b))}, nil
 }
 
-// List returns the stored checkpoints, oldest first.
+// List returns the stored checkpoints, oldest first. Size is known only
+// of a checkpoint named as earlier versions named them, whose record is
+// read for its time.
 func (c *Checkpoints) List(ctx context.Context) ([]CheckpointInfo, error) {
-	infos, err := c.obj.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
-	}
+	names, err := c.objectNames(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
 	var out []CheckpointInfo
-	for _, in := range infos {
-		if !strings.HasPrefix(in.Name, checkpointPrefix) {
+	for _, name := range names {
+		seq, at, legacy, ok := parseCheckpointName(name)
+		if !ok {
 			continue
 		}
-		seq, err := strconv.ParseUint(in.Headers.Get(checkpointSeqHeader), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s: bad %s header: %w", in.Name, checkpointSeqHeader, err)
+		if legacy {
+			info, err := c.legacyInfo(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if info == nil {
+				continue
+			}
+			out = append(out, *info)
+			continue
 		}
-		at, err := time.Parse(time.RFC3339Nano, in.Headers.Get(checkpointTimeHeader))
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s: bad %s header: %w", in.Name, checkpointTimeHeader, err)
-		}
-		out = append(out, CheckpointInfo{Seq: seq, Time: at, Size: in.Size})
+		c.setName(seq, name)
+		out = append(out, CheckpointInfo{Seq: seq, Time: at})
 	}
 	slices.SortFunc(out, func(a, b CheckpointInfo) int { return compareSeq(a.Seq, b.Seq) })
 	return out, nil
+}
+
+// metaPrefix is the subjects of the bucket's object records, one per
+// object: the prefix, then the object's name in URL-safe base64.
+func (c *Checkpoints) metaPrefix() string { return "$O." + c.bucket + ".M." }
+
+// objectNames are the names of the bucket's objects, from the stream's
+// subjects: no record is read.
+func (c *Checkpoints) objectNames(ctx context.Context) ([]string, error) {
+	stream, err := c.js.Stream(ctx, "OBJ_"+c.bucket)
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(c.metaPrefix()+">"))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		enc, ok := strings.CutPrefix(subj, c.metaPrefix())
+		if !ok {
+			continue
+		}
+		name, err := base64.URLEncoding.DecodeString(enc)
+		if err != nil {
+			continue
+		}
+		names = append(names, string(name))
+	}
+	return names, nil
+}
+
+// legacyInfo reads the record of a checkpoint an earlier version named:
+// nil when it is deleted (its record, left by the earlier version's
+// delete, is purged so it is not read again).
+func (c *Checkpoints) legacyInfo(ctx context.Context, name string) (*CheckpointInfo, error) {
+	in, err := c.obj.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	if in.Deleted {
+		// Best effort: a record left is read again at the next list.
+		_ = c.purgeRecord(ctx, name)
+		return nil, nil
+	}
+	seq, err := strconv.ParseUint(in.Headers.Get(checkpointSeqHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: bad %s header: %w", in.Name, checkpointSeqHeader, err)
+	}
+	at, err := time.Parse(time.RFC3339Nano, in.Headers.Get(checkpointTimeHeader))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: bad %s header: %w", in.Name, checkpointTimeHeader, err)
+	}
+	c.setName(seq, name)
+	return &CheckpointInfo{Seq: seq, Time: at, Size: in.Size}, nil
+}
+
+// purgeRecord removes a deleted object's record, so its name is no
+// longer listed.
+func (c *Checkpoints) purgeRecord(ctx context.Context, name string) error {
+	stream, err := c.js.Stream(ctx, "OBJ_"+c.bucket)
+	if err != nil {
+		return err
+	}
+	return stream.Purge(ctx, jetstream.WithPurgeSubject(c.metaPrefix()+base64.URLEncoding.EncodeToString([]byte(name))))
 }
 
 func compareSeq(a, b uint64) int {
@@ -169,7 +311,13 @@ func (c *Checkpoints) Load(ctx context.Context, seq uint64) (*State, error) {
 	b := c.recalled(seq)
 	if b == nil {
 		var err error
-		b, err = readObject(ctx, c.js, c.obj, checkpointName(seq))
+		name := c.nameOf(seq)
+		b, err = readObject(ctx, c.js, c.obj, name)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			// Listed but deleted: a delete stopped before it purged the
+			// record. Purged now, it is not listed again.
+			_ = c.purgeRecord(ctx, name)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
 		}
@@ -187,9 +335,18 @@ func (c *Checkpoints) Delete(ctx context.Context, seq uint64) error {
 	c.mu.Lock()
 	c.recent = slices.DeleteFunc(c.recent, func(e encodedCheckpoint) bool { return e.seq == seq })
 	c.mu.Unlock()
-	if err := c.obj.Delete(ctx, checkpointName(seq)); err != nil {
+	name := c.nameOf(seq)
+	if err := c.obj.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("delete checkpoint at seq %d: %w", seq, err)
 	}
+	// The delete leaves a record that says so: purged, the name is no
+	// longer listed.
+	if err := c.purgeRecord(ctx, name); err != nil {
+		return fmt.Errorf("delete checkpoint at seq %d: its record: %w", seq, err)
+	}
+	c.mu.Lock()
+	delete(c.names, seq)
+	c.mu.Unlock()
 	return nil
 }
 

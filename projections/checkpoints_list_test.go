@@ -1,0 +1,215 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstream/claimstream/events/eventstest"
+)
+
+// openCheckpointsOn opens the checkpoint bucket on srv.
+func openCheckpointsOn(t *testing.T, srv *eventstest.Server) *Checkpoints {
+	t.Helper()
+	js, err := jetstream.New(srv.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cps, err := OpenCheckpoints(ctx, js, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cps
+}
+
+// A bucket of many checkpoints is listed from their names: a list after
+// a restart reads none of their records, so the server loads none of the
+// blocks that hold them (each would stay in its cache, block by block).
+func TestListingCheckpointsLoadsNoBlocks(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	cps := openCheckpointsOn(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	data := make([]byte, 2<<20)
+	for i := range data {
+		data[i] = byte(rng.IntN(256))
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 7, 890123456, time.UTC)
+	const n = 40
+	for i := 1; i <= n; i++ {
+		if _, err := cps.save(ctx, data, uint64(i*100), at.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Restart()
+	cps = openCheckpointsOn(t, srv)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	list, err := cps.List(ctx)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != n {
+		t.Fatalf("listed %d checkpoints, saved %d", len(list), n)
+	}
+	for i, cp := range list {
+		want := at.Add(time.Duration(i+1) * time.Hour)
+		if cp.Seq != uint64((i+1)*100) || !cp.Time.Equal(want) {
+			t.Fatalf("checkpoint %d listed as seq %d at %v, saved as seq %d at %v", i, cp.Seq, cp.Time, (i+1)*100, want)
+		}
+	}
+	// The bucket holds 80 MiB in 8 MiB blocks: reading the records
+	// would keep most of them in the server's cache.
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 16<<20 {
+		t.Fatalf("listing %d checkpoints of 2 MiB grew the heap by %d MiB", n, grew>>20)
+	}
+	st, err := cps.Load(ctx, 2000)
+	if err == nil || st != nil {
+		// The data is no snapshot: it is read, and refused as one.
+		t.Fatalf("a checkpoint of random bytes decoded: %v", err)
+	}
+	got, err := readObject(ctx, cps.js, cps.obj, cps.nameOf(2000))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the listed checkpoint at seq 2000 does not read back: %v", err)
+	}
+}
+
+// A deleted checkpoint is no longer listed, nor is its record kept;
+// checkpoints named as earlier versions named them are listed with the
+// time their record holds, and one an earlier version deleted is not.
+func TestCheckpointsListedAfterDeletesAndLegacyNames(t *testing.T) {
+	cps := openCheckpointsOn(t, eventstest.StartServer(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	legacy := func(seq uint64, last time.Time) {
+		t.Helper()
+		_, err := cps.obj.Put(ctx, jetstream.ObjectMeta{
+			Name: legacyCheckpointName(seq),
+			Headers: map[string][]string{
+				checkpointSeqHeader:  {strconv.FormatUint(seq, 10)},
+				checkpointTimeHeader: {last.Format(time.RFC3339Nano)},
+			},
+		}, bytes.NewReader([]byte("legacy")))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy(10, at)
+	legacy(20, at.Add(time.Hour))
+	if err := cps.obj.Delete(ctx, legacyCheckpointName(20)); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(3); i <= 5; i++ {
+		if _, err := cps.save(ctx, []byte("new"), i*10, at.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cps.Delete(ctx, 40); err != nil {
+		t.Fatal(err)
+	}
+	list, err := cps.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CheckpointInfo{{Seq: 10, Time: at, Size: 6}, {Seq: 30, Time: at.Add(3 * time.Hour)}, {Seq: 50, Time: at.Add(5 * time.Hour)}}
+	if len(list) != len(want) {
+		t.Fatalf("listed %+v, want %+v", list, want)
+	}
+	for i := range want {
+		if list[i].Seq != want[i].Seq || !list[i].Time.Equal(want[i].Time) || list[i].Size != want[i].Size {
+			t.Fatalf("listed %+v, want %+v", list, want)
+		}
+	}
+	names, err := cps.objectNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if name == legacyCheckpointName(20) || name == checkpointName(40, at.Add(4*time.Hour)) {
+			t.Fatalf("the record of deleted checkpoint %s is still there", name)
+		}
+	}
+	if got, err := readObject(ctx, cps.js, cps.obj, cps.nameOf(10)); err != nil || string(got) != "legacy" {
+		t.Fatalf("the legacy checkpoint at seq 10 reads %q, %v", got, err)
+	}
+	// A delete that stopped before it purged the record: listed, then
+	// found deleted by a load, which purges it. (Another process's
+	// Checkpoints: this one keeps what it saved in memory.)
+	if err := cps.obj.Delete(ctx, cps.nameOf(50)); err != nil {
+		t.Fatal(err)
+	}
+	other, err := OpenCheckpoints(ctx, cps.js, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := other.List(ctx); err != nil || len(list) != 3 {
+		t.Fatalf("with the record of a deleted checkpoint left, listed %+v, %v", list, err)
+	}
+	if _, err := other.Load(ctx, 50); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("a deleted checkpoint loads: %v", err)
+	}
+	list, err = other.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[1].Seq != 30 {
+		t.Fatalf("after the load of a deleted checkpoint, listed %+v", list)
+	}
+}
+
+// Checkpoint names carry their sequence and time; anything else in the
+// bucket is not taken for one.
+func TestCheckpointNames(t *testing.T) {
+	at := time.Date(2026, 3, 4, 5, 6, 7, 8, time.FixedZone("x", 3600))
+	name := checkpointName(123, at)
+	if name != "cp-00000000000000000123-20260304T040607.000000008Z" {
+		t.Fatalf("name %q", name)
+	}
+	seq, last, legacy, ok := parseCheckpointName(name)
+	if !ok || legacy || seq != 123 || !last.Equal(at) {
+		t.Fatalf("%q reads as %d, %v, legacy %v, ok %v", name, seq, last, legacy, ok)
+	}
+	if seq, _, legacy, ok := parseCheckpointName(legacyCheckpointName(77)); !ok || !legacy || seq != 77 {
+		t.Fatalf("legacy name reads as %d, legacy %v, ok %v", seq, legacy, ok)
+	}
+	for _, bad := range []string{"", "cp-", "views", "cp-12", "cp-0000000000000000012x", "cp-00000000000000000123+20260304T040607.000000008Z", "cp-00000000000000000123-yesterday", "xx-00000000000000000123"} {
+		if _, _, _, ok := parseCheckpointName(bad); ok {
+			t.Errorf("%q read as a checkpoint's name", bad)
+		}
+	}
+}
+
+// FuzzParseCheckpointName: a name from the bucket never panics the
+// parser, and one it reads as a checkpoint's is the name checkpointName
+// gives that sequence and time (or legacyCheckpointName that sequence).
+func FuzzParseCheckpointName(f *testing.F) {
+	f.Add(checkpointName(123, time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)))
+	f.Add(legacyCheckpointName(77))
+	f.Add("cp-00000000000000000123-20260304T040607.000000008Z")
+	f.Add("views")
+	f.Fuzz(func(t *testing.T, name string) {
+		seq, last, legacy, ok := parseCheckpointName(name)
+		switch {
+		case !ok:
+		case legacy && name != legacyCheckpointName(seq):
+			t.Fatalf("%q read as the legacy name of seq %d", name, seq)
+		case !legacy && name != checkpointName(seq, last):
+			t.Fatalf("%q read as seq %d at %v, whose name is %q", name, seq, last, checkpointName(seq, last))
+		}
+	})
+}

@@ -151,14 +151,26 @@ func parseCheckpointName(name string) (seq uint64, last time.Time, legacy, ok bo
 	return seq, last, false, true
 }
 
-// nameOf is the object name of the checkpoint at seq, as listed or saved.
-func (c *Checkpoints) nameOf(seq uint64) string {
+// nameOf is the object name of the checkpoint at seq, as listed or saved;
+// one not seen yet is looked for in a list of the bucket.
+func (c *Checkpoints) nameOf(ctx context.Context, seq uint64) (string, error) {
+	if name, ok := c.knownName(seq); ok {
+		return name, nil
+	}
+	if _, err := c.List(ctx); err != nil {
+		return "", err
+	}
+	if name, ok := c.knownName(seq); ok {
+		return name, nil
+	}
+	return legacyCheckpointName(seq), nil
+}
+
+func (c *Checkpoints) knownName(seq uint64) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if name, ok := c.names[seq]; ok {
-		return name
-	}
-	return legacyCheckpointName(seq)
+	name, ok := c.names[seq]
+	return name, ok
 }
 
 func (c *Checkpoints) setName(seq uint64, name string) {
@@ -310,8 +322,10 @@ func compareSeq(a, b uint64) int {
 func (c *Checkpoints) Load(ctx context.Context, seq uint64) (*State, error) {
 	b := c.recalled(seq)
 	if b == nil {
-		var err error
-		name := c.nameOf(seq)
+		name, err := c.nameOf(ctx, seq)
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
+		}
 		b, err = readObject(ctx, c.js, c.obj, name)
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			// Listed but deleted: a delete stopped before it purged the
@@ -335,7 +349,10 @@ func (c *Checkpoints) Delete(ctx context.Context, seq uint64) error {
 	c.mu.Lock()
 	c.recent = slices.DeleteFunc(c.recent, func(e encodedCheckpoint) bool { return e.seq == seq })
 	c.mu.Unlock()
-	name := c.nameOf(seq)
+	name, err := c.nameOf(ctx, seq)
+	if err != nil {
+		return fmt.Errorf("delete checkpoint at seq %d: %w", seq, err)
+	}
 	if err := c.obj.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("delete checkpoint at seq %d: %w", seq, err)
 	}

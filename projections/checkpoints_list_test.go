@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventstest"
 )
 
@@ -82,7 +83,7 @@ func TestListingCheckpointsLoadsNoBlocks(t *testing.T) {
 		// The data is no snapshot: it is read, and refused as one.
 		t.Fatalf("a checkpoint of random bytes decoded: %v", err)
 	}
-	got, err := readObject(ctx, cps.js, cps.obj, cps.nameOf(2000))
+	got, err := readObject(ctx, cps.js, cps.obj, mustName(t, cps, 2000))
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the listed checkpoint at seq 2000 does not read back: %v", err)
 	}
@@ -144,13 +145,13 @@ func TestCheckpointsListedAfterDeletesAndLegacyNames(t *testing.T) {
 			t.Fatalf("the record of deleted checkpoint %s is still there", name)
 		}
 	}
-	if got, err := readObject(ctx, cps.js, cps.obj, cps.nameOf(10)); err != nil || string(got) != "legacy" {
+	if got, err := readObject(ctx, cps.js, cps.obj, mustName(t, cps, 10)); err != nil || string(got) != "legacy" {
 		t.Fatalf("the legacy checkpoint at seq 10 reads %q, %v", got, err)
 	}
 	// A delete that stopped before it purged the record: listed, then
 	// found deleted by a load, which purges it. (Another process's
 	// Checkpoints: this one keeps what it saved in memory.)
-	if err := cps.obj.Delete(ctx, cps.nameOf(50)); err != nil {
+	if err := cps.obj.Delete(ctx, mustName(t, cps, 50)); err != nil {
 		t.Fatal(err)
 	}
 	other, err := OpenCheckpoints(ctx, cps.js, "", 1)
@@ -212,4 +213,39 @@ func FuzzParseCheckpointName(f *testing.F) {
 			t.Fatalf("%q read as seq %d at %v, whose name is %q", name, seq, last, checkpointName(seq, last))
 		}
 	})
+}
+
+func mustName(t *testing.T, cps *Checkpoints, seq uint64) string {
+	t.Helper()
+	name, err := cps.nameOf(context.Background(), seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// A checkpoint loads by its sequence on a handle that has neither saved
+// nor listed it (another process's, a restarted one's).
+func TestACheckpointLoadsOnAFreshHandle(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	cps := openCheckpointsOn(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := NewState()
+	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	_ = Evolve(st, events.Event{Seq: 1, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}})
+	if _, err := cps.Save(ctx, st, at); err != nil {
+		t.Fatal(err)
+	}
+	fresh := openCheckpointsOn(t, srv)
+	got, err := fresh.Load(ctx, 1)
+	if err != nil || got.Seq != 1 {
+		t.Fatalf("a fresh handle loads seq 1: %v", err)
+	}
+	if err := fresh.Delete(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := cps.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("after a fresh handle's delete, listed %+v, %v", list, err)
+	}
 }

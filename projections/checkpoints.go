@@ -51,6 +51,8 @@ type Checkpoints struct {
 	js     jetstream.JetStream
 	obj    jetstream.ObjectStore
 	bucket string
+	// stream is the bucket's stream: its subjects name the objects.
+	stream jetstream.Stream
 
 	// recent keeps the encoded checkpoints last saved or read, newest use
 	// last: an incident's replays cluster around one time, and reading a
@@ -110,7 +112,11 @@ func OpenCheckpoints(ctx context.Context, js jetstream.JetStream, bucket string,
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint bucket %s: %w", bucket, err)
 	}
-	return &Checkpoints{js: js, obj: obj, bucket: bucket}, nil
+	stream, err := js.Stream(ctx, "OBJ_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint bucket %s: %w", bucket, err)
+	}
+	return &Checkpoints{js: js, obj: obj, bucket: bucket, stream: stream}, nil
 }
 
 // checkpointTimeLayout is the time in a checkpoint's name: fixed width,
@@ -247,11 +253,7 @@ func (c *Checkpoints) metaPrefix() string { return "$O." + c.bucket + ".M." }
 // objectNames are the names of the bucket's objects, from the stream's
 // subjects: no record is read.
 func (c *Checkpoints) objectNames(ctx context.Context) ([]string, error) {
-	stream, err := c.js.Stream(ctx, "OBJ_"+c.bucket)
-	if err != nil {
-		return nil, err
-	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(c.metaPrefix()+">"))
+	info, err := c.stream.Info(ctx, jetstream.WithSubjectFilter(c.metaPrefix()+">"))
 	if err != nil {
 		return nil, err
 	}
@@ -301,11 +303,7 @@ func (c *Checkpoints) legacyInfo(ctx context.Context, name string) (*CheckpointI
 // purgeRecord removes a deleted object's record, so its name is no
 // longer listed.
 func (c *Checkpoints) purgeRecord(ctx context.Context, name string) error {
-	stream, err := c.js.Stream(ctx, "OBJ_"+c.bucket)
-	if err != nil {
-		return err
-	}
-	return stream.Purge(ctx, jetstream.WithPurgeSubject(c.metaPrefix()+base64.URLEncoding.EncodeToString([]byte(name))))
+	return c.stream.Purge(ctx, jetstream.WithPurgeSubject(c.metaPrefix()+base64.URLEncoding.EncodeToString([]byte(name))))
 }
 
 func compareSeq(a, b uint64) int {

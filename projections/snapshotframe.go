@@ -48,29 +48,13 @@ type snapshotPart struct {
 }
 
 func frameSnapshot(views []byte, parts []snapshotPart) []byte {
-	n := len(snapshotMagic) + len(viewsPart) + len(views) + 2*binary.MaxVarintLen64
-	for _, p := range parts {
-		n += len(p.name) + len(p.data) + 2*binary.MaxVarintLen64
-	}
-	b := make([]byte, 0, n)
-	b = append(b, snapshotMagic...)
-	add := func(name string, data []byte) {
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
-		b = binary.AppendUvarint(b, uint64(len(data)))
-		b = append(b, data...)
-	}
-	add(viewsPart, views)
-	for _, p := range parts {
-		add(p.name, p.data)
-	}
-	return b
+	return bytes.Join(frameFields([][]byte{views}, parts), nil)
 }
 
-// storeFrame is the stored form of the frame of views (written in pieces,
-// so the views' JSON is never copied into a frame of its own) and parts.
-func storeFrame(views [][]byte, parts []snapshotPart) ([]byte, error) {
-	fields := make([][]byte, 0, 2*len(parts)+5)
+// frameFields is the frame of views (in pieces) and parts, field by field:
+// the one writer of the layout above.
+func frameFields(views [][]byte, parts []snapshotPart) [][]byte {
+	fields := make([][]byte, 0, 2*len(parts)+len(views)+4)
 	field := func(data ...[]byte) {
 		n := 0
 		for _, d := range data {
@@ -86,6 +70,13 @@ func storeFrame(views [][]byte, parts []snapshotPart) ([]byte, error) {
 		field([]byte(p.name))
 		field(p.data)
 	}
+	return fields
+}
+
+// storeFrame is the stored form of the frame of views (written in pieces,
+// so the views' JSON is never copied into a frame of its own) and parts.
+func storeFrame(views [][]byte, parts []snapshotPart) ([]byte, error) {
+	fields := frameFields(views, parts)
 	frameLen := 0
 	for _, f := range fields {
 		frameLen += len(f)

@@ -51,8 +51,14 @@ type Checkpoints struct {
 	js     jetstream.JetStream
 	obj    jetstream.ObjectStore
 	bucket string
-	// stream is the bucket's stream: its subjects name the objects.
-	stream jetstream.Stream
+
+	// stream is the bucket's stream, whose subjects name the objects:
+	// looked up at its first use, not at open, so that opening asks the
+	// cluster only to create the bucket (a lookup right after a create on
+	// a loaded cluster can go unanswered while the bucket elects a leader,
+	// and must not fail a start).
+	streamMu sync.Mutex
+	stream   jetstream.Stream
 
 	// recent keeps the encoded checkpoints last saved or read, newest use
 	// last: an incident's replays cluster around one time, and reading a
@@ -112,11 +118,22 @@ func OpenCheckpoints(ctx context.Context, js jetstream.JetStream, bucket string,
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint bucket %s: %w", bucket, err)
 	}
-	stream, err := js.Stream(ctx, "OBJ_"+bucket)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint bucket %s: %w", bucket, err)
+	return &Checkpoints{js: js, obj: obj, bucket: bucket}, nil
+}
+
+// bucketStream is the bucket's stream, looked up once.
+func (c *Checkpoints) bucketStream(ctx context.Context) (jetstream.Stream, error) {
+	c.streamMu.Lock()
+	defer c.streamMu.Unlock()
+	if c.stream != nil {
+		return c.stream, nil
 	}
-	return &Checkpoints{js: js, obj: obj, bucket: bucket, stream: stream}, nil
+	s, err := c.js.Stream(ctx, "OBJ_"+c.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint bucket %s: %w", c.bucket, err)
+	}
+	c.stream = s
+	return s, nil
 }
 
 // checkpointTimeLayout is the time in a checkpoint's name: fixed width,
@@ -253,7 +270,11 @@ func (c *Checkpoints) metaPrefix() string { return "$O." + c.bucket + ".M." }
 // objectNames are the names of the bucket's objects, from the stream's
 // subjects: no record is read.
 func (c *Checkpoints) objectNames(ctx context.Context) ([]string, error) {
-	info, err := c.stream.Info(ctx, jetstream.WithSubjectFilter(c.metaPrefix()+">"))
+	stream, err := c.bucketStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(c.metaPrefix()+">"))
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +324,11 @@ func (c *Checkpoints) legacyInfo(ctx context.Context, name string) (*CheckpointI
 // purgeRecord removes a deleted object's record, so its name is no
 // longer listed.
 func (c *Checkpoints) purgeRecord(ctx context.Context, name string) error {
-	return c.stream.Purge(ctx, jetstream.WithPurgeSubject(c.metaPrefix()+base64.URLEncoding.EncodeToString([]byte(name))))
+	stream, err := c.bucketStream(ctx)
+	if err != nil {
+		return err
+	}
+	return stream.Purge(ctx, jetstream.WithPurgeSubject(c.metaPrefix()+base64.URLEncoding.EncodeToString([]byte(name))))
 }
 
 func compareSeq(a, b uint64) int {

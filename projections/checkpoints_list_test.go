@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,5 +248,56 @@ func TestACheckpointLoadsOnAFreshHandle(t *testing.T) {
 	}
 	if list, err := cps.List(ctx); err != nil || len(list) != 0 {
 		t.Fatalf("after a fresh handle's delete, listed %+v, %v", list, err)
+	}
+}
+
+// unansweredLookups is JetStream on a loaded cluster right after a create:
+// a stream lookup gets no answer until answered is set.
+type unansweredLookups struct {
+	jetstream.JetStream
+	answered atomic.Bool
+}
+
+func (u *unansweredLookups) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if !u.answered.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return u.JetStream.Stream(ctx, name)
+}
+
+// Opening the bucket asks the cluster only to create it: a lookup that
+// goes unanswered fails the list that needs it, not the start, and the
+// next list looks again.
+func TestCheckpointsOpenWhileLookupsGoUnanswered(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	real, err := jetstream.New(srv.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := &unansweredLookups{JetStream: real}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cps, err := OpenCheckpoints(ctx, js, "", 1)
+	if err != nil {
+		t.Fatalf("open with lookups unanswered: %v", err)
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	if _, err := cps.save(ctx, []byte("views"), 7, at); err != nil {
+		t.Fatalf("save with lookups unanswered: %v", err)
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = cps.List(lctx)
+	lcancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("list with lookups unanswered: %v, want the lookup's deadline", err)
+	}
+	js.answered.Store(true)
+	got, err := cps.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Seq != 7 || !got[0].Time.Equal(at) {
+		t.Fatalf("listed %+v, want the checkpoint at seq 7", got)
 	}
 }

@@ -602,6 +602,11 @@ func (c *Checkpoints) OldestCovering(ctx context.Context, b eventlog.Bounds) (*S
 			continue
 		}
 		st, err := c.Load(ctx, cp.Seq)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			// Listed but deleted (a delete stopped before it purged the
+			// record): not in the bucket, so not the oldest.
+			continue
+		}
 		if err != nil {
 			return nil, CheckpointInfo{}, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/events/eventlog"
 	"github.com/claimstream/claimstream/events/eventstest"
 )
 
@@ -225,6 +226,20 @@ func mustName(t *testing.T, cps *Checkpoints, seq uint64) string {
 	return name
 }
 
+// saveCheckpoints folds n events, each declaring a group, and saves a
+// checkpoint after each: at seqs 1 to n.
+func saveCheckpoints(ctx context.Context, t *testing.T, cps *Checkpoints, n uint64) {
+	t.Helper()
+	st := NewState()
+	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	for seq := uint64(1); seq <= n; seq++ {
+		_ = Evolve(st, events.Event{Seq: seq, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g" + strconv.FormatUint(seq, 10), Cause: "test"}}})
+		if _, err := cps.Save(ctx, st, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A checkpoint loads by its sequence on a handle that has neither saved
 // nor listed it (another process's, a restarted one's).
 func TestACheckpointLoadsOnAFreshHandle(t *testing.T) {
@@ -232,12 +247,7 @@ func TestACheckpointLoadsOnAFreshHandle(t *testing.T) {
 	cps := openCheckpointsOn(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st := NewState()
-	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
-	_ = Evolve(st, events.Event{Seq: 1, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}})
-	if _, err := cps.Save(ctx, st, at); err != nil {
-		t.Fatal(err)
-	}
+	saveCheckpoints(ctx, t, cps, 1)
 	fresh := openCheckpointsOn(t, srv)
 	got, err := fresh.Load(ctx, 1)
 	if err != nil || got.Seq != 1 {
@@ -299,5 +309,30 @@ func TestCheckpointsOpenWhileLookupsGoUnanswered(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Seq != 7 || !got[0].Time.Equal(at) {
 		t.Fatalf("listed %+v, want the checkpoint at seq 7", got)
+	}
+}
+
+// The oldest checkpoint that covers the expired events is the oldest in
+// the bucket: one whose delete stopped before its record was purged is
+// listed, found deleted and passed over.
+func TestOldestCoveringPassesOverAHalfDeletedCheckpoint(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	cps := openCheckpointsOn(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	saveCheckpoints(ctx, t, cps, 3)
+	if err := cps.obj.Delete(ctx, mustName(t, cps, 1)); err != nil {
+		t.Fatal(err)
+	}
+	other := openCheckpointsOn(t, srv)
+	got, info, err := other.OldestCovering(ctx, eventlog.Bounds{First: 2, Last: 5})
+	if err != nil {
+		t.Fatalf("oldest covering with a half-deleted checkpoint: %v", err)
+	}
+	if info.Seq != 2 || got == nil || got.Seq != 2 {
+		t.Fatalf("oldest covering is seq %d, want 2", info.Seq)
+	}
+	if list, err := other.List(ctx); err != nil || len(list) != 2 || list[0].Seq != 2 {
+		t.Fatalf("after passing over the half-deleted checkpoint, listed %+v, %v", list, err)
 	}
 }

@@ -709,7 +709,9 @@ func logAndDeadLetters(ctx context.Context, t *testing.T, st *eventlog.Store, pr
 		}
 	}
 	for range d {
-		if _, err := st.JetStream().Publish(ctx, "csdl.alerts", []byte(`{"sink":"alerts"}`)); err != nil {
+		// A dead-letter stream just made on a cluster takes a moment to be
+		// reachable from every server: no responders until then.
+		if _, err := st.JetStream().Publish(ctx, "csdl.alerts", []byte(`{"sink":"alerts"}`), jetstream.WithRetryAttempts(40)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -334,16 +335,21 @@ func TestProviderRequestsCounted(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	body = scrape(t, tel)
-	for _, line := range []string{
-		`claimstream_provider_requests_total{code="OK",method="Refresh"} 2`,
-		`claimstream_provider_requests_total{code="NotFound",method="NodeGroupTargetSize"} 1`,
-		`claimstream_provider_requests_total{code="OK",method="NodeGroupTargetSize"} 0`,
-	} {
-		if !strings.Contains(body, line+"\n") {
-			t.Errorf("scrape lacks %s", line)
+	// gRPC ends a call (stats.End, where it is counted) after its answer
+	// is sent: the client can hold the answer first.
+	eventstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		body = scrape(t, tel)
+		for _, line := range []string{
+			`claimstream_provider_requests_total{code="OK",method="Refresh"} 2`,
+			`claimstream_provider_requests_total{code="NotFound",method="NodeGroupTargetSize"} 1`,
+			`claimstream_provider_requests_total{code="OK",method="NodeGroupTargetSize"} 0`,
+		} {
+			if !strings.Contains(body, line+"\n") {
+				return fmt.Errorf("scrape lacks %s", line)
+			}
 		}
-	}
+		return nil
+	})
 	if strings.Contains(body, `claimstream_provider_requests_total{code="OK",method="Check"}`) {
 		t.Error("a health check is counted as cluster-autoscaler's call")
 	}

@@ -65,18 +65,27 @@ func TestViewsReadTheirWritesWhileTheirReadersServerIsDown(t *testing.T) {
 
 	// The consumer must live on another server than the one the replica
 	// is connected through: a deleted consumer is made again, placed anew.
+	// A deleted consumer ends the runner's reader, which makes a new one
+	// (Restarts counts it); until then the consumer listed may be one the
+	// client made again by itself and the runner is about to drop.
 	var host string
+	var restarts uint64
 	eventstest.CheckFor(t, 60*time.Second, 20*time.Millisecond, func() error {
+		before := r.ReaderStatus()
+		if before.Down || before.Restarts < restarts {
+			return errors.New("the views' reader is being made again")
+		}
 		h, err := readerHost(ctx, st)
 		if err != nil {
 			return err
 		}
 		if h == c.Servers[0].Name {
+			restarts = before.Restarts + 1
 			deleteConsumers(t, st)
 			return fmt.Errorf("the views' consumer is on %s, the replica's own server", h)
 		}
-		if r.ReaderStatus().Down {
-			return errors.New("the views' reader is being made again")
+		if after := r.ReaderStatus(); after != before {
+			return errors.New("the views' reader was made again while it was looked up")
 		}
 		host = h
 		return nil

@@ -476,8 +476,9 @@ func TestSubscriberCannotWriteThroughADeliverSubject(t *testing.T) {
 
 // A push consumer of a subscriber aimed at the subjects the process's own
 // consumers listen on (a pull request, a reset, a consumer create, flow
-// control) reaches none of them: the sink's durable delivers what the
-// process pulls, in order, from where it was.
+// control) reaches none of them, refused by the server or made: the
+// sink's durable delivers what the process pulls, in order, from where it
+// was.
 func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
 	// Without the process removing them, to let them deliver.
 	emb, st, _ := listeningLogged(t, t.TempDir(), 0, nil)
@@ -525,11 +526,9 @@ func TestSubscriberPushConsumersCannotDriveTheProcessConsumers(t *testing.T) {
 		"$JS.API.STREAM.DELETE.CLAIMSTREAM",
 		"$JS.API.STREAM.PURGE.CLAIMSTREAM",
 	} {
-		if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+		aimPushConsumer(ctx, t, js, "CLAIMSTREAM", jetstream.ConsumerConfig{
 			DeliverSubject: target, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
-		}); err != nil {
-			t.Fatalf("push consumer -> %s: %v", target, err)
-		}
+		}, false)
 	}
 	// Let them deliver: a pull of the subscriber's own, served after them.
 	pull, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
@@ -637,6 +636,36 @@ func pushConsumers(ctx context.Context, js jetstream.JetStream) ([]string, error
 	return push, nil
 }
 
+// errCodeInvalidDeliverSubject is nats-server's refusal of a push consumer
+// whose deliver subject is one of the server's own: the JetStream API of
+// any domain, acknowledgements, flow control, snapshots, advisories.
+const errCodeInvalidDeliverSubject jetstream.ErrorCode = 10112
+
+// aimPushConsumer makes, as a subscriber, a push consumer on stream with
+// cfg, or its update, and says whether the server took it. The server
+// refusing a reserved deliver subject is as safe as the guard removing
+// the consumer, and the invariants checked after are the same; any other
+// error fails the test.
+func aimPushConsumer(ctx context.Context, t *testing.T, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, update bool) (string, bool) {
+	t.Helper()
+	var c jetstream.PushConsumer
+	var err error
+	if update {
+		c, err = js.UpdatePushConsumer(ctx, stream, cfg)
+	} else {
+		c, err = js.CreatePushConsumer(ctx, stream, cfg)
+	}
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return c.CachedInfo().Name, true
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInvalidDeliverSubject:
+		return "", false
+	}
+	t.Fatalf("push consumer on %s -> %s: %v", stream, cfg.DeliverSubject, err)
+	return "", false
+}
+
 // importTargets are the subjects by which the copies reach the process's
 // account, of both streams, as a subscriber's push consumer may name them.
 var importTargets = []string{
@@ -647,7 +676,8 @@ var importTargets = []string{
 }
 
 // flood makes rounds push consumers on each copy for each target, the
-// first round durable, and returns their names by stream.
+// first round durable, and returns by stream the names of those the server
+// took (it refuses its reserved subjects).
 func flood(ctx context.Context, t *testing.T, js jetstream.JetStream, targets []string, rounds int) map[string][]string {
 	t.Helper()
 	made := map[string][]string{}
@@ -658,11 +688,9 @@ func flood(ctx context.Context, t *testing.T, js jetstream.JetStream, targets []
 				if round == 0 {
 					cfg.Durable = fmt.Sprintf("aimed-%d", len(made[stream]))
 				}
-				c, err := js.CreatePushConsumer(ctx, stream, cfg)
-				if err != nil {
-					t.Fatalf("push consumer on %s -> %s: %v", stream, target, err)
+				if name, ok := aimPushConsumer(ctx, t, js, stream, cfg, false); ok {
+					made[stream] = append(made[stream], name)
 				}
-				made[stream] = append(made[stream], c.CachedInfo().Name)
 			}
 		}
 	}
@@ -721,7 +749,8 @@ func logAndDeadLetters(ctx context.Context, t *testing.T, st *eventlog.Store, pr
 // subjects by which the copies reach the process's account (nats-server
 // checks a deliver subject against no permission). nats-server starts a
 // push consumer's deliveries only for a subscription on exactly that
-// subject, and the process's account imports none of them as such: a
+// subject, and the process's account imports none of them as such; the
+// server also refuses the reserved ones ($JS.…) as deliver subjects. A
 // flood of push consumers aimed there, on both copies, delivers nothing
 // into the process's account, while the copies keep up and the process
 // reads and makes consumers. Without the process removing them.
@@ -797,19 +826,33 @@ func TestSubscriberPushConsumersOutsideTheirInboxesAreRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := processReading(ctx, st)
-	targets := append([]string{"$JS.API.STREAM.INFO.CLAIMSTREAM", "$JS.API.DIRECT.GET.CLAIMSTREAM", "elsewhere"}, importTargets...)
+	targets := append([]string{"$JS.API.STREAM.INFO.CLAIMSTREAM", "$JS.API.DIRECT.GET.CLAIMSTREAM", "elsewhere", "cs.slot.s0.SlotDecommissioned"}, importTargets...)
 	made := flood(ctx, t, js, targets, 6)
 	aimed := len(made["CLAIMSTREAM"]) + len(made[deadLetters])
-	// One made to an inbox, then turned elsewhere.
-	turned := jetstream.ConsumerConfig{Durable: "turned", DeliverSubject: nats.NewInbox(), AckPolicy: jetstream.AckNonePolicy}
-	if _, err := js.CreatePushConsumer(ctx, deadLetters, turned); err != nil {
-		t.Fatal(err)
+	// At least those outside the server's reserved subjects.
+	if aimed < 2*2*6 {
+		t.Fatalf("the server took %d of the push consumers, want at least the %d outside its reserved subjects", aimed, 2*2*6)
 	}
-	turned.DeliverSubject = "$JS.API.DIRECT.GET." + deadLetters
-	if _, err := js.UpdatePushConsumer(ctx, deadLetters, turned); err != nil {
-		t.Fatal(err)
+	// Made to an inbox, then turned elsewhere; one turned to the JetStream
+	// API is refused by the server or removed.
+	for _, to := range []string{"elsewhere.turned", "$JS.API.DIRECT.GET." + deadLetters} {
+		turned := jetstream.ConsumerConfig{Durable: "turned", DeliverSubject: nats.NewInbox(), AckPolicy: jetstream.AckNonePolicy}
+		if _, err := js.CreatePushConsumer(ctx, deadLetters, turned); err != nil {
+			t.Fatal(err)
+		}
+		turned.DeliverSubject = to
+		if _, ok := aimPushConsumer(ctx, t, js, deadLetters, turned, true); ok {
+			aimed++
+		} else if err := js.DeleteConsumer(ctx, deadLetters, "turned"); err != nil {
+			t.Fatal(err)
+		}
+		eventstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+			if _, err := js.Consumer(ctx, deadLetters, "turned"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return fmt.Errorf("the consumer turned to %s is still there: %v", to, err)
+			}
+			return nil
+		})
 	}
-	aimed++
 	eventstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		push, err := pushConsumers(ctx, js)
 		if err != nil {
@@ -856,7 +899,7 @@ func TestSubscriberPushConsumerFromBeforeTheStartIsRemoved(t *testing.T) {
 	_, js, _ := connectReader(t, emb)
 	copied(t, js, "CLAIMSTREAM", 1)
 	inbox := nats.NewInbox()
-	for name, deliver := range map[string]string{"left-over": "$JS.CS.API.CONSUMER.CREATE.CLAIMSTREAM", "mine": inbox} {
+	for name, deliver := range map[string]string{"left-over": "elsewhere.left-over", "mine": inbox} {
 		if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
 			Durable: name, DeliverSubject: deliver, AckPolicy: jetstream.AckNonePolicy,
 		}); err != nil {
@@ -890,11 +933,9 @@ func TestSubscriberCopiesFlowControl(t *testing.T) {
 	seen := watchStrays(t, emb.Conn)
 	nc, js, _ := connectReader(t, emb)
 	copied(t, js, "CLAIMSTREAM", 1)
-	if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
+	aimPushConsumer(ctx, t, js, "CLAIMSTREAM", jetstream.ConsumerConfig{
 		DeliverSubject: "$JS.FC.KV_snapshots.watcher.abcd", DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}, false)
 	// Eight windows of the mirror's consumer (2 MiB at first).
 	body := []byte(`{"sink":"alerts","pad":"` + strings.Repeat("x", 16<<10) + `"}`)
 	const n = 1000

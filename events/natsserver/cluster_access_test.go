@@ -383,7 +383,7 @@ func TestSubscriberPushConsumersOnThreeReplicas(t *testing.T) {
 	copied(t, js, deadLetters, 20)
 
 	stop := processReading(ctx, st)
-	made := flood(ctx, t, js, importTargets, 3)
+	made := flood(ctx, t, js, append([]string{"elsewhere"}, importTargets...), 3)
 	logAndDeadLetters(ctx, t, st, "t", 10, 1)
 	copied(t, js, "CLAIMSTREAM", 110)
 	copied(t, js, deadLetters, 21)
@@ -399,6 +399,9 @@ func TestSubscriberPushConsumersOnThreeReplicas(t *testing.T) {
 		}
 	}
 	aimed := len(made["CLAIMSTREAM"]) + len(made[deadLetters])
+	if aimed < 2*3 {
+		t.Fatalf("the server took %d of the push consumers, want at least the %d outside its reserved subjects", aimed, 2*3)
+	}
 
 	for _, cp := range copies {
 		keep(t, cp)
@@ -419,7 +422,7 @@ func TestSubscriberPushConsumersOnThreeReplicas(t *testing.T) {
 	})
 	// Made while they watch: one replica removes it.
 	if _, err := js.CreatePushConsumer(ctx, deadLetters, jetstream.ConsumerConfig{
-		DeliverSubject: "$JS.CS.API.CONSUMER.CREATE.CLAIMSTREAM", AckPolicy: jetstream.AckNonePolicy,
+		DeliverSubject: "elsewhere.watched", AckPolicy: jetstream.AckNonePolicy,
 	}); err != nil {
 		t.Fatal(err)
 	}

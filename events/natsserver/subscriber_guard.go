@@ -14,15 +14,15 @@ import (
 )
 
 // nats-server delivers a push consumer's messages to whatever subject its
-// creator names, checking neither the creator's publish nor its subscribe
-// permissions, and nothing in an account's or a stream's limits forbids
-// push consumers. In the subscribers' account that subject may be one of
-// the imports the mirrors need into the process's account (their consumer
-// create request, flow-control replies), or the JetStream API itself:
-// every delivery is then a request the server queues, server-wide. So the
+// creator names outside the server's reserved JetStream subjects, checking
+// neither the creator's publish nor its subscribe permissions, and nothing
+// in an account's or a stream's limits forbids push consumers. So the
 // process removes such consumers itself: a subscriber's push consumer is of
 // use to it only where it may subscribe (subscriberInboxes); any other is
-// deleted as soon as the server reports it, and at every check.
+// deleted as soon as the server reports it, and at every check. A server
+// that took a reserved deliver subject (the mirrors' imports into the
+// process's account, the JetStream API every account's requests share)
+// would see it removed the same way.
 
 // auditAdvisories is where the server reports every JetStream API request
 // of an account with its answer: a consumer create or update among them,

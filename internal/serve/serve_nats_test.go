@@ -322,7 +322,7 @@ func TestServeProtectsTheSinksConsumerFromSubscribers(t *testing.T) {
 	// A push consumer of the subscriber's delivering outside its inboxes
 	// is removed, and counted on the scrape.
 	if _, err := js.CreatePushConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{
-		Durable: "aimed", DeliverSubject: "$JS.API.STREAM.INFO.CLAIMSTREAM", AckPolicy: jetstream.AckNonePolicy,
+		Durable: "aimed", DeliverSubject: "elsewhere.aimed", AckPolicy: jetstream.AckNonePolicy,
 	}); err != nil {
 		t.Fatal(err)
 	}

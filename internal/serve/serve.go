@@ -82,6 +82,9 @@ type serveOptions struct {
 	// starting answers /readyz on the API's address while the plane is
 	// built (set by runServe; nil without an API).
 	starting *startupHealth
+	// poolFile is the pool file being parsed (set by runServe; nil
+	// without one): startPlane builds the views once it is parsed.
+	poolFile *poolLoad
 	// storeOpened, when set (tests), is called once the log's store is
 	// open, before the views read it.
 	storeOpened func(*eventlog.Store)
@@ -219,6 +222,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// holds no pool yet (startup_pool.go), and is reported while serve
 	// serves the log's pool otherwise (serve_poolfile.go).
 	poolFile := loadPoolAsync(o.config, poolLoader(o.cluster))
+	o.poolFile = poolFile
 	clk, scenario, err := o.cluster.clusterClock()
 	if err != nil {
 		return err
@@ -310,7 +314,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 		}
 		p.poolFileNotApplied(o.config, err)
 	}
-	o.timing.done("pool file loaded (in parallel with the above)", "file", o.config, "parse_took", poolFile.took.Round(time.Millisecond))
 
 	gs, err := p.providerServer(o)
 	if err != nil {
@@ -478,6 +481,12 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 	o.starting.watch(p.views)
 	if err := p.registerProjections(ctx, o); err != nil {
 		return nil, err
+	}
+	if o.poolFile != nil {
+		if err := o.poolFile.parsed(ctx); err != nil {
+			return nil, err
+		}
+		o.timing.done("pool file parsed (beside the phases above)", "file", o.config, "parse_took", o.poolFile.took.Round(time.Millisecond))
 	}
 	if err := p.views.Start(ctx); err != nil {
 		return nil, err

@@ -9,13 +9,15 @@ import (
 	"github.com/claimstream/claimstream/handlers/pool"
 )
 
-// poolLoad is the pool file being parsed and checked while the plane
-// starts: at a large pool the parse is as long a path as the embedded
-// server and the views together, and neither needs the other. serve waits
-// for it before it starts the listeners or applies anything, so while the
-// log holds no pool an invalid file stops the start before any event is
-// written or any request answered; with a pool in the log, serve serves
-// that and reports the file (serve_poolfile.go).
+// poolLoad is the pool file being parsed and checked while the embedded
+// server starts and recovers; neither needs the other. The views are built
+// only once the parse has ended (parsed): at a large pool the parse and
+// the snapshot's load are the two largest heaps of a start, and side by
+// side they set its peak. serve waits for the file before it starts the
+// listeners or applies anything, so while the log holds no pool an
+// invalid file stops the start before any event is written or any request
+// answered; with a pool in the log, serve serves that and reports the
+// file (serve_poolfile.go).
 type poolLoad struct {
 	done chan struct{}
 	cfg  *pool.Config
@@ -32,6 +34,16 @@ func loadPoolAsync(path string, load func(string) (*pool.Config, error)) *poolLo
 		l.took = time.Since(began)
 	}()
 	return l
+}
+
+// parsed waits until the parse has ended, whatever its outcome.
+func (l *poolLoad) parsed(ctx context.Context) error {
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("loading the pool file: %w", ctx.Err())
+	}
 }
 
 // wait returns the loaded file, or why it did not load, and keeps no

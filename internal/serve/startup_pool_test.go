@@ -2,17 +2,25 @@ package serve
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"weak"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/utils/clock"
 
+	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/events/natsserver"
+	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
 // The pool file loads while the plane starts, yet an invalid one still
@@ -80,4 +88,69 @@ func TestThePoolFileParsedAtStartIsLetGoOnceTaken(t *testing.T) {
 	}
 	runtime.KeepAlive(load)
 	runtime.KeepAlive(pending)
+}
+
+// The views are built only once the pool file's parse has ended: the
+// parse and the snapshot's load are a large start's two largest heaps.
+// Here the parse ends once the start has opened the snapshot bucket (its
+// last step before the views), appending an event to the log as it ends:
+// views built after it hold that event.
+func TestViewsAreBuiltOnceThePoolFileIsParsed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opened := make(chan *eventlog.Store, 1)
+	release := make(chan struct{})
+	var marker uint64
+	parse := func(string) (*pool.Config, error) {
+		var st *eventlog.Store
+		select {
+		case st = <-opened:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		res, err := st.Append(ctx, events.SlotAggregate("during-parse"), 0, eventstest.Created("during-parse", "c1"))
+		if err != nil {
+			return nil, err
+		}
+		marker = res.Last
+		return nil, errors.New("not a pool file: the test's parse")
+	}
+	logs := &logcapture.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	o := serveOptions{dataDir: t.TempDir(), stream: "CLAIMSTREAM", noFsync: true,
+		timing:      newStartupTimer(log, clock.RealClock{}),
+		poolFile:    loadPoolAsync("pool.yaml", parse),
+		storeOpened: func(st *eventlog.Store) { opened <- st }}
+	type started struct {
+		p   *plane
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		p, err := startPlane(ctx, o, log, nil, nil)
+		done <- started{p, err}
+	}()
+	eventstest.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
+		if !strings.Contains(logs.String(), `phase="snapshot bucket opened"`) {
+			return errors.New("the snapshot bucket is not open yet")
+		}
+		return nil
+	})
+	close(release)
+	s := <-done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	t.Cleanup(s.p.emb.Shutdown)
+	if _, err := o.poolFile.wait(ctx); err == nil || !strings.Contains(err.Error(), "the test's parse") {
+		t.Fatalf("the parse's outcome: %v", err)
+	}
+	if got := s.p.views.Seq(); got < marker {
+		t.Fatalf("the views were built at seq %d, before the parse ended with seq %d in the log", got, marker)
+	}
 }

@@ -318,6 +318,15 @@ func (c *Checkpoints) legacyInfo(ctx context.Context, name string) (*CheckpointI
 		return nil, fmt.Errorf("checkpoint %s: bad %s header: %w", in.Name, checkpointTimeHeader, err)
 	}
 	c.setName(seq, name)
+	// Renamed as this version names checkpoints, so that no later list
+	// reads its record: a record written with its chunks lies in one of
+	// the bucket's large blocks, which the server loads whole to read it.
+	// Best effort: another replica may be renaming it too, and a record
+	// left is read again at the next list.
+	renamed := checkpointName(seq, at)
+	if err := c.obj.UpdateMeta(ctx, name, jetstream.ObjectMeta{Name: renamed, Description: in.Description, Headers: in.Headers, Metadata: in.Metadata}); err == nil {
+		c.setName(seq, renamed)
+	}
 	return &CheckpointInfo{Seq: seq, Time: at, Size: in.Size}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -149,6 +150,11 @@ func TestCheckpointsListedAfterDeletesAndLegacyNames(t *testing.T) {
 	}
 	if got, err := readObject(ctx, cps.js, cps.obj, mustName(t, cps, 10)); err != nil || string(got) != "legacy" {
 		t.Fatalf("the legacy checkpoint at seq 10 reads %q, %v", got, err)
+	}
+	// Listed once, the legacy checkpoint bears this version's name: a
+	// list reads its record no more.
+	if !slices.Contains(names, checkpointName(10, at)) || slices.Contains(names, legacyCheckpointName(10)) {
+		t.Fatalf("after a list, the bucket holds %v: the legacy checkpoint at seq 10 is not renamed", names)
 	}
 	// A delete that stopped before it purged the record: listed, then
 	// found deleted by a load, which purges it. (Another process's

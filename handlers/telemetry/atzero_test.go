@@ -18,6 +18,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/events/eventstest"
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/handlerstest"
 	"github.com/claimstream/claimstream/internal/buildinfo"
@@ -312,14 +313,19 @@ func TestViewMetricsOnTheLeaderOnly(t *testing.T) {
 		`claimstream_machine_up_seconds_total{group="g",slot="a"} 0`,
 		`claimstream_energy_joules_total{group="g"} 0`,
 	}
+	// The views hold an event (WaitFor) a moment before OnEvent has
+	// counted it: the leader's scrape is polled, bounded.
 	leads := func(name string, r *replica) {
 		t.Helper()
-		body := scrapeText(t, r.tel)
-		for _, line := range views {
-			if !strings.Contains(body, line+"\n") {
-				t.Errorf("%s: the leader's scrape lacks %q", name, line)
+		eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			body := scrapeText(t, r.tel)
+			for _, line := range views {
+				if !strings.Contains(body, line+"\n") {
+					return fmt.Errorf("%s: the leader's scrape lacks %q", name, line)
+				}
 			}
-		}
+			return nil
+		})
 	}
 	follows := func(name string, r *replica) {
 		t.Helper()

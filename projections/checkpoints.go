@@ -324,10 +324,32 @@ func (c *Checkpoints) legacyInfo(ctx context.Context, name string) (*CheckpointI
 	// Best effort: another replica may be renaming it too, and a record
 	// left is read again at the next list.
 	renamed := checkpointName(seq, at)
-	if err := c.obj.UpdateMeta(ctx, name, jetstream.ObjectMeta{Name: renamed, Description: in.Description, Headers: in.Headers, Metadata: in.Metadata}); err == nil {
+	err = c.obj.UpdateMeta(ctx, name, jetstream.ObjectMeta{Name: renamed, Description: in.Description, Headers: in.Headers, Metadata: in.Metadata})
+	switch {
+	case err == nil:
 		c.setName(seq, renamed)
+	case errors.Is(err, jetstream.ErrObjectAlreadyExists):
+		// A rename writes the new record, then purges the old one: one
+		// that stopped between the two left both. The new name is listed
+		// by itself; the old record goes.
+		c.setName(seq, renamed)
+		c.dropRenamed(ctx, name, renamed, in.NUID)
+		return nil, nil
 	}
 	return &CheckpointInfo{Seq: seq, Time: at, Size: in.Size}, nil
+}
+
+// dropRenamed removes the legacy record name, whose checkpoint is also
+// stored as renamed. Sharing renamed's chunks, only its record is purged;
+// otherwise it is a checkpoint of its own and is deleted with its chunks.
+// Best effort: a record left is read again at the next list.
+func (c *Checkpoints) dropRenamed(ctx context.Context, name, renamed, nuid string) {
+	if other, err := c.obj.GetInfo(ctx, renamed); err == nil && other.NUID != nuid {
+		if err := c.obj.Delete(ctx, name); err != nil {
+			return
+		}
+	}
+	_ = c.purgeRecord(ctx, name)
 }
 
 // purgeRecord removes a deleted object's record, so its name is no

@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"math/rand/v2"
 	"runtime"
@@ -178,6 +179,94 @@ func TestCheckpointsListedAfterDeletesAndLegacyNames(t *testing.T) {
 	}
 	if len(list) != 2 || list[1].Seq != 30 {
 		t.Fatalf("after the load of a deleted checkpoint, listed %+v", list)
+	}
+}
+
+// A rename of a legacy checkpoint writes the new record, then purges the
+// old: a process killed between the two leaves both names. The next list
+// shows the checkpoint once, under its new name, and drops the old
+// record; a legacy checkpoint stored apart under a taken name goes with
+// its chunks.
+func TestLegacyCheckpointLeftBesideItsRename(t *testing.T) {
+	cps := openCheckpointsOn(t, eventstest.StartServer(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	headers := func(seq uint64) map[string][]string {
+		return map[string][]string{
+			checkpointSeqHeader:  {strconv.FormatUint(seq, 10)},
+			checkpointTimeHeader: {at.Format(time.RFC3339Nano)},
+		}
+	}
+	// Seq 10: renamed, then its old record written back as the killed
+	// rename left it.
+	if _, err := cps.obj.Put(ctx, jetstream.ObjectMeta{Name: legacyCheckpointName(10), Headers: headers(10)}, bytes.NewReader([]byte("ten"))); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := cps.bucketStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldSubject := cps.metaPrefix() + base64.URLEncoding.EncodeToString([]byte(legacyCheckpointName(10)))
+	old, err := stream.GetLastMsgForSubject(ctx, oldSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cps.obj.UpdateMeta(ctx, legacyCheckpointName(10), jetstream.ObjectMeta{Name: checkpointName(10, at), Headers: headers(10)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cps.js.Publish(ctx, oldSubject, old.Data); err != nil {
+		t.Fatal(err)
+	}
+	// Seq 20: a legacy checkpoint and a new one, stored apart.
+	if _, err := cps.obj.Put(ctx, jetstream.ObjectMeta{Name: legacyCheckpointName(20), Headers: headers(20)}, bytes.NewReader([]byte("twenty, legacy"))); err != nil {
+		t.Fatal(err)
+	}
+	legacy20, err := cps.obj.GetInfo(ctx, legacyCheckpointName(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cps.save(ctx, []byte("twenty"), 20, at); err != nil {
+		t.Fatal(err)
+	}
+	other, err := OpenCheckpoints(ctx, cps.js, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := other.objectNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 4 {
+		t.Fatalf("before the list, the bucket holds %v, want both names of seqs 10 and 20", names)
+	}
+	list, err := other.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Seq != 10 || list[1].Seq != 20 {
+		t.Fatalf("listed %+v, want seqs 10 and 20 once each", list)
+	}
+	names, err = other.objectNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if want := []string{checkpointName(10, at), checkpointName(20, at)}; !slices.Equal(names, want) {
+		t.Fatalf("after the list, the bucket holds %v, want %v", names, want)
+	}
+	for seq, want := range map[uint64]string{10: "ten", 20: "twenty"} {
+		st, err := readObject(ctx, other.js, other.obj, mustName(t, other, seq))
+		if err != nil || string(st) != want {
+			t.Fatalf("checkpoint %d reads %q, %v; want %q", seq, st, err, want)
+		}
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter("$O."+other.bucket+".C."+legacy20.NUID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(info.State.Subjects); n != 0 {
+		t.Fatalf("the chunks of the legacy checkpoint at seq 20 are still stored (%d subjects)", n)
 	}
 }
 

@@ -49,14 +49,12 @@ func (l *poolLoad) parsed(ctx context.Context) error {
 // wait returns the loaded file, or why it did not load, and keeps no
 // reference to it.
 func (l *poolLoad) wait(ctx context.Context) (*pool.Config, error) {
-	select {
-	case <-l.done:
-		cfg := l.cfg
-		l.cfg = nil
-		return cfg, l.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("loading the pool file: %w", ctx.Err())
+	if err := l.parsed(ctx); err != nil {
+		return nil, err
 	}
+	cfg := l.cfg
+	l.cfg = nil
+	return cfg, l.err
 }
 
 // pendingPool hands the pool file parsed at start to the first term that

@@ -109,14 +109,14 @@ type State struct {
 type index struct {
 	providerID map[string]string // providerID -> slot (declared, and the host a Job reported)
 	node       map[string]string // reported node name -> slot (hosts.go)
-	specMaps   specMaps          // the slots' shared labels and capacity (spec_maps.go)
+	specMaps   events.SpecMaps   // the slots' shared labels and capacity (spec_maps.go)
 }
 
 // Reindex rebuilds the derived lookups (after decoding a snapshot).
 func (s *State) Reindex() {
 	s.index.providerID = make(map[string]string, len(s.Slots))
 	s.index.node = map[string]string{}
-	s.index.specMaps = specMaps{}
+	s.index.specMaps = events.SpecMaps{}
 	for name, sl := range s.Slots {
 		if !sl.Retired {
 			s.index.providerID[sl.ProviderID()] = name

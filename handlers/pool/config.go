@@ -45,8 +45,6 @@ type Config struct {
 	// Groups and Slots are in file order.
 	Groups []Group
 	Slots  []Slot
-
-	lines *fileLines // lines of the file, for errors found when reconciling
 }
 
 // Group is one declared node group.
@@ -56,7 +54,7 @@ type Group struct {
 	// Line is where the group's entry starts in Source (0 if not from a file).
 	Line int
 
-	at string // JSON pointer of the entry in the file
+	lines entryLines // where its reported fields are (filelines.go)
 }
 
 // Slot is one declared slot: one machine, named like its Kubernetes Node.
@@ -67,7 +65,7 @@ type Slot struct {
 	// Line is where the slot's entry starts in Source (0 if not from a file).
 	Line int
 
-	at string // JSON pointer of the entry in the file
+	lines entryLines // where its reported fields are (filelines.go)
 }
 
 // DefaultProviderID is the providerID of a slot that declares none.
@@ -182,9 +180,8 @@ func Parse(source string, data []byte) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, fail(problems)
 	}
-	// The Config keeps the file's lines for problems found when it is
-	// reconciled (fileLines); the tree and its document, large at 10,000
-	// slots, are for the checks and the decode only.
+	// The Config keeps only the lines of the fields a reconcile reports
+	// at (filelines.go).
 	return cfg, nil
 }
 
@@ -260,7 +257,7 @@ func syntaxProblem(data []byte, err error) *Problem {
 // failure here means the schema and the event types disagree; it is still
 // reported against the file.
 func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Config, []Problem) {
-	cfg := &Config{Source: source, lines: linesOf(t)}
+	cfg := &Config{Source: source}
 	root, _ := t.root.(map[string]any)
 	groups, _ := root["groups"].([]any)
 	slots, _ := root["slots"].([]any)
@@ -292,10 +289,13 @@ func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Confi
 		if spec.ReadinessTaints == nil {
 			spec.ReadinessTaints = []events.Taint{}
 		}
-		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr), at: ptr})
+		cfg.Groups = append(cfg.Groups, Group{Name: name, Spec: spec, Line: t.line(ptr), lines: entryLinesOf(t, "groups", i, groupFieldsReported)})
 	}
 
 	gp := groupPowers(groups)
+	// The parsed file is held until it is applied; its slots share their
+	// labels and capacity maps as the views do.
+	shared := events.SpecMaps{}
 	for i, s := range slots {
 		ptr := pointer("slots", strconv.Itoa(i))
 		sm := s.(map[string]any)
@@ -328,7 +328,8 @@ func decode(source string, t *tree, podSpecs map[string]json.RawMessage) (*Confi
 				continue
 			}
 		}
-		cfg.Slots = append(cfg.Slots, Slot{Name: name, Group: group, Spec: spec, Line: t.line(ptr), at: ptr})
+		shared.Share(&spec)
+		cfg.Slots = append(cfg.Slots, Slot{Name: name, Group: group, Spec: spec, Line: t.line(ptr), lines: entryLinesOf(t, "slots", i, slotFieldsReported)})
 	}
 	return cfg, problems
 }

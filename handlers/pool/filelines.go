@@ -1,74 +1,55 @@
 package pool
 
 import (
+	"slices"
 	"strconv"
-	"strings"
 )
 
-// fileLines is what a Config keeps of its file for problems found when it
-// is reconciled: the line of every value, by JSON pointer, and which values
-// are lists, from which a value's display path follows. It is held for as
-// long as serve runs, so it keeps no display path per value: at 10,000
-// slots those strings would be most of a Config.
-type fileLines struct {
-	lines map[string]int32
-	lists map[string]struct{} // pointers of the file's lists
+// The fields of an entry that a reconcile reports problems at
+// (reconcile.go). A Config keeps their lines and no other of its file's:
+// the parsed tree and its document, large at 10,000 slots, are for the
+// checks and the decode only, and a line per value would be most of what
+// a Config holds.
+var (
+	groupFieldsReported = []string{"maxSize"}
+	slotFieldsReported  = []string{"group", "providerID"}
+)
+
+// entryLines places an entry of a Config in its file, for a problem found
+// when the Config is reconciled.
+type entryLines struct {
+	// entry is the entry's index in its list in the file, plus one; 0 when
+	// the Config is not from a file.
+	entry int32
+	// fields are the lines of the list's reported fields, in their order;
+	// 0 for a field the entry does not set.
+	fields [2]int32
 }
 
-// linesOf keeps t's lines and lists; t must still hold its document.
-func linesOf(t *tree) *fileLines {
-	f := &fileLines{lines: make(map[string]int32, len(t.where)), lists: map[string]struct{}{}}
-	for ptr, p := range t.where {
-		f.lines[ptr] = int32(min(p.line, 1<<31-1))
-	}
-	var walk func(v any, ptr string)
-	walk = func(v any, ptr string) {
-		switch c := v.(type) {
-		case []any:
-			f.lists[ptr] = struct{}{}
-			for i, x := range c {
-				walk(x, ptr+"/"+strconv.Itoa(i))
-			}
-		case map[string]any:
-			for k, x := range c {
-				walk(x, ptr+"/"+escapeToken(k))
-			}
+// entryLinesOf places the i-th entry of list in t.
+func entryLinesOf(t *tree, list string, i int, reported []string) entryLines {
+	ptr := pointer(list, strconv.Itoa(i))
+	e := entryLines{entry: int32(min(i+1, 1<<31-1))}
+	for k, f := range reported {
+		if w, ok := t.where[ptr+"/"+escapeToken(f)]; ok {
+			e.fields[k] = int32(min(w.line, 1<<31-1))
 		}
 	}
-	walk(t.root, "")
-	return f
+	return e
 }
 
-// line is the line of the value at ptr, or of its nearest ancestor the
-// file holds (a missing field is reported at the object that lacks it).
-func (f *fileLines) line(ptr string) int {
-	for {
-		if l, ok := f.lines[ptr]; ok {
-			return int(l)
-		}
-		i := strings.LastIndexByte(ptr, '/')
-		if i < 0 {
-			return 0
-		}
-		ptr = ptr[:i]
+// problem is a Problem about field of the i-th entry of the Config's list
+// (the entry starting at line): at the field's line and path in the file
+// when the Config came from one, at the entry's line when the file does
+// not set the field.
+func (e entryLines) problem(list string, i, line int, reported []string, field, msg string) Problem {
+	p := Problem{Line: line, Path: list + "[" + strconv.Itoa(i) + "]." + field, Msg: msg}
+	if e.entry == 0 {
+		return p
 	}
-}
-
-// path is the display path of ptr, as tree.path gives it:
-// groups[0].template.labels["example.com/zone"].
-func (f *fileLines) path(ptr string) string {
-	if ptr == "" {
-		return ""
+	p.Path = joinKey(list+"["+strconv.Itoa(int(e.entry-1))+"]", field)
+	if k := slices.Index(reported, field); k >= 0 && e.fields[k] > 0 {
+		p.Line = int(e.fields[k])
 	}
-	i := strings.LastIndexByte(ptr, '/')
-	if i < 0 {
-		return ""
-	}
-	parent, tok := ptr[:i], ptr[i+1:]
-	if _, list := f.lists[parent]; list {
-		if _, held := f.lines[ptr]; held { // an element, not a missing field
-			return f.path(parent) + "[" + tok + "]"
-		}
-	}
-	return joinKey(f.path(parent), unescapeToken(tok))
+	return p
 }

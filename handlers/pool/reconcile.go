@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
@@ -311,25 +310,12 @@ func sortedNames[V any](m map[string]V) []string {
 // the file when the config came from one.
 func (c *Config) groupProblem(i int, field, format string, args ...any) Problem {
 	g := c.Groups[i]
-	p := Problem{Line: g.Line, Path: "groups[" + strconv.Itoa(i) + "]." + field, Msg: fmt.Sprintf(format, args...)}
-	if c.lines != nil && g.at != "" {
-		ptr := g.at + "/" + field
-		if line := c.lines.line(ptr); line > 0 {
-			p.Line = line
-		}
-		p.Path = c.lines.path(ptr)
-	}
-	return p
+	return g.lines.problem("groups", i, g.Line, groupFieldsReported, field, fmt.Sprintf(format, args...))
 }
 
 // problem is a Problem about field of the i-th slot, at its line in the
 // file when the config came from one.
 func (c *Config) problem(i int, field, format string, args ...any) Problem {
 	sl := c.Slots[i]
-	p := Problem{Line: sl.Line, Path: "slots[" + strconv.Itoa(i) + "]." + field, Msg: fmt.Sprintf(format, args...)}
-	if c.lines != nil && sl.at != "" {
-		ptr := sl.at + "/" + field
-		p.Line, p.Path = c.lines.line(ptr), c.lines.path(ptr)
-	}
-	return p
+	return sl.lines.problem("slots", i, sl.Line, slotFieldsReported, field, fmt.Sprintf(format, args...))
 }

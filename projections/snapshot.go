@@ -109,14 +109,14 @@ func viewsEnvelope(s *State) ([][]byte, error) {
 // DecodeSnapshot reads the views of a snapshot written by this version;
 // the parts after them must be whole too.
 func DecodeSnapshot(b []byte) (*State, error) {
-	views, s, err := openSnapshotFrame(b)
+	st, s, err := openSnapshotStream(b)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.skipParts(); err != nil {
 		return nil, err
 	}
-	return decodeViews(views)
+	return st, nil
 }
 
 // decodeViews reads the views' part of a snapshot.
@@ -174,8 +174,35 @@ func decodeSnapshotInOrder(b []byte) (st *State, ok bool, err error) {
 	if st.Seq != env.Seq {
 		return nil, true, fmt.Errorf("snapshot says seq %d, its state %d", env.Seq, st.Seq)
 	}
-	st.Reindex()
+	if err := st.reindexDecoded(); err != nil {
+		return nil, true, err
+	}
 	return st, true, nil
+}
+
+// reindexDecoded checks views decoded from a snapshot and rebuilds their
+// lookups: a null group, slot or claim is refused, not folded on.
+func (s *State) reindexDecoded() error {
+	if name, ok := nullEntry(s.Groups); ok {
+		return fmt.Errorf("decode snapshot state: group %q is null", name)
+	}
+	if name, ok := nullEntry(s.Slots); ok {
+		return fmt.Errorf("decode snapshot state: slot %q is null", name)
+	}
+	if name, ok := nullEntry(s.Claims); ok {
+		return fmt.Errorf("decode snapshot state: claim %q is null", name)
+	}
+	s.Reindex()
+	return nil
+}
+
+func nullEntry[V any](m map[string]*V) (string, bool) {
+	for name, v := range m {
+		if v == nil {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 func decodeSnapshotEnvelope(b []byte) (*State, error) {
@@ -193,7 +220,9 @@ func decodeSnapshotEnvelope(b []byte) (*State, error) {
 	if st.Seq != env.Seq {
 		return nil, fmt.Errorf("snapshot says seq %d, its state %d", env.Seq, st.Seq)
 	}
-	st.Reindex()
+	if err := st.reindexDecoded(); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 

@@ -38,6 +38,10 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add([]byte(`{"version":2,"seq":5,"state":{"seq":4}}`))
 	f.Add([]byte(`{"version":3,"seq":0,"state":{}} {}`))
 	f.Add([]byte(`{"version":3,"seq":1,"state":{"seq":1},"extra":1}`))
+	f.Add([]byte(`{"Version":3,"SEQ":1,"State":{"Seq":1,"slots":{"a":null},"Slots":{"b":{"name":"b"}},"groups":null}}`))
+	f.Add([]byte(`{"version":3,"seq":0,"state":{"seq":4},"state":null}`))
+	f.Add([]byte(`{"version":3,"seq":0}`))
+	f.Add([]byte(`{"version":3,"seq":0,"state":{"claims":{"c":{},"c":null}}} x`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, decodeErr := DecodeSnapshot(b)
 		started, startErr := startParts(b)
@@ -69,11 +73,15 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 		fast, fastErr := decodeViews(views)
 		slow, slowErr := decodeSnapshotEnvelope(views)
-		if (fastErr == nil) != (slowErr == nil) {
-			t.Fatalf("one-pass: %v; whole envelope: %v", fastErr, slowErr)
+		streamed, streamedErr := decodeViewsFrom(bytes.NewReader(views))
+		if (fastErr == nil) != (slowErr == nil) || (streamedErr == nil) != (slowErr == nil) {
+			t.Fatalf("one-pass: %v; whole envelope: %v; streamed: %v", fastErr, slowErr, streamedErr)
 		}
 		if fastErr != nil {
 			return
+		}
+		if x, y := mustMarshal(t, streamed), mustMarshal(t, slow); !bytes.Equal(x, y) {
+			t.Fatalf("the streamed reader disagrees:\n%s\n%s", x, y)
 		}
 		x, _ := json.Marshal(fast)
 		y, _ := json.Marshal(slow)
@@ -318,5 +326,56 @@ func TestAStoredSnapshotExpandsPartByPart(t *testing.T) {
 	}
 	if _, _, err := s.next(); !errors.Is(err, io.EOF) || s.finish() != nil {
 		t.Fatalf("after the last part: %v, %v", err, s.finish())
+	}
+}
+
+// The views of a stored frame are decoded as they are expanded: a start
+// allocates for the views it builds, not for their JSON besides.
+func TestStoredViewsAreDecodedAsTheyExpand(t *testing.T) {
+	st := NewState()
+	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	_ = Evolve(st, events.Event{Seq: 1, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}})
+	for i := range 4000 {
+		slot := fmt.Sprintf("slot-%04d", i)
+		_ = Evolve(st, events.Event{Seq: uint64(i + 2), Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot, Address: "10.0.0.1"}}})
+	}
+	stored, _, err := encodeSnapshotParts(st, []snapshotPart{{name: "cost", data: []byte{1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, _, err := frameParts(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := func(decode func() (*State, error)) uint64 {
+		t.Helper()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, err := decode()
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x, y := mustMarshal(t, got), mustMarshal(t, st); !bytes.Equal(x, y) {
+			t.Fatal("the decoded views differ")
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	// What a start did before: the views' part expanded into a buffer of
+	// its own, then decoded.
+	whole := allocated(func() (*State, error) {
+		views, s, err := openSnapshotFrame(stored)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.skipParts(); err != nil {
+			return nil, err
+		}
+		return decodeViews(views)
+	})
+	streamed := allocated(func() (*State, error) { return DecodeSnapshot(stored) })
+	t.Logf("views JSON %d KiB; expanded whole then decoded: %d KiB allocated, decoded as expanded: %d KiB", len(views)>>10, whole>>10, streamed>>10)
+	if streamed+uint64(len(views))/4 > whole {
+		t.Fatalf("decoding the stored frame allocated %d KiB, expanding its views whole and decoding them %d KiB: the %d KiB of JSON are held whole", streamed>>10, whole>>10, len(views)>>10)
 	}
 }

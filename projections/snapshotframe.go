@@ -206,9 +206,18 @@ type snapshotStream struct {
 }
 
 // openSnapshotStream reads the views from b and leaves the stream at the
-// projections' parts.
+// projections' parts. Of a stored frame, the views are decoded as they
+// are expanded (decodeViewsFrom): a start never holds their JSON whole.
 func openSnapshotStream(b []byte) (*State, *snapshotStream, error) {
-	views, s, err := openSnapshotFrame(b)
+	s, err := beginSnapshotFrame(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.r != nil {
+		st, err := s.decodeStoredViews()
+		return st, s, err
+	}
+	views, err := s.viewsPart()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,22 +226,43 @@ func openSnapshotStream(b []byte) (*State, *snapshotStream, error) {
 }
 
 // openSnapshotFrame reads the views' part of b, undecoded, and leaves the
-// stream at the projections' parts. The one reader of the frame: a start
-// and DecodeSnapshot both read through it.
+// stream at the projections' parts.
 func openSnapshotFrame(b []byte) ([]byte, *snapshotStream, error) {
-	var s *snapshotStream
+	s, err := beginSnapshotFrame(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	views, err := s.viewsPart()
+	if err != nil {
+		return nil, nil, err
+	}
+	return views, s, nil
+}
+
+// beginSnapshotFrame opens b's frame before its views' part. The one
+// reader of the frame's start: a start and DecodeSnapshot both read
+// through it.
+func beginSnapshotFrame(b []byte) (*snapshotStream, error) {
 	switch {
 	case bytes.HasPrefix(b, []byte(storedMagic)):
-		var err error
-		if s, err = openStored(b[len(storedMagic):]); err != nil {
-			return nil, nil, fmt.Errorf("decode snapshot: %w: %w", errSnapshotFrame, err)
+		s, err := openStored(b[len(storedMagic):])
+		if err != nil {
+			return nil, fmt.Errorf("decode snapshot: %w: %w", errSnapshotFrame, err)
 		}
+		return s, nil
 	case len(b) > 0 && b[0] == '{':
-		return b, &snapshotStream{b: b, legacy: true}, nil
+		return &snapshotStream{b: b, legacy: true}, nil
 	case len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic:
-		return nil, nil, fmt.Errorf("decode snapshot: %w: it begins with neither %q nor JSON", errSnapshotFrame, snapshotMagic[:len(snapshotMagic)-1])
-	default:
-		s = &snapshotStream{b: b[len(snapshotMagic):]}
+		return nil, fmt.Errorf("decode snapshot: %w: it begins with neither %q nor JSON", errSnapshotFrame, snapshotMagic[:len(snapshotMagic)-1])
+	}
+	return &snapshotStream{b: b[len(snapshotMagic):]}, nil
+}
+
+// viewsPart reads the views' part, undecoded: of a JSON snapshot, all of
+// it.
+func (s *snapshotStream) viewsPart() ([]byte, error) {
+	if s.legacy {
+		return s.b, nil
 	}
 	name, views, err := s.next()
 	if err == nil && name != viewsPart {
@@ -242,9 +272,78 @@ func openSnapshotFrame(b []byte) ([]byte, *snapshotStream, error) {
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("decode snapshot: %w: no views part", errSnapshotFrame)
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	return views, s, nil
+	return views, nil
+}
+
+// decodeStoredViews decodes the views' part of a stored frame as it is
+// expanded. A damaged frame is told from views that do not decode.
+func (s *snapshotStream) decodeStoredViews() (*State, error) {
+	name, err := s.field(maxPartName)
+	if err == nil && string(name) != viewsPart {
+		err = fmt.Errorf("its first part is %q, not the views", name)
+	}
+	var n uint64
+	if err == nil {
+		n, err = binary.ReadUvarint(byteCounter{s})
+		switch {
+		case errors.Is(err, io.EOF):
+			err = io.ErrUnexpectedEOF
+		case err == nil && n > maxPartSize:
+			err = fmt.Errorf("a length of %d", n)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errors.New("no views part")
+		}
+		s.err = fmt.Errorf("decode snapshot: %w: %w", errSnapshotFrame, err)
+		return nil, s.err
+	}
+	part := &storedPart{s: s, n: n}
+	st, err := decodeViewsFrom(part)
+	if part.err != nil {
+		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, viewsPart, part.err)
+		return nil, s.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.seen = map[string]bool{viewsPart: true}
+	return st, nil
+}
+
+// storedPart reads one part of a stored frame, n bytes, as it is
+// expanded; err is the frame's damage, if reading met one.
+type storedPart struct {
+	s   *snapshotStream
+	n   uint64
+	err error
+}
+
+func (p *storedPart) Read(b []byte) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	if p.n == 0 {
+		return 0, io.EOF
+	}
+	if uint64(len(b)) > p.n {
+		b = b[:p.n]
+	}
+	got, err := p.s.r.Read(b)
+	p.n -= uint64(got)
+	p.s.left -= uint64(got)
+	switch {
+	case err == nil, errors.Is(err, io.EOF) && got > 0:
+		return got, nil // an end is met again at the next read
+	case errors.Is(err, io.EOF):
+		p.err = fmt.Errorf("its compressed body ends %d bytes short of its length", p.s.left)
+	default:
+		p.err = fmt.Errorf("its compressed body: %w", err)
+	}
+	return got, p.err
 }
 
 // skipParts reads every part after the views to the frame's end and keeps

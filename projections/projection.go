@@ -13,11 +13,12 @@ type Projection interface {
 	// Name keys its part of a snapshot. It never changes.
 	Name() string
 	// Restore makes the projection begin at the views st: from part, its
-	// part of the snapshot st came from, or, part nil, from nothing. With
-	// no part and st.Seq > 0, the events up to st.Seq are out of its reach
-	// (the log's start expired and no snapshot holds its part).
-	// An error leaves it as Restore(st, nil) would.
-	Restore(st *State, part []byte) error
+	// part of the snapshot st came from, read as it is expanded (nothing
+	// read from it may be kept past Restore without a copy), or, part nil,
+	// from nothing. With no part and st.Seq > 0, the events up to st.Seq
+	// are out of its reach (the log's start expired and no snapshot holds
+	// its part). An error leaves it as Restore(st, nil) would.
+	Restore(st *State, part Part) error
 	// Apply folds e, which the views st have just folded. It runs under
 	// the views' write lock: it must be quick, must not block and must not
 	// call the runner.

@@ -168,7 +168,7 @@ func (r *Runner) Start(ctx context.Context) error {
 			snapProblem = fmt.Sprintf("the snapshot ends at seq %d, before the log's first", snap.Seq)
 			r.log.Warn("snapshot is older than the log's first event, starting from a checkpoint", "snapshot", snap.Seq, "firstSeq", bounds.First)
 		default:
-			from := r.restoreProjections(snap, parts.next, bounds)
+			from := r.restoreProjections(snap, parts.nextPart, bounds)
 			if err := parts.finish(); err != nil {
 				snapProblem = "the snapshot is unusable: " + err.Error()
 				r.log.Warn("snapshot unusable, rebuilding from the log", "err", err)

@@ -78,7 +78,7 @@ func (r *Runner) buildLate(ctx context.Context, p Projection) error {
 // one has no usable part and the log still holds its start, every model
 // is folded from there instead (one read of the log for all): it returns
 // the views to fold the log into.
-func (r *Runner) restoreProjections(st *State, next func() (string, []byte, error), b eventlog.Bounds) *State {
+func (r *Runner) restoreProjections(st *State, next func() (string, Part, error), b eventlog.Bounds) *State {
 	if len(r.projs) == 0 {
 		return st
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ type seqSum struct {
 
 func (p *seqSum) Name() string { return p.name }
 
-func (p *seqSum) Restore(st *projections.State, part []byte) error {
+func (p *seqSum) Restore(st *projections.State, part projections.Part) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sum, p.begun, p.noHistory, p.applied = 0, st.Seq, false, 0
@@ -44,7 +45,12 @@ func (p *seqSum) Restore(st *projections.State, part []byte) error {
 		p.noHistory = st.Seq > 0
 		return nil
 	}
-	n, err := strconv.ParseUint(string(part), 10, 64)
+	b, err := io.ReadAll(part)
+	if err != nil {
+		p.noHistory = st.Seq > 0
+		return fmt.Errorf("seq sum: %w", err)
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
 	if err != nil {
 		p.noHistory = st.Seq > 0
 		return fmt.Errorf("seq sum: %w", err)

@@ -288,7 +288,8 @@ func TestADamagedStoredSnapshotIsRefused(t *testing.T) {
 }
 
 // A stored frame is expanded part by part, each into a buffer of its own
-// size: a start holds the part it decodes, not the frame.
+// size when read whole, or read as it is expanded: a start holds at most
+// the part it decodes, never the frame.
 func TestAStoredSnapshotExpandsPartByPart(t *testing.T) {
 	const size = 12 << 20
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -325,6 +326,35 @@ func TestAStoredSnapshotExpandsPartByPart(t *testing.T) {
 		t.Fatalf("the second part does not read back whole: %q, %v", name, err)
 	}
 	if _, _, err := s.next(); !errors.Is(err, io.EOF) || s.finish() != nil {
+		t.Fatalf("after the last part: %v, %v", err, s.finish())
+	}
+
+	// As a start reads them, each part is read as it is expanded: a
+	// projection holds a window of it, not the part.
+	_, s, err = openSnapshotStream(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		name string
+		data []byte
+	}{{"cost", cost}, {"timeline", timeline}} {
+		runtime.ReadMemStats(&before)
+		name, part, err := s.nextPart()
+		if err != nil || name != want.name || part.Len() != size {
+			t.Fatalf("part %q: %q of %d bytes, %v", want.name, name, part.Len(), err)
+		}
+		head := make([]byte, 1<<10)
+		if _, err := io.ReadFull(part, head); err != nil || !bytes.Equal(head, want.data[:len(head)]) {
+			t.Fatalf("part %q does not read back: %v", name, err)
+		}
+		runtime.ReadMemStats(&after)
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+			t.Fatalf("reading the head of part %q of %d MiB allocated %d KiB", name, size>>20, grew>>10)
+		}
+		// The rest is left unread: the next part reads past it.
+	}
+	if _, _, err := s.nextPart(); !errors.Is(err, io.EOF) || s.finish() != nil {
 		t.Fatalf("after the last part: %v, %v", err, s.finish())
 	}
 }

@@ -203,6 +203,8 @@ type snapshotStream struct {
 	legacy bool
 	err    error
 	seen   map[string]bool
+	// open is the part of a stored frame being read (nextPart).
+	open *storedPart
 }
 
 // openSnapshotStream reads the views from b and leaves the stream at the
@@ -280,47 +282,119 @@ func (s *snapshotStream) viewsPart() ([]byte, error) {
 // decodeStoredViews decodes the views' part of a stored frame as it is
 // expanded. A damaged frame is told from views that do not decode.
 func (s *snapshotStream) decodeStoredViews() (*State, error) {
-	name, err := s.field(maxPartName)
-	if err == nil && string(name) != viewsPart {
-		err = fmt.Errorf("its first part is %q, not the views", name)
-	}
-	var n uint64
-	if err == nil {
-		n, err = binary.ReadUvarint(byteCounter{s})
-		switch {
-		case errors.Is(err, io.EOF):
-			err = io.ErrUnexpectedEOF
-		case err == nil && n > maxPartSize:
-			err = fmt.Errorf("a length of %d", n)
-		}
+	name, part, err := s.nextPart()
+	if err == nil && name != viewsPart {
+		err = fmt.Errorf("decode snapshot: %w: its first part is %q, not the views", errSnapshotFrame, name)
+		s.err = err
 	}
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			err = errors.New("no views part")
+			err = fmt.Errorf("decode snapshot: %w: no views part", errSnapshotFrame)
+			s.err = err
 		}
-		s.err = fmt.Errorf("decode snapshot: %w: %w", errSnapshotFrame, err)
-		return nil, s.err
+		return nil, err
 	}
-	part := &storedPart{s: s, n: n}
 	st, err := decodeViewsFrom(part)
-	if part.err != nil {
-		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, viewsPart, part.err)
-		return nil, s.err
+	if ferr := s.partDamage(); ferr != nil {
+		return nil, ferr
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.seen = map[string]bool{viewsPart: true}
 	return st, nil
+}
+
+// Part is a projection's part of a snapshot, Len bytes left to read: of
+// a stored frame, read as it is expanded, so a start never holds a part
+// whole beside what it decodes from it.
+type Part interface {
+	io.Reader
+	Len() int
+}
+
+// nextPart reads the next part's name and returns its bytes to be read;
+// io.EOF after the last. The part before it is first read to its end.
+func (s *snapshotStream) nextPart() (string, Part, error) {
+	if s.r == nil {
+		name, data, err := s.next()
+		if err != nil {
+			return "", nil, err
+		}
+		return name, bytes.NewReader(data), nil
+	}
+	if err := s.drain(); err != nil {
+		return "", nil, err
+	}
+	if s.legacy || s.err != nil {
+		return "", nil, cmp.Or(s.err, io.EOF)
+	}
+	name, err := s.field(maxPartName)
+	if err != nil {
+		s.err = err
+		if !errors.Is(err, io.EOF) {
+			s.err = fmt.Errorf("decode snapshot: %w: a part's name: %w", errSnapshotFrame, err)
+		}
+		return "", nil, s.err
+	}
+	if s.seen[string(name)] {
+		s.err = fmt.Errorf("decode snapshot: %w: two parts %q", errSnapshotFrame, name)
+		return "", nil, s.err
+	}
+	n, err := binary.ReadUvarint(byteCounter{s})
+	switch {
+	case errors.Is(err, io.EOF):
+		err = io.ErrUnexpectedEOF
+	case err == nil && n > maxPartSize:
+		err = fmt.Errorf("a length of %d", n)
+	case err == nil && n > s.left:
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, name, err)
+		return "", nil, s.err
+	}
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	s.seen[string(name)] = true
+	s.open = &storedPart{s: s, name: string(name), n: n}
+	return string(name), s.open, nil
+}
+
+// drain reads the open part of a stored frame to its end.
+func (s *snapshotStream) drain() error {
+	if s.open != nil {
+		_, _ = io.Copy(io.Discard, s.open)
+		if err := s.partDamage(); err != nil {
+			return err
+		}
+		s.open = nil
+	}
+	return nil
+}
+
+// partDamage is the damage the open part's reads met, as the stream's
+// error.
+func (s *snapshotStream) partDamage() error {
+	if s.open != nil && s.open.err != nil && s.err == nil {
+		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, s.open.name, s.open.err)
+	}
+	if s.open != nil && s.open.err != nil {
+		return s.err
+	}
+	return nil
 }
 
 // storedPart reads one part of a stored frame, n bytes, as it is
 // expanded; err is the frame's damage, if reading met one.
 type storedPart struct {
-	s   *snapshotStream
-	n   uint64
-	err error
+	s    *snapshotStream
+	name string
+	n    uint64
+	err  error
 }
+
+func (p *storedPart) Len() int { return int(min(p.n, maxPartSize)) }
 
 func (p *storedPart) Read(b []byte) (int, error) {
 	if p.err != nil {
@@ -350,7 +424,7 @@ func (p *storedPart) Read(b []byte) (int, error) {
 // none: the frame is checked as a start reads it.
 func (s *snapshotStream) skipParts() error {
 	for {
-		_, _, err := s.next()
+		_, _, err := s.nextPart()
 		if errors.Is(err, io.EOF) {
 			return s.finish()
 		}
@@ -360,8 +434,11 @@ func (s *snapshotStream) skipParts() error {
 	}
 }
 
-// next reads the next part; io.EOF after the last.
+// next reads the next part whole; io.EOF after the last.
 func (s *snapshotStream) next() (string, []byte, error) {
+	if err := s.drain(); err != nil {
+		return "", nil, err
+	}
 	if s.legacy || s.err != nil {
 		return "", nil, cmp.Or(s.err, io.EOF)
 	}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 )
 
@@ -53,20 +54,28 @@ func (e *Encoder) Seal() []byte {
 	return binary.LittleEndian.AppendUint32(e.B, crc32.Checksum(e.B, crcTable))
 }
 
-// Decoder reads what an Encoder wrote.
+// Decoder reads what an Encoder wrote: from a copy held whole (Open), or
+// as it is read from a stream (OpenReader), when only a window of it is
+// held.
 type Decoder struct {
+	// B is the payload not yet decoded: all of it, or, from a stream,
+	// the part of it read so far.
 	B   []byte
 	Err error
+
+	// From a stream: r holds left more payload bytes, then the checksum,
+	// which covers sum so far.
+	r    io.Reader
+	left int
+	sum  uint32
+	buf  []byte
 }
 
 // Open checks b's frame (what names the copy in the error: "a cost index
 // copy") and returns a Decoder of its payload.
 func Open(b []byte, magic string, version byte, what string) (*Decoder, error) {
-	if len(b) < len(magic)+1+4 || string(b[:len(magic)]) != magic {
-		return nil, fmt.Errorf("not %s", what)
-	}
-	if v := b[len(magic)]; v != version {
-		return nil, fmt.Errorf("format version %d, this build reads %d", v, version)
+	if err := checkHead(b, magic, version, what); err != nil {
+		return nil, err
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
 	if crc32.Checksum(body, crcTable) != sum {
@@ -75,10 +84,78 @@ func Open(b []byte, magic string, version byte, what string) (*Decoder, error) {
 	return &Decoder{B: body[len(magic)+1:]}, nil
 }
 
-// End is the decode's outcome: its first fault, or bytes left unread.
+func checkHead(b []byte, magic string, version byte, what string) error {
+	if len(b) < len(magic)+1+4 || string(b[:len(magic)]) != magic {
+		return fmt.Errorf("not %s", what)
+	}
+	if v := b[len(magic)]; v != version {
+		return fmt.Errorf("format version %d, this build reads %d", v, version)
+	}
+	return nil
+}
+
+// streamWindow is how much of a streamed copy a Decoder reads at a time.
+const streamWindow = 64 << 10
+
+// OpenReader begins decoding the copy of size bytes that r holds, as it
+// is read: only a window of it is held. Its checksum is checked by End,
+// once the payload is decoded, so what a decode built before a failing
+// End must be dropped.
+func OpenReader(r io.Reader, size int, magic string, version byte, what string) (*Decoder, error) {
+	head := make([]byte, len(magic)+1)
+	if size < len(head)+4 {
+		return nil, fmt.Errorf("not %s", what)
+	}
+	if _, err := io.ReadFull(r, head); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := checkHead(append(head, 0, 0, 0, 0), magic, version, what); err != nil {
+		return nil, err
+	}
+	d := &Decoder{r: r, left: size - len(head) - 4, sum: crc32.Checksum(head, crcTable)}
+	d.buf = make([]byte, 0, min(streamWindow, d.left))
+	d.B = d.buf
+	return d, nil
+}
+
+// have makes B hold at least n bytes, reading more of a stream; false
+// when the payload holds fewer.
+func (d *Decoder) have(n int) bool {
+	if len(d.B) >= n {
+		return true
+	}
+	if d.r == nil || n > len(d.B)+d.left {
+		return false
+	}
+	if n > cap(d.buf) {
+		d.buf = make([]byte, 0, max(n, 2*cap(d.buf)))
+	}
+	kept := copy(d.buf[:cap(d.buf)], d.B)
+	more := min(cap(d.buf)-kept, d.left)
+	got, err := io.ReadFull(d.r, d.buf[kept:kept+more])
+	d.sum = crc32.Update(d.sum, crcTable, d.buf[kept:kept+got])
+	d.left -= got
+	d.B = d.buf[:kept+got]
+	if err != nil {
+		d.Fail("reading it: %v", err)
+		return false
+	}
+	return len(d.B) >= n
+}
+
+// End is the decode's outcome: its first fault, or bytes left unread, or,
+// from a stream, a checksum that does not match.
 func (d *Decoder) End() error {
-	if d.Err == nil && len(d.B) != 0 {
-		d.Fail("%d bytes past the end", len(d.B))
+	if d.Err == nil && (len(d.B) != 0 || d.left != 0) {
+		d.Fail("%d bytes past the end", len(d.B)+d.left)
+	}
+	if d.Err == nil && d.r != nil {
+		var sum [4]byte
+		if _, err := io.ReadFull(d.r, sum[:]); err != nil {
+			d.Fail("reading its checksum: %v", err)
+		} else if binary.LittleEndian.Uint32(sum[:]) != d.sum {
+			d.Fail("checksum mismatch")
+		}
 	}
 	return d.Err
 }
@@ -88,13 +165,14 @@ func (d *Decoder) Fail(format string, args ...any) {
 	if d.Err == nil {
 		d.Err = fmt.Errorf(format, args...)
 	}
-	d.B = nil
+	d.B, d.r, d.left = nil, nil, 0
 }
 
 func (d *Decoder) Uint() uint64 {
 	if d.Err != nil {
 		return 0
 	}
+	d.have(binary.MaxVarintLen64)
 	v, n := binary.Uvarint(d.B)
 	if n <= 0 {
 		d.Fail("cut short")
@@ -108,6 +186,7 @@ func (d *Decoder) Int() int64 {
 	if d.Err != nil {
 		return 0
 	}
+	d.have(binary.MaxVarintLen64)
 	v, n := binary.Varint(d.B)
 	if n <= 0 {
 		d.Fail("cut short")
@@ -121,7 +200,7 @@ func (d *Decoder) Float() float64 {
 	if d.Err != nil {
 		return 0
 	}
-	if len(d.B) < 8 {
+	if !d.have(8) {
 		d.Fail("cut short")
 		return 0
 	}
@@ -134,8 +213,8 @@ func (d *Decoder) Float() float64 {
 // a count past the bytes left is damage, not a huge allocation.
 func (d *Decoder) Count() int {
 	n := d.Uint()
-	if n > uint64(len(d.B)) {
-		d.Fail("a count of %d with %d bytes left", n, len(d.B))
+	if left := len(d.B) + d.left; n > uint64(left) {
+		d.Fail("a count of %d with %d bytes left", n, left)
 		return 0
 	}
 	return int(n)
@@ -151,10 +230,11 @@ func (d *Decoder) Ref(n uint64, what string) uint64 {
 	return v
 }
 
-// Bytes is a length-prefixed run of bytes, not copied.
+// Bytes is a length-prefixed run of bytes, not copied: from a stream, it
+// is valid until the next read.
 func (d *Decoder) Bytes() []byte {
 	n := d.Count()
-	if d.Err != nil {
+	if d.Err != nil || !d.have(n) {
 		return nil
 	}
 	v := d.B[:n]
@@ -168,7 +248,7 @@ func (d *Decoder) Bool() bool {
 	if d.Err != nil {
 		return false
 	}
-	if len(d.B) < 1 || d.B[0] > 1 {
+	if !d.have(1) || d.B[0] > 1 {
 		d.Fail("bad flag")
 		return false
 	}

@@ -1,8 +1,11 @@
 package copycodec
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func sample() []byte {
@@ -91,5 +94,76 @@ func TestDecoderFaultsStick(t *testing.T) {
 	d = &Decoder{B: []byte{1, 2, 3}}
 	if d.Float() != 0 || d.Err == nil || d.Err.Error() != "cut short" {
 		t.Fatalf("float: %v", d.Err)
+	}
+}
+
+// A copy decoded as it is read from a stream, a byte at a time and with
+// strings longer than the window, reads as the copy held whole; damage
+// is found by the end at the latest.
+func TestStreamedCopyReadsAsTheWholeOne(t *testing.T) {
+	long := strings.Repeat("x", 3*streamWindow+5)
+	e := NewEncoder("TEST", 3, 0)
+	e.Uint(2)
+	e.Str(long)
+	e.Str("short")
+	for i := range 50_000 {
+		e.Uint(uint64(i) << 20)
+	}
+	e.Float(1.5)
+	e.Bool(true)
+	good := e.Seal()
+	decode := func(d *Decoder, damaged bool) error {
+		n := d.Count()
+		var got []string
+		for range n {
+			got = append(got, d.Str())
+		}
+		for i := range 50_000 {
+			if v := d.Uint(); v != uint64(i)<<20 && d.Err == nil && !damaged {
+				t.Fatalf("value %d read %d", i, v)
+			}
+		}
+		f, b := d.Float(), d.Bool()
+		if err := d.End(); err != nil {
+			return err
+		}
+		if !damaged && (len(got) != 2 || got[0] != long || got[1] != "short" || f != 1.5 || !b) {
+			t.Fatalf("read %d strings, %v, %v", len(got), f, b)
+		}
+		return nil
+	}
+	for name, r := range map[string]func([]byte) io.Reader{
+		"whole":          func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"byte by byte":   func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
+		"half at a time": func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) },
+	} {
+		d, err := OpenReader(r(good), len(good), "TEST", 3, "a test copy")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := decode(d, false); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)-20] ^= 0x01 // in a value: decodes, then fails its checksum
+	for name, tc := range map[string]struct {
+		b    []byte
+		size int
+		want string
+	}{
+		"a flipped bit":       {flipped, len(flipped), "checksum mismatch"},
+		"cut short":           {good[:len(good)-9], len(good), "unexpected EOF"},
+		"a longer size":       {append(bytes.Clone(good), 7), len(good) + 1, "bytes past the end"},
+		"another magic":       {append([]byte("NOPE"), good[4:]...), len(good), "not a test copy"},
+		"smaller than a head": {good[:6], 6, "not a test copy"},
+	} {
+		d, err := OpenReader(bytes.NewReader(tc.b), tc.size, "TEST", 3, "a test copy")
+		if err == nil {
+			err = decode(d, true)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
 	}
 }

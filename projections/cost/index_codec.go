@@ -3,6 +3,7 @@ package cost
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -197,6 +198,20 @@ func UnmarshalIndex(b []byte) (*Index, uint64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
 	}
+	return unmarshalIndex(cd)
+}
+
+// UnmarshalIndexFrom decodes a copy of size bytes as UnmarshalIndex does,
+// as it is read from r: the copy is never held whole.
+func UnmarshalIndexFrom(r io.Reader, size int) (*Index, uint64, error) {
+	cd, err := copycodec.OpenReader(r, size, indexMagic, indexCodecVersion, "a cost index copy")
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
+	}
+	return unmarshalIndex(cd)
+}
+
+func unmarshalIndex(cd *copycodec.Decoder) (*Index, uint64, error) {
 	d := &decoder{Decoder: cd}
 	x, seq := decodeIndex(d)
 	if err := d.End(); err != nil {

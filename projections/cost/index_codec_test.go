@@ -143,14 +143,23 @@ func TestUnmarshalIndexRefusesDamage(t *testing.T) {
 	}
 }
 
-// UnmarshalIndex never panics, and what it accepts encodes back to the
-// same bytes.
+// UnmarshalIndex never panics, from the whole copy or from a stream, and
+// what it accepts encodes back to the same bytes.
 func FuzzUnmarshalIndex(f *testing.F) {
 	f.Add(NewIndex().MarshalIndex(0))
 	f.Add([]byte("CSIX\x01"))
 	f.Add(seedIndex().MarshalIndex(7))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x, seq, err := UnmarshalIndex(b)
+		// Read from a stream, the copy is decoded before its checksum is
+		// checked: it must refuse or accept as the whole copy is.
+		xs, seqs, errs := UnmarshalIndexFrom(bytes.NewReader(b), len(b))
+		if (err == nil) != (errs == nil) || errs != nil && !errors.Is(errs, ErrIndexDamaged) {
+			t.Fatalf("whole: %v; streamed: %v", err, errs)
+		}
+		if err == nil && (seqs != seq || !bytes.Equal(xs.MarshalIndex(seqs), x.MarshalIndex(seq))) {
+			t.Fatal("the streamed copy decodes otherwise")
+		}
 		if err != nil {
 			if !errors.Is(err, ErrIndexDamaged) {
 				t.Fatalf("refused without ErrIndexDamaged: %v", err)

@@ -71,7 +71,7 @@ func NewRunner(ctx context.Context, views *projections.Runner, store *eventlog.S
 func (x *Runner) Name() string { return projectionName }
 
 // Restore begins the index at the views st (projections.Projection).
-func (x *Runner) Restore(st *projections.State, part []byte) error {
+func (x *Runner) Restore(st *projections.State, part projections.Part) error {
 	x.pending.Reset()
 	x.seq.Store(st.Seq)
 	x.mu.Lock()
@@ -83,7 +83,7 @@ func (x *Runner) Restore(st *projections.State, part []byte) error {
 		}
 		return nil
 	}
-	idx, seq, err := UnmarshalIndex(part)
+	idx, seq, err := UnmarshalIndexFrom(part, part.Len())
 	if err == nil && seq != st.Seq {
 		err = fmt.Errorf("it covers seq %d, the views %d", seq, st.Seq)
 	}

@@ -3,6 +3,7 @@ package timeline
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -108,6 +109,20 @@ func unmarshalTimelineIndex(b []byte) (*timelineContents, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
+	return unmarshalTimeline(cd)
+}
+
+// unmarshalTimelineFrom decodes a copy of size bytes as
+// unmarshalTimelineIndex does, as it is read from r.
+func unmarshalTimelineFrom(r io.Reader, size int) (*timelineContents, error) {
+	cd, err := copycodec.OpenReader(r, size, timelineCopyMagic, timelineCopyVersion, "a timeline index copy")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
+	}
+	return unmarshalTimeline(cd)
+}
+
+func unmarshalTimeline(cd *copycodec.Decoder) (*timelineContents, error) {
 	d := &tlDecoder{cd}
 	c := decodeTimelineContents(d)
 	if err := d.End(); err != nil {

@@ -96,7 +96,7 @@ func restored(b []byte) (*Index, error) {
 	y := &Index{}
 	st := projections.NewState()
 	st.Seq = c.seq
-	return y, y.Restore(st, b)
+	return y, y.Restore(st, bytes.NewReader(b))
 }
 
 // cutOf is x's timeline of [since, until), spelled out, without reading a
@@ -128,6 +128,12 @@ func FuzzUnmarshalTimelineIndex(f *testing.F) {
 	f.Add([]byte("CSTL\x03"))
 	f.Add(foldLifecycles(1, 0).marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// Read from a stream, the copy is decoded before its checksum is
+		// checked: it must refuse or accept as the whole copy is.
+		_, whole := unmarshalTimelineIndex(b)
+		if _, streamed := unmarshalTimelineFrom(bytes.NewReader(b), len(b)); (whole == nil) != (streamed == nil) || streamed != nil && !errors.Is(streamed, errCopyDamaged) {
+			t.Fatalf("whole: %v; streamed: %v", whole, streamed)
+		}
 		y, err := restored(b)
 		if err != nil {
 			if !errors.Is(err, errCopyDamaged) {

@@ -120,7 +120,7 @@ func (x *Index) reset() {
 func (x *Index) Name() string { return projectionName }
 
 // Restore begins the index at the views st (projections.Projection).
-func (x *Index) Restore(st *projections.State, part []byte) error {
+func (x *Index) Restore(st *projections.State, part projections.Part) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	begin := false
@@ -139,7 +139,7 @@ func (x *Index) Restore(st *projections.State, part []byte) error {
 		}
 		return nil
 	}
-	c, err := unmarshalTimelineIndex(part)
+	c, err := unmarshalTimelineFrom(part, part.Len())
 	if err == nil && c.seq != st.Seq {
 		err = fmt.Errorf("%w: it covers seq %d, the views %d", errCopyDamaged, c.seq, st.Seq)
 	}

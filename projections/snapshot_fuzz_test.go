@@ -178,16 +178,22 @@ func plainFrame(t testing.TB, st *State, parts []snapshotPart) []byte {
 	return frameSnapshot(bytes.Join(views, nil), parts)
 }
 
-// What is stored is the frame compressed, and it reads back as the frame:
-// the views as json.Marshal writes their envelope, the parts as given.
-func TestAStoredSnapshotIsItsFrameCompressed(t *testing.T) {
+// viewsOfSlots are the views of a group of n slots.
+func viewsOfSlots(n int) *State {
 	st := NewState()
 	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
 	_ = Evolve(st, events.Event{Seq: 1, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}})
-	for i := range 200 {
-		slot := fmt.Sprintf("slot-%03d", i)
-		_ = Evolve(st, events.Event{Seq: uint64(i + 2), Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot}}})
+	for i := range n {
+		slot := fmt.Sprintf("slot-%04d", i)
+		_ = Evolve(st, events.Event{Seq: uint64(i + 2), Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot, Address: "10.0.0.1"}}})
 	}
+	return st
+}
+
+// What is stored is the frame compressed, and it reads back as the frame:
+// the views as json.Marshal writes their envelope, the parts as given.
+func TestAStoredSnapshotIsItsFrameCompressed(t *testing.T) {
+	st := viewsOfSlots(200)
 	parts := []snapshotPart{{name: "cost", data: bytes.Repeat([]byte{7, 1}, 5000)}, {name: "timeline", data: nil}}
 	stored, seq, err := encodeSnapshotParts(st, parts)
 	if err != nil || seq != st.Seq {
@@ -362,13 +368,7 @@ func TestAStoredSnapshotExpandsPartByPart(t *testing.T) {
 // The views of a stored frame are decoded as they are expanded: a start
 // allocates for the views it builds, not for their JSON besides.
 func TestStoredViewsAreDecodedAsTheyExpand(t *testing.T) {
-	st := NewState()
-	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
-	_ = Evolve(st, events.Event{Seq: 1, Time: at, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}})
-	for i := range 4000 {
-		slot := fmt.Sprintf("slot-%04d", i)
-		_ = Evolve(st, events.Event{Seq: uint64(i + 2), Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: slot, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + slot, Address: "10.0.0.1"}}})
-	}
+	st := viewsOfSlots(4000)
 	stored, _, err := encodeSnapshotParts(st, []snapshotPart{{name: "cost", data: []byte{1}}})
 	if err != nil {
 		t.Fatal(err)

@@ -322,23 +322,9 @@ func (s *snapshotStream) nextPart() (string, Part, error) {
 		}
 		return name, bytes.NewReader(data), nil
 	}
-	if err := s.drain(); err != nil {
-		return "", nil, err
-	}
-	if s.legacy || s.err != nil {
-		return "", nil, cmp.Or(s.err, io.EOF)
-	}
-	name, err := s.field(maxPartName)
+	name, err := s.partName()
 	if err != nil {
-		s.err = err
-		if !errors.Is(err, io.EOF) {
-			s.err = fmt.Errorf("decode snapshot: %w: a part's name: %w", errSnapshotFrame, err)
-		}
-		return "", nil, s.err
-	}
-	if s.seen[string(name)] {
-		s.err = fmt.Errorf("decode snapshot: %w: two parts %q", errSnapshotFrame, name)
-		return "", nil, s.err
+		return "", nil, err
 	}
 	n, err := binary.ReadUvarint(byteCounter{s})
 	switch {
@@ -353,12 +339,8 @@ func (s *snapshotStream) nextPart() (string, Part, error) {
 		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, name, err)
 		return "", nil, s.err
 	}
-	if s.seen == nil {
-		s.seen = map[string]bool{}
-	}
-	s.seen[string(name)] = true
-	s.open = &storedPart{s: s, name: string(name), n: n}
-	return string(name), s.open, nil
+	s.open = &storedPart{s: s, name: name, n: n}
+	return name, s.open, nil
 }
 
 // drain reads the open part of a stored frame to its end.
@@ -436,11 +418,26 @@ func (s *snapshotStream) skipParts() error {
 
 // next reads the next part whole; io.EOF after the last.
 func (s *snapshotStream) next() (string, []byte, error) {
-	if err := s.drain(); err != nil {
+	name, err := s.partName()
+	if err != nil {
 		return "", nil, err
 	}
+	data, err := s.field(maxPartSize)
+	if err != nil {
+		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, name, err)
+		return "", nil, s.err
+	}
+	return name, data, nil
+}
+
+// partName reads the next part's name, after the part open before it;
+// io.EOF after the last part.
+func (s *snapshotStream) partName() (string, error) {
+	if err := s.drain(); err != nil {
+		return "", err
+	}
 	if s.legacy || s.err != nil {
-		return "", nil, cmp.Or(s.err, io.EOF)
+		return "", cmp.Or(s.err, io.EOF)
 	}
 	name, err := s.field(maxPartName)
 	if err != nil {
@@ -448,22 +445,17 @@ func (s *snapshotStream) next() (string, []byte, error) {
 		if !errors.Is(err, io.EOF) {
 			s.err = fmt.Errorf("decode snapshot: %w: a part's name: %w", errSnapshotFrame, err)
 		}
-		return "", nil, s.err
+		return "", s.err
 	}
 	if s.seen[string(name)] {
 		s.err = fmt.Errorf("decode snapshot: %w: two parts %q", errSnapshotFrame, name)
-		return "", nil, s.err
-	}
-	data, err := s.field(maxPartSize)
-	if err != nil {
-		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, name, err)
-		return "", nil, s.err
+		return "", s.err
 	}
 	if s.seen == nil {
 		s.seen = map[string]bool{}
 	}
 	s.seen[string(name)] = true
-	return string(name), data, nil
+	return string(name), nil
 }
 
 // maxPartSize bounds a part's length as read from the frame.

@@ -16,8 +16,9 @@ import (
 // WaitReplicasCurrent polls (every 100ms, until ctx ends) until the
 // stream has a leader and every replica of it that is not offline is
 // current. A stream on one server returns at once. progress, when set, is
-// called with what is awaited every 10s.
-func (s *Store) WaitReplicasCurrent(ctx context.Context, progress func(lagging []string, waited time.Duration)) error {
+// called with what is awaited every 10s: the replicas behind, or why the
+// stream's state could not be read (no leader, no answer).
+func (s *Store) WaitReplicasCurrent(ctx context.Context, progress func(lagging []string, why error, waited time.Duration)) error {
 	start := time.Now()
 	lastReport := start
 	for {
@@ -27,7 +28,7 @@ func (s *Store) WaitReplicasCurrent(ctx context.Context, progress func(lagging [
 		}
 		if progress != nil && time.Since(lastReport) >= 10*time.Second {
 			lastReport = time.Now()
-			progress(lagging, time.Since(start))
+			progress(lagging, err, time.Since(start))
 		}
 		select {
 		case <-ctx.Done():

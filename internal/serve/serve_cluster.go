@@ -188,7 +188,11 @@ func openStoreRetrying(ctx context.Context, js jetstream.JetStream, emb *natsser
 		cancel()
 		if err == nil {
 			// The views read the whole log next: from current copies only.
-			err = st.WaitReplicasCurrent(ctx, func(lagging []string, waited time.Duration) {
+			err = st.WaitReplicasCurrent(ctx, func(lagging []string, why error, waited time.Duration) {
+				if why != nil {
+					log.Warn("waiting for the event log's stream to answer with its replicas before building the views", "err", why, "waited", waited.Round(time.Second))
+					return
+				}
 				log.Warn("waiting for the event log's replicas to catch up before building the views", "lagging", lagging, "waited", waited.Round(time.Second))
 			})
 			if err != nil {

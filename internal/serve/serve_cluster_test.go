@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"fmt"
+	"github.com/nats-io/nats-server/v2/server"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,20 +137,42 @@ func TestReplicasRestoreASingleReplicasBackup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	startAll := func() []*plane {
-		planes := make([]*plane, 3)
-		errs := make(chan error, 3)
+		type started struct {
+			i   int
+			p   *plane
+			err error
+		}
+		done := make(chan started, len(opts))
 		for i := range opts {
 			go func() {
 				log, _ := newLogger(first(os.Getenv("TEST_LOG_LEVEL"), "warn"), "text")
 				p, err := startPlane(ctx, opts[i], log, nil, nil)
-				planes[i] = p
-				errs <- err
+				done <- started{i, p, err}
 			}()
 		}
+		planes := make([]*plane, len(opts))
+		var failed error
+		// A start that takes long is shown while it waits: what the
+		// servers that started know of the streams then.
+		slow := time.NewTimer(30 * time.Second)
+		defer slow.Stop()
 		for range opts {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
+			for waiting := true; waiting; {
+				select {
+				case s := <-done:
+					planes[s.i], waiting = s.p, false
+					if s.err != nil && failed == nil {
+						failed = s.err
+					}
+				case <-slow.C:
+					t.Log("a replica's start takes over 30s; the streams as the started ones see them:")
+					logStreamsOf(t, planes)
+				}
 			}
+		}
+		if failed != nil {
+			logStreamsOf(t, planes)
+			t.Fatal(failed)
 		}
 		return planes
 	}
@@ -187,6 +210,37 @@ func TestReplicasRestoreASingleReplicasBackup(t *testing.T) {
 	for i, p := range planes {
 		if n, err := p.store.LastSeq(ctx); err != nil || n != last+1 {
 			t.Fatalf("replica %d after a restart: LastSeq %d, %v; want %d", i, n, err, last+1)
+		}
+	}
+}
+
+// logStreamsOf logs what the servers of the planes that started know of
+// the streams: their leaders and replicas, for a start that failed.
+func logStreamsOf(t *testing.T, planes []*plane) {
+	t.Helper()
+	for i, p := range planes {
+		if p == nil || p.emb == nil {
+			t.Logf("replica %d: did not start", i)
+			continue
+		}
+		if jsz, err := p.emb.Server.Jsz(&server.JSzOptions{}); err == nil && jsz.Meta != nil {
+			t.Logf("replica %d (%s): meta leader %q, %d peers", i, p.emb.Server.Name(), jsz.Meta.Leader, len(jsz.Meta.Replicas)+1)
+		}
+		acc, err := p.emb.Server.JszAccount(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true, Consumer: true})
+		if err != nil {
+			t.Logf("replica %d: %v", i, err)
+			continue
+		}
+		for _, sd := range acc.Streams {
+			line := fmt.Sprintf("replica %d: stream %s msgs %d last %d", i, sd.Name, sd.State.Msgs, sd.State.LastSeq)
+			if c := sd.Cluster; c != nil {
+				line += fmt.Sprintf(" leader %q", c.Leader)
+				for _, r := range c.Replicas {
+					line += fmt.Sprintf(" [%s current=%v offline=%v active=%v lag=%d]", r.Name, r.Current, r.Offline, r.Active, r.Lag)
+				}
+			}
+			line += fmt.Sprintf(" consumers %d", len(sd.Consumer))
+			t.Log(line)
 		}
 	}
 }

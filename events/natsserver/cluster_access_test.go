@@ -325,7 +325,12 @@ func TestSubscriberConsumerFloodOnAClusterLeavesTheReplicasReading(t *testing.T)
 		for j := range 3 {
 			name := fmt.Sprintf("flood-%d-%d", i, j)
 			eventstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-				_, err := js.CreateConsumer(ctx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
+				// Each attempt within the wait: a create the cluster leaves
+				// unanswered is asked again (the same durable: a create that
+				// landed unanswered is found, not made twice).
+				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				_, err := js.CreateConsumer(actx, "CLAIMSTREAM", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
 				switch {
 				case err == nil:
 					made++

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,9 @@ func exampleServe(t *testing.T) (api, metrics, token string) {
 	eventstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		b, err := os.ReadFile(filepath.Join(o.dataDir, apiTokenFile))
 		token = strings.TrimSpace(string(b))
+		if err == nil && token == "" {
+			return errors.New("the API token file is empty")
+		}
 		return err
 	})
 	return api, metrics, token

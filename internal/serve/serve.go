@@ -565,10 +565,33 @@ func apiToken(o serveOptions) (string, error) {
 		return "", err
 	}
 	t := hex.EncodeToString(raw[:])
-	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+	if err := writeTokenFile(path, t); err != nil {
 		return "", fmt.Errorf("write the API token: %w", err)
 	}
 	return t, nil
+}
+
+// writeTokenFile writes the token whole or not at all (a temporary file
+// renamed over path): a reader, or the next start after a crash, never
+// finds the file empty.
+func writeTokenFile(path, token string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(token + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 const apiTokenFile = "api-token"

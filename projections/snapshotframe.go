@@ -358,13 +358,13 @@ func (s *snapshotStream) drain() error {
 // partDamage is the damage the open part's reads met, as the stream's
 // error.
 func (s *snapshotStream) partDamage() error {
-	if s.open != nil && s.open.err != nil && s.err == nil {
+	if s.open == nil || s.open.err == nil {
+		return nil
+	}
+	if s.err == nil {
 		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, s.open.name, s.open.err)
 	}
-	if s.open != nil && s.open.err != nil {
-		return s.err
-	}
-	return nil
+	return s.err
 }
 
 // storedPart reads one part of a stored frame, n bytes, as it is

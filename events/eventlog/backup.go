@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +64,23 @@ type BackupManifest struct {
 	// server gave them; restore hands them back to it.
 	Config json.RawMessage `json:"config"`
 	State  json.RawMessage `json:"state"`
+}
+
+// WithReplicas returns m set to restore its stream with n replicas: a
+// single server's backup is placed on a cluster's replicas by the restore
+// itself, rather than restored on one and raised after.
+func (m BackupManifest) WithReplicas(n int) (BackupManifest, error) {
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(m.Config, &cfg); err != nil {
+		return m, badBackup("the stream configuration: %v", err)
+	}
+	cfg["num_replicas"] = json.RawMessage(strconv.Itoa(n))
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return m, fmt.Errorf("backup of %s: set %d replicas: %w", m.Stream, n, err)
+	}
+	m.Config = b
+	return m, nil
 }
 
 // ErrBadBackup is matched (errors.Is) by every refusal of a damaged or

@@ -259,3 +259,58 @@ func goodBackupBytes(t testing.TB) []byte {
 	}
 	return buf.Bytes()
 }
+
+// A single server's backup restores onto a cluster's three replicas at
+// once: every server holds the whole log when the restore answers, and
+// the rest of the stream's configuration is the backup's.
+func TestASingleServersBackupRestoresOntoThreeReplicas(t *testing.T) {
+	st, srv := eventstest.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 5 {
+		name := fmt.Sprintf("s%d", i)
+		if _, err := st.Append(ctx, events.SlotAggregate(name), 0, events.Event{Time: time.Now(), Data: events.SlotDeclared{Ref: events.Ref{Slot: name, Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://" + name}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, m := writeBackupFile(t, srv, st)
+	if _, err := m.WithReplicas(3); err != nil {
+		t.Fatal(err)
+	}
+	bad := m
+	bad.Config = []byte(`[]`)
+	if _, err := bad.WithReplicas(3); !errors.Is(err, eventlog.ErrBadBackup) {
+		t.Fatalf("replicas set on a configuration that is not an object: %v, want ErrBadBackup", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := eventstest.StartCluster(t, 3)
+	c.WaitForMetaLeader()
+	three, err := m.WithReplicas(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Right after forming, a cluster may not know its peers yet.
+	eventstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		err := eventlog.RestoreBackup(ctx, c.Servers[1].Conn, f, three)
+		if errors.Is(err, eventlog.ErrRestoreNoPeers) {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("restore onto the cluster: %v", err)
+		}
+		return nil
+	})
+	info, err := c.JetStream(0).Stream(ctx, st.Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := info.CachedInfo().Config
+	if cfg.Replicas != 3 || !cfg.DenyDelete || !cfg.DenyPurge || !cfg.AllowDirect {
+		t.Fatalf("restored stream: %d replicas, deny delete %v, deny purge %v, direct %v; want 3 and the backup's settings", cfg.Replicas, cfg.DenyDelete, cfg.DenyPurge, cfg.AllowDirect)
+	}
+	c.WaitStreamStored(st.Stream(), m.LastSeq)
+}

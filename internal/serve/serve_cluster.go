@@ -174,7 +174,7 @@ func joinCluster(ctx context.Context, emb *natsserver.Embedded, log *slog.Logger
 // stream fails until enough peers are known to the meta leader, so it
 // retries (with backoff, bounded by ctx) while the cluster forms.
 func openStoreRetrying(ctx context.Context, js jetstream.JetStream, emb *natsserver.Embedded, cfg eventlog.StoreConfig, restoreFile string, log *slog.Logger) (*eventlog.Store, error) {
-	if err := restoreBackupOnce(ctx, js, emb, restoreFile, first(cfg.Stream, "CLAIMSTREAM"), log); err != nil {
+	if err := restoreBackupOnce(ctx, js, emb, restoreFile, first(cfg.Stream, "CLAIMSTREAM"), cfg.Replicas, log); err != nil {
 		return nil, err
 	}
 	if !emb.Clustered() {
@@ -244,12 +244,12 @@ func clusterJetStream(js jetstream.JetStream, emb *natsserver.Embedded, log *slo
 }
 
 // restoreBackupOnce restores a backup into the log if the log does not
-// exist yet, through JetStream's restore API (on a cluster the stream comes
-// back with the backup's replica count; opening the store raises it).
+// exist yet, through JetStream's restore API (with the log's replica
+// count: on a cluster the restore places the stream on its replicas).
 // Every replica may be given the file: the first restore wins, the others
 // find the log holding the backup. A log that exists with other events is
 // refused, and nothing is changed.
-func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *natsserver.Embedded, file, stream string, log *slog.Logger) error {
+func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *natsserver.Embedded, file, stream string, replicas int, log *slog.Logger) error {
 	if file == "" {
 		return nil
 	}
@@ -264,6 +264,11 @@ func restoreBackupOnce(ctx context.Context, js jetstream.JetStream, emb *natsser
 	}
 	if m.Stream != stream {
 		return fmt.Errorf("--restore-backup: the backup holds stream %s, this log is stream %s (--stream)", m.Stream, stream)
+	}
+	if replicas > 1 {
+		if m, err = m.WithReplicas(replicas); err != nil {
+			return fmt.Errorf("--restore-backup refused, nothing written: %w", err)
+		}
 	}
 	// Racing replicas: one restores, the others see the stream in use
 	// (and, until the restore ends, empty). Bounded: a big log takes a

@@ -195,7 +195,7 @@ const SubscribersAccount = "SUBSCRIBERS"
 // configure puts the identities into the server's options: proc in the
 // process's account, copier (when the subscribers' account is defined) in
 // the subscribers' account.
-func (a Access) configure(opts *server.Options, proc, copier *processIdentity) {
+func (a Access) configure(opts *server.Options, proc, copier *processIdentity) error {
 	inProcess := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
 	opts.Nkeys = []*server.NkeyUser{{
 		Nkey: proc.pub,
@@ -205,10 +205,21 @@ func (a Access) configure(opts *server.Options, proc, copier *processIdentity) {
 	}}
 	opts.Users, opts.Accounts = nil, nil
 	if !a.needsAccount() {
-		return
+		return nil
 	}
-	acc := server.NewAccount(SubscribersAccount)
-	opts.Accounts = []*server.Account{acc}
+	// With a second account, the server turns JetStream on only for the
+	// accounts whose configuration asks for it.
+	global, err := jetStreamAccount(server.DEFAULT_GLOBAL_ACCOUNT, "enabled")
+	if err != nil {
+		return err
+	}
+	acc, err := jetStreamAccount(SubscribersAccount, fmt.Sprintf(
+		"{max_mem: 0, max_file: -1, max_streams: %d, max_consumers: %d, max_ack_pending: 0, mem_max_stream_bytes: 0, store_max_stream_bytes: 0}",
+		len(a.Streams), a.subscriberConsumers()))
+	if err != nil {
+		return err
+	}
+	opts.Accounts = []*server.Account{global, acc}
 	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: copier.pub, Account: acc, AllowedConnectionTypes: inProcess})
 	perms := a.SubscriberPermissions()
 	for _, s := range a.Subscribers {
@@ -220,6 +231,30 @@ func (a Access) configure(opts *server.Options, proc, copier *processIdentity) {
 			AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeStandard: {}},
 		})
 	}
+	return nil
+}
+
+// jetStreamAccount is an account named name whose JetStream the server
+// turns on as it starts, with limits written as the server's account
+// configuration writes them ("enabled", or a map of limits). The server
+// takes an account's JetStream limits before its start from its
+// configuration only; turned on after the start, a clustered replica's
+// meta layer could first apply the assignment of one of the account's
+// streams, fail to make its copy ("JetStream not enabled for account"),
+// and leave that stream a replica short until the assignment changes.
+func jetStreamAccount(name, limits string) (*server.Account, error) {
+	var o server.Options
+	if err := o.ProcessConfigString("accounts: { account: { jetstream: " + limits + " } }"); err != nil {
+		return nil, fmt.Errorf("account %s: JetStream limits %s: %w", name, limits, err)
+	}
+	if len(o.Accounts) != 1 {
+		return nil, fmt.Errorf("account %s: JetStream limits %s: %d accounts parsed", name, limits, len(o.Accounts))
+	}
+	// The server copies a configured account's settings into the account
+	// of its name, the global one included.
+	acc := o.Accounts[0]
+	acc.Name = name
+	return acc, nil
 }
 
 // wire connects the copies in the subscribers' account to the streams of
@@ -272,30 +307,22 @@ func (a Access) wire(ns *server.Server) error {
 	return nil
 }
 
-// enableJetStream turns JetStream on for both accounts once the server
-// runs: with a second account configured, nats-server no longer enables it
-// for the global account by itself. The streams on disk are recovered as
-// they are. The subscribers' account gets limits of its own: the copies,
-// and SubscriberConsumers consumers in all.
-func (a Access) enableJetStream(ns *server.Server) error {
+// checkJetStream reports an account the server started without
+// JetStream: a start that would otherwise fail every request with
+// "JetStream not enabled for account".
+func (a Access) checkJetStream(ns *server.Server) error {
 	if !a.needsAccount() {
 		return nil
 	}
-	if err := ns.GlobalAccount().EnableJetStream(nil, nil); err != nil {
-		return fmt.Errorf("enable JetStream for the process's account: %w", err)
+	if !ns.GlobalAccount().JetStreamEnabled() {
+		return errors.New("JetStream is not on for the process's account")
 	}
 	sub, err := ns.LookupAccount(SubscribersAccount)
 	if err != nil {
 		return fmt.Errorf("account %s: %w", SubscribersAccount, err)
 	}
-	limits := map[string]server.JetStreamAccountLimits{"": {
-		MaxMemory:    0,
-		MaxStore:     -1,
-		MaxStreams:   len(a.Streams),
-		MaxConsumers: a.subscriberConsumers(),
-	}}
-	if err := sub.EnableJetStream(limits, nil); err != nil {
-		return fmt.Errorf("enable JetStream for the subscribers' account: %w", err)
+	if !sub.JetStreamEnabled() {
+		return errors.New("JetStream is not on for the subscribers' account")
 	}
 	return nil
 }

@@ -144,7 +144,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	// Accounts are cluster-wide: every replica defines the same ones.
 	cfg.Access.clustered = cfg.Cluster.Enabled()
 	cfg.Access.listening = cfg.Listen
-	cfg.Access.configure(opts, proc, copier)
+	if err := cfg.Access.configure(opts, proc, copier); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
 	if cfg.Listen {
 		configureAuthWatch(opts, watcher)
 	}
@@ -184,7 +186,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		ns.Shutdown()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
-	if err := cfg.Access.enableJetStream(ns); err != nil {
+	if err := cfg.Access.checkJetStream(ns); err != nil {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}

@@ -326,15 +326,7 @@ func (s *snapshotStream) nextPart() (string, Part, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	n, err := binary.ReadUvarint(byteCounter{s})
-	switch {
-	case errors.Is(err, io.EOF):
-		err = io.ErrUnexpectedEOF
-	case err == nil && n > maxPartSize:
-		err = fmt.Errorf("a length of %d", n)
-	case err == nil && n > s.left:
-		err = io.ErrUnexpectedEOF
-	}
+	n, err := s.storedLength(maxPartSize)
 	if err != nil {
 		s.err = fmt.Errorf("decode snapshot: %w: part %q: %w", errSnapshotFrame, name, err)
 		return "", nil, s.err
@@ -494,16 +486,28 @@ func (s *snapshotStream) storedField(limit uint64) ([]byte, error) {
 		}
 		return nil, io.EOF
 	}
+	n, err := s.storedLength(limit)
+	if err != nil {
+		return nil, err
+	}
+	return s.read(n)
+}
+
+// storedLength reads a field's length from a stored frame: at most limit,
+// and no more than the frame has left.
+func (s *snapshotStream) storedLength(limit uint64) (uint64, error) {
 	n, err := binary.ReadUvarint(byteCounter{s})
 	switch {
 	case errors.Is(err, io.EOF):
-		return nil, io.ErrUnexpectedEOF
+		return 0, io.ErrUnexpectedEOF
 	case err != nil:
-		return nil, err
+		return 0, err
 	case n > limit:
-		return nil, fmt.Errorf("a length of %d", n)
+		return 0, fmt.Errorf("a length of %d", n)
+	case n > s.left:
+		return 0, io.ErrUnexpectedEOF
 	}
-	return s.read(n)
+	return n, nil
 }
 
 // finish ends the read: the error of a damaged frame, if the parts read

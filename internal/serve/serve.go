@@ -575,11 +575,22 @@ func apiToken(o serveOptions) (string, error) {
 // renamed over path): a reader, or the next start after a crash, never
 // finds the file empty.
 func writeTokenFile(path, token string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"-"
+	f, err := os.CreateTemp(dir, prefix+"*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(f.Name())
+	// A start killed while it wrote the token left its temporary file
+	// behind, holding a token nobody uses; one serve owns the data dir,
+	// so every other such file is stale.
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if name := filepath.Join(dir, e.Name()); strings.HasPrefix(e.Name(), prefix) && name != f.Name() && e.Type().IsRegular() {
+				_ = os.Remove(name)
+			}
+		}
+	}
 	if _, err := f.WriteString(token + "\n"); err != nil {
 		f.Close()
 		return err

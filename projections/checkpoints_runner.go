@@ -161,17 +161,12 @@ func (r *Runner) CheckpointNow(ctx context.Context) (CheckpointInfo, error) {
 	// The views alone: checkpoints are kept by the hundred, and the
 	// projections' parts (the cost index grows with the history) live in
 	// the one snapshot.
-	c, err := contentOf(r.state, nil)
+	b, seq, err := encodeSnapshot(r.state)
 	last := r.lastEventTime
 	r.mu.RUnlock()
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
-	b, err := c.stored()
-	if err != nil {
-		return CheckpointInfo{}, err
-	}
-	seq := c.seq
 	if seq == 0 {
 		return CheckpointInfo{}, errors.New("no checkpoint of empty views")
 	}

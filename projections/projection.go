@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"io"
+
 	"github.com/claimstream/claimstream/events"
 )
 
@@ -23,7 +25,8 @@ type Projection interface {
 	// the views' write lock: it must be quick, must not block and must not
 	// call the runner.
 	Apply(st *State, e events.Event)
-	// Marshal is its part of a snapshot of the views as they are now (it
-	// runs under their read lock, so no Apply runs meanwhile).
-	Marshal() ([]byte, error)
+	// WritePart writes its part of a snapshot of the views as they are
+	// now to w, as it is encoded (it runs under their read lock, so no
+	// Apply runs meanwhile).
+	WritePart(w io.Writer) error
 }

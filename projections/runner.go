@@ -486,16 +486,11 @@ func (r *Runner) SnapshotNow(ctx context.Context) error {
 		return errors.New("no snapshot store configured")
 	}
 	r.mu.RLock()
-	c, err := r.contentLocked()
+	b, seq, err := r.storedLocked()
 	r.mu.RUnlock()
 	if err != nil {
 		return err
 	}
-	b, err := c.stored()
-	if err != nil {
-		return err
-	}
-	seq := c.seq
 	if gaps := r.Gaps(); len(gaps) > 0 {
 		return fmt.Errorf("no snapshot of views built over a gap (%s): the next start must see the gap again", gaps)
 	}
@@ -520,9 +515,8 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	}
 	// A read lock keeps the fold out while the views are encoded.
 	r.mu.RLock()
-	c, err := r.contentLocked()
+	b, seq, err := r.storedLocked()
 	r.mu.RUnlock()
-	seq := c.seq
 	if err != nil {
 		r.snapping.Store(false)
 		r.nextSnap.Store(seq + r.every)
@@ -532,10 +526,7 @@ func (r *Runner) snapshotAsync(ctx context.Context) {
 	go func() {
 		// The watermark moves only once the snapshot is saved; a failed
 		// save is tried again after another SnapshotEvery events.
-		b, err := c.stored()
-		if err == nil {
-			err = r.snaps.save(ctx, b, seq)
-		}
+		err := r.snaps.save(ctx, b, seq)
 		if err != nil {
 			r.nextSnap.Store(seq + r.every)
 			if ctx.Err() == nil {

@@ -139,18 +139,15 @@ func (r *Runner) projectionNamed(name string) Projection {
 	return nil
 }
 
-// contentLocked is a snapshot of the views and every projection's part,
-// to be stored; the caller holds mu.
-func (r *Runner) contentLocked() (snapshotContent, error) {
+// storedLocked is the stored snapshot of the views and every
+// projection's part, compressed as they are encoded, and the sequence of
+// its last event; the caller holds mu.
+func (r *Runner) storedLocked() ([]byte, uint64, error) {
 	parts := make([]snapshotPart, 0, len(r.projs))
 	for _, p := range r.projs {
-		b, err := p.Marshal()
-		if err != nil {
-			return snapshotContent{seq: r.state.Seq}, fmt.Errorf("encode the %s projection: %w", p.Name(), err)
-		}
-		parts = append(parts, snapshotPart{name: p.Name(), data: b})
+		parts = append(parts, snapshotPart{name: p.Name(), write: p.WritePart})
 	}
-	return contentOf(r.state, parts)
+	return encodeSnapshotParts(r.state, parts)
 }
 
 // StartProgress is how far Start's fold is: the last event folded and the

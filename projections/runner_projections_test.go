@@ -66,10 +66,11 @@ func (p *seqSum) Apply(_ *projections.State, e events.Event) {
 	p.applied++
 }
 
-func (p *seqSum) Marshal() ([]byte, error) {
+func (p *seqSum) WritePart(w io.Writer) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return []byte(strconv.FormatUint(p.sum, 10)), nil
+	_, err := io.WriteString(w, strconv.FormatUint(p.sum, 10))
+	return err
 }
 
 func (p *seqSum) state() (sum uint64, applied int, noHistory bool) {
@@ -176,7 +177,10 @@ func TestProjectionsWithoutAUsablePartFoldTheLogFromItsStart(t *testing.T) {
 // unreadable saves a part that seqSum cannot read.
 type unreadable struct{ seqSum }
 
-func (u *unreadable) Marshal() ([]byte, error) { return []byte("not a number"), nil }
+func (u *unreadable) WritePart(w io.Writer) error {
+	_, err := io.WriteString(w, "not a number")
+	return err
+}
 
 // A projection registered after the views' start is built from the log up
 // to them first, then folds with them.

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -66,44 +69,91 @@ func encodeSnapshot(s *State) ([]byte, uint64, error) {
 	return encodeSnapshotParts(s, nil)
 }
 
-// encodeSnapshotParts is the stored form of the views st and the parts of
-// the projections (snapshotframe.go).
+// encodeSnapshotParts is the stored form of the views s and the parts of
+// the projections (snapshotframe.go), written as they are encoded: what
+// is held is the compressed frame, not the views' JSON nor a part whole.
 func encodeSnapshotParts(s *State, parts []snapshotPart) ([]byte, uint64, error) {
-	c, err := contentOf(s, parts)
-	if err != nil {
-		return nil, 0, err
-	}
-	b, err := c.stored()
-	return b, c.seq, err
+	b, err := storeFrame(func(w io.Writer) error { return writeViews(w, s) }, parts)
+	return b, s.Seq, err
 }
 
-// snapshotContent is a snapshot before it is stored: what must be taken
-// under the views' lock. Compressing it needs no lock.
-type snapshotContent struct {
-	views [][]byte
-	parts []snapshotPart
-	seq   uint64
+// writeViews writes the views' part, a snapshotEnvelope of s as
+// json.Marshal writes it, to w entry by entry, so the JSON of every slot
+// and claim is never held at once.
+func writeViews(w io.Writer, s *State) error {
+	j := &jsonWriter{w: w}
+	j.enc = json.NewEncoder(&j.buf)
+	j.raw(fmt.Sprintf(`{"version":%d,"seq":%d,"state":{"seq":`, SnapshotVersion, s.Seq))
+	j.value(s.Seq)
+	j.raw(`,"groups":`)
+	writeJSONMap(j, s.Groups)
+	j.raw(`,"slots":`)
+	writeJSONMap(j, s.Slots)
+	j.raw(`,"claims":`)
+	writeJSONMap(j, s.Claims)
+	j.raw(`,"stats":`)
+	j.value(s.Stats)
+	if s.Leader != nil {
+		j.raw(`,"leader":`)
+		j.value(s.Leader)
+	}
+	j.raw(`}}`)
+	if j.err != nil {
+		return fmt.Errorf("encode views: %w", j.err)
+	}
+	return nil
 }
 
-func contentOf(s *State, parts []snapshotPart) (snapshotContent, error) {
-	views, err := viewsEnvelope(s)
-	if err != nil {
-		return snapshotContent{seq: s.Seq}, err
-	}
-	return snapshotContent{views: views, parts: parts, seq: s.Seq}, nil
+// viewsJSON is the views' part of s, whole.
+func viewsJSON(s *State) ([]byte, error) {
+	var b bytes.Buffer
+	err := writeViews(&b, s)
+	return b.Bytes(), err
 }
 
-func (c snapshotContent) stored() ([]byte, error) { return storeFrame(c.views, c.parts) }
+// jsonWriter writes JSON values one at a time; its first error sticks.
+type jsonWriter struct {
+	w   io.Writer
+	buf bytes.Buffer
+	enc *json.Encoder
+	err error
+}
 
-// viewsEnvelope is the views' part as json.Marshal writes a
-// snapshotEnvelope of s, in pieces: the views' JSON is not copied again.
-func viewsEnvelope(s *State) ([][]byte, error) {
-	st, err := json.Marshal(s)
-	if err != nil {
-		return nil, fmt.Errorf("encode views: %w", err)
+func (j *jsonWriter) raw(s string) {
+	if j.err == nil {
+		_, j.err = io.WriteString(j.w, s)
 	}
-	head := fmt.Appendf(nil, `{"version":%d,"seq":%d,"state":`, SnapshotVersion, s.Seq)
-	return [][]byte{head, st, []byte("}")}, nil
+}
+
+// value writes v as json.Marshal encodes it (Encode adds a newline,
+// which is left out).
+func (j *jsonWriter) value(v any) {
+	if j.err != nil {
+		return
+	}
+	j.buf.Reset()
+	if j.err = j.enc.Encode(v); j.err == nil {
+		_, j.err = j.w.Write(j.buf.Bytes()[:j.buf.Len()-1])
+	}
+}
+
+// writeJSONMap writes m as json.Marshal encodes a map: its keys in
+// order, a nil map as null.
+func writeJSONMap[V any](j *jsonWriter, m map[string]V) {
+	if m == nil {
+		j.raw("null")
+		return
+	}
+	j.raw("{")
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			j.raw(",")
+		}
+		j.value(k)
+		j.raw(":")
+		j.value(m[k])
+	}
+	j.raw("}")
 }
 
 // DecodeSnapshot reads the views of a snapshot written by this version;

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,11 +172,11 @@ func TestASnapshotPartIsReadWithoutACopy(t *testing.T) {
 // compressed.
 func plainFrame(t testing.TB, st *State, parts []snapshotPart) []byte {
 	t.Helper()
-	views, err := viewsEnvelope(st)
+	views, err := viewsJSON(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return frameSnapshot(bytes.Join(views, nil), parts)
+	return frameSnapshot(views, parts)
 }
 
 // viewsOfSlots are the views of a group of n slots.
@@ -407,5 +408,78 @@ func TestStoredViewsAreDecodedAsTheyExpand(t *testing.T) {
 	t.Logf("views JSON %d KiB; expanded whole then decoded: %d KiB allocated, decoded as expanded: %d KiB", len(views)>>10, whole>>10, streamed>>10)
 	if streamed+uint64(len(views))/4 > whole {
 		t.Fatalf("decoding the stored frame allocated %d KiB, expanding its views whole and decoding them %d KiB: the %d KiB of JSON are held whole", streamed>>10, whole>>10, len(views)>>10)
+	}
+}
+
+// The views' part is written entry by entry, and its bytes are what
+// json.Marshal writes for the envelope: every field of State, keys that
+// JSON escapes, nil maps and a leader.
+func TestViewsAreWrittenAsJSONMarshalWritesThem(t *testing.T) {
+	odd := viewsOfSlots(30)
+	at := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	_ = Evolve(odd, events.Event{Seq: 40, Time: at, Data: events.SlotDeclared{Ref: events.Ref{Slot: "a<b>&\u2028c", Group: "g", Cause: "test"}, Spec: events.SlotSpec{ProviderID: "homelab://x"}}})
+	odd.Leader = &Leader{Replica: "r-<1>", Epoch: 3, Since: at, Seq: 9}
+	odd.Stats.Skipped = 2
+	for name, st := range map[string]*State{"empty": NewState(), "zero": {}, "slots": viewsOfSlots(200), "odd": odd} {
+		got, err := viewsJSON(st)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want, err := json.Marshal(snapshotEnvelope{Version: SnapshotVersion, Seq: st.Seq, State: mustMarshal(t, st)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: the views' part is not json.Marshal's envelope:\n%s\n%s", name, got, want)
+		}
+	}
+}
+
+// A part is compressed as its projection writes it: storing a snapshot
+// whose part writes 32 MiB allocates well under that.
+func TestAPartIsStoredWithoutBeingHeldWhole(t *testing.T) {
+	const size, piece = 32 << 20, 64 << 10
+	chunk := bytes.Repeat([]byte("claimstream part "), piece/16)[:piece]
+	write := func(w io.Writer) error {
+		for range size / piece {
+			if _, err := w.Write(chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	st := viewsOfSlots(10)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	stored, _, err := encodeSnapshotParts(st, []snapshotPart{{name: "big", write: write}, {name: "small", data: []byte("s")}})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Held whole, the part alone would take size bytes; compressed as it
+	// is written, the compressor's blocks are taken again and again from
+	// a pool (which drops some under -race).
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/2 {
+		t.Errorf("storing a part of %d MiB allocated %d MiB", size>>20, alloc>>20)
+	}
+	_, parts, err := frameParts(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts["big"]) != size || !bytes.Equal(parts["big"][:piece], chunk) || string(parts["small"]) != "s" {
+		t.Fatalf("the parts read back otherwise: %d bytes, %q", len(parts["big"]), parts["small"])
+	}
+}
+
+// A projection that fails to write its part fails the snapshot, naming
+// it.
+func TestAPartThatFailsToWriteFailsTheSnapshot(t *testing.T) {
+	broken := errors.New("disk of the index gone")
+	_, _, err := encodeSnapshotParts(viewsOfSlots(3), []snapshotPart{{name: "cost", write: func(w io.Writer) error {
+		_, _ = w.Write([]byte("half"))
+		return broken
+	}}})
+	if !errors.Is(err, broken) || !strings.Contains(err.Error(), "cost") {
+		t.Fatalf("err = %v, want the part's error naming it", err)
 	}
 }

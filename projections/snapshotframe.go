@@ -41,63 +41,169 @@ const (
 	maxPartName = 256
 )
 
-// snapshotPart is one projection's part of a snapshot.
+// snapshotPart is one projection's part of a snapshot: data, or, when
+// write is set, what write writes.
 type snapshotPart struct {
-	name string
-	data []byte
+	name  string
+	data  []byte
+	write func(io.Writer) error
 }
 
-func frameSnapshot(views []byte, parts []snapshotPart) []byte {
-	return bytes.Join(frameFields([][]byte{views}, parts), nil)
-}
-
-// frameFields is the frame of views (in pieces) and parts, field by field:
-// the one writer of the layout above.
-func frameFields(views [][]byte, parts []snapshotPart) [][]byte {
-	fields := make([][]byte, 0, 2*len(parts)+len(views)+4)
-	field := func(data ...[]byte) {
-		n := 0
-		for _, d := range data {
-			n += len(d)
-		}
-		fields = append(fields, binary.AppendUvarint(nil, uint64(n)))
-		fields = append(fields, data...)
+func (p snapshotPart) writeTo(w io.Writer) error {
+	if p.write != nil {
+		return p.write(w)
 	}
-	fields = append(fields, []byte(snapshotMagic))
-	field([]byte(viewsPart))
-	field(views...)
+	_, err := w.Write(p.data)
+	return err
+}
+
+// frameWriter takes a frame field by field.
+type frameWriter interface {
+	// bytes writes b as it is.
+	bytes(b []byte)
+	// field writes a field: its length, then what write writes.
+	field(write func(io.Writer) error) error
+}
+
+// writeFrame writes the frame of the views (what views writes) and parts
+// to fw: the one writer of the layout above.
+func writeFrame(fw frameWriter, views func(io.Writer) error, parts []snapshotPart) error {
+	fw.bytes([]byte(snapshotMagic))
+	name := func(n string) {
+		fw.bytes(binary.AppendUvarint(nil, uint64(len(n))))
+		fw.bytes([]byte(n))
+	}
+	name(viewsPart)
+	if err := fw.field(views); err != nil {
+		return err
+	}
 	for _, p := range parts {
-		field([]byte(p.name))
-		field(p.data)
-	}
-	return fields
-}
-
-// storeFrame is the stored form of the frame of views (written in pieces,
-// so the views' JSON is never copied into a frame of its own) and parts.
-func storeFrame(views [][]byte, parts []snapshotPart) ([]byte, error) {
-	fields := frameFields(views, parts)
-	frameLen := 0
-	for _, f := range fields {
-		frameLen += len(f)
-	}
-	var out bytes.Buffer
-	out.Grow(len(storedMagic) + binary.MaxVarintLen64 + frameLen/4)
-	out.WriteString(storedMagic)
-	out.Write(binary.AppendUvarint(nil, uint64(frameLen)))
-	w := s2.NewWriter(&out, s2.WriterConcurrency(1))
-	for _, f := range fields {
-		if _, err := w.Write(f); err != nil {
-			return nil, fmt.Errorf("compress snapshot: %w", err)
+		name(p.name)
+		if err := fw.field(p.writeTo); err != nil {
+			return fmt.Errorf("encode the %s projection: %w", p.name, err)
 		}
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("compress snapshot: %w", err)
+	return nil
+}
+
+// frameSnapshot is the frame of views and parts, uncompressed.
+func frameSnapshot(views []byte, parts []snapshotPart) []byte {
+	var f uncompressedFrame
+	_ = writeFrame(&f, func(w io.Writer) error { _, err := w.Write(views); return err }, parts)
+	return f.b.Bytes()
+}
+
+// uncompressedFrame writes a frame uncompressed: each field is held
+// whole until its length is known.
+type uncompressedFrame struct{ b bytes.Buffer }
+
+func (f *uncompressedFrame) bytes(b []byte) { f.b.Write(b) }
+
+func (f *uncompressedFrame) field(write func(io.Writer) error) error {
+	var data bytes.Buffer
+	if err := write(&data); err != nil {
+		return err
+	}
+	f.b.Write(binary.AppendUvarint(nil, uint64(data.Len())))
+	f.b.Write(data.Bytes())
+	return nil
+}
+
+// storeFrame is the stored form of the frame of the views (what views
+// writes) and parts, compressed as it is written: each field is
+// compressed on its own into S2 blocks (the stream format takes streams
+// one after the other), and the uncompressed bytes before it, its length
+// among them, once it is known. What is held is the compressed frame.
+func storeFrame(views func(io.Writer) error, parts []snapshotPart) ([]byte, error) {
+	f := &storedFrame{zw: s2.NewWriter(nil, s2.WriterConcurrency(1))}
+	if err := writeFrame(f, views, parts); err != nil {
+		return nil, err
+	}
+	if len(f.pending) > 0 {
+		if err := f.flushPending(); err != nil {
+			return nil, err
+		}
+	}
+	head := binary.AppendUvarint([]byte(storedMagic), f.n)
+	size := len(head)
+	for _, p := range f.pieces {
+		size += len(p)
 	}
 	// Checkpoints keep what was stored for a while: no spare capacity.
-	stored := make([]byte, out.Len())
-	copy(stored, out.Bytes())
+	stored := make([]byte, 0, size)
+	stored = append(stored, head...)
+	for _, p := range f.pieces {
+		stored = append(stored, p...)
+	}
 	return stored, nil
+}
+
+// storedFrame compresses a frame field by field (storeFrame).
+type storedFrame struct {
+	zw *s2.Writer
+	// pending are the frame's bytes before the next field, not yet
+	// compressed; pieces the compressed streams so far, in order.
+	pending []byte
+	pieces  [][]byte
+	// n is the frame's length so far.
+	n uint64
+}
+
+func (f *storedFrame) bytes(b []byte) {
+	f.pending = append(f.pending, b...)
+	f.n += uint64(len(b))
+}
+
+func (f *storedFrame) field(write func(io.Writer) error) error {
+	n := &countingWriter{}
+	data, err := f.compress(func(w io.Writer) error { n.w = w; return write(n) })
+	if err != nil {
+		return err
+	}
+	f.bytes(binary.AppendUvarint(nil, n.n))
+	if err := f.flushPending(); err != nil {
+		return err
+	}
+	f.pieces = append(f.pieces, data)
+	f.n += n.n
+	return nil
+}
+
+// flushPending compresses the pending bytes into the next piece.
+func (f *storedFrame) flushPending() error {
+	head, err := f.compress(func(w io.Writer) error { _, err := w.Write(f.pending); return err })
+	if err != nil {
+		return err
+	}
+	f.pieces = append(f.pieces, head)
+	f.pending = f.pending[:0]
+	return nil
+}
+
+// compress is the S2 stream of what write writes to the writer it is
+// given.
+func (f *storedFrame) compress(write func(io.Writer) error) ([]byte, error) {
+	var out bytes.Buffer
+	f.zw.Reset(&out)
+	if err := write(f.zw); err != nil {
+		return nil, err
+	}
+	if err := f.zw.Close(); err != nil {
+		return nil, fmt.Errorf("compress snapshot: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// countingWriter counts what it passes on.
+type countingWriter struct {
+	w io.Writer
+	n uint64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	k, err := c.w.Write(b)
+	c.n += uint64(k)
+	return k, err
 }
 
 // expansionGuess is how many times its stored size a compressed part is

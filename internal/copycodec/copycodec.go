@@ -20,8 +20,16 @@ import (
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// Encoder appends a copy's payload to B.
-type Encoder struct{ B []byte }
+// Encoder appends a copy's payload to B. An Encoder of a writer
+// (NewWriterEncoder) hands B to it whenever B holds a window's worth, so
+// a copy of any size is written through that much memory.
+type Encoder struct {
+	B []byte
+	// w takes B in pieces; crc is the checksum of what it took.
+	w   io.Writer
+	crc uint32
+	err error
+}
 
 // NewEncoder starts a copy of the given magic (4 bytes) and version, with
 // room for about size bytes.
@@ -32,26 +40,65 @@ func NewEncoder(magic string, version byte, size int) *Encoder {
 	return e
 }
 
-func (e *Encoder) Uint(v uint64) { e.B = binary.AppendUvarint(e.B, v) }
-func (e *Encoder) Int(v int64)   { e.B = binary.AppendVarint(e.B, v) }
+// NewWriterEncoder starts a copy of the given magic (4 bytes) and
+// version written to w as it is encoded; End finishes it.
+func NewWriterEncoder(w io.Writer, magic string, version byte) *Encoder {
+	e := &Encoder{B: make([]byte, 0, streamWindow+512), w: w}
+	e.B = append(e.B, magic...)
+	e.B = append(e.B, version)
+	return e
+}
+
+// spill hands B to the writer once it holds a window.
+func (e *Encoder) spill() {
+	if e.w != nil && len(e.B) >= streamWindow {
+		e.flush()
+	}
+}
+
+func (e *Encoder) flush() {
+	e.crc = crc32.Update(e.crc, crcTable, e.B)
+	if e.err == nil {
+		_, e.err = e.w.Write(e.B)
+	}
+	e.B = e.B[:0]
+}
+
+func (e *Encoder) Uint(v uint64) { e.B = binary.AppendUvarint(e.B, v); e.spill() }
+func (e *Encoder) Int(v int64)   { e.B = binary.AppendVarint(e.B, v); e.spill() }
 func (e *Encoder) Float(v float64) {
 	e.B = binary.LittleEndian.AppendUint64(e.B, math.Float64bits(v))
+	e.spill()
 }
-func (e *Encoder) Str(v string) { e.Uint(uint64(len(v))); e.B = append(e.B, v...) }
+func (e *Encoder) Str(v string) { e.Uint(uint64(len(v))); e.B = append(e.B, v...); e.spill() }
 
 // StrBytes writes v as Str writes a string of the same bytes.
-func (e *Encoder) StrBytes(v []byte) { e.Uint(uint64(len(v))); e.B = append(e.B, v...) }
+func (e *Encoder) StrBytes(v []byte) { e.Uint(uint64(len(v))); e.B = append(e.B, v...); e.spill() }
 func (e *Encoder) Bool(v bool) {
 	if v {
 		e.B = append(e.B, 1)
 	} else {
 		e.B = append(e.B, 0)
 	}
+	e.spill()
 }
 
-// Seal ends the copy with its checksum and returns it.
+// Seal ends the copy with its checksum and returns it (an Encoder of no
+// writer).
 func (e *Encoder) Seal() []byte {
 	return binary.LittleEndian.AppendUint32(e.B, crc32.Checksum(e.B, crcTable))
+}
+
+// End writes the rest of the copy and its checksum to the writer: the
+// writer's first error, if it returned one.
+func (e *Encoder) End() error {
+	e.flush()
+	e.B = binary.LittleEndian.AppendUint32(e.B, e.crc)
+	if e.err == nil {
+		_, e.err = e.w.Write(e.B)
+	}
+	e.B = nil
+	return e.err
 }
 
 // Decoder reads what an Encoder wrote: from a copy held whole (Open), or

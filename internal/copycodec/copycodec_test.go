@@ -167,3 +167,60 @@ func TestStreamedCopyReadsAsTheWholeOne(t *testing.T) {
 		}
 	}
 }
+
+// A copy written to a writer is the copy Seal returns, handed over in
+// windows as it is encoded; the writer's first error is End's.
+func TestAWrittenCopyIsTheSealedCopy(t *testing.T) {
+	encode := func(e *Encoder) {
+		for i := range 40_000 {
+			e.Uint(uint64(i))
+			e.Int(-int64(i))
+			e.Float(float64(i) / 3)
+			e.Str(strings.Repeat("s", i%7))
+			e.StrBytes([]byte("slot"))
+			e.Bool(i%2 == 0)
+		}
+	}
+	sealed := NewEncoder("TEST", 3, 0)
+	encode(sealed)
+	want := sealed.Seal()
+
+	var got bytes.Buffer
+	w := &countWrites{w: &got}
+	written := NewWriterEncoder(w, "TEST", 3)
+	encode(written)
+	if err := written.End(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("written copy of %d bytes differs from the sealed copy of %d", got.Len(), len(want))
+	}
+	if w.largest > streamWindow+64 || w.writes < len(want)/(streamWindow+64) {
+		t.Errorf("%d writes, the largest %d bytes: not handed over in windows", w.writes, w.largest)
+	}
+	if _, err := OpenReader(bytes.NewReader(got.Bytes()), got.Len(), "TEST", 3, "a test copy"); err != nil {
+		t.Fatal(err)
+	}
+
+	failing := NewWriterEncoder(failWriter{}, "TEST", 3)
+	encode(failing)
+	if err := failing.End(); err != io.ErrShortWrite {
+		t.Fatalf("End = %v, want the writer's error", err)
+	}
+}
+
+type countWrites struct {
+	w       io.Writer
+	writes  int
+	largest int
+}
+
+func (c *countWrites) Write(b []byte) (int, error) {
+	c.writes++
+	c.largest = max(c.largest, len(b))
+	return c.w.Write(b)
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, io.ErrShortWrite }

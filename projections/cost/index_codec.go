@@ -32,6 +32,21 @@ func (x *Index) MarshalIndex(seq uint64) []byte {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	e := &encoder{copycodec.NewEncoder(indexMagic, indexCodecVersion, 64+x.nspans*10+len(x.marks)*8)}
+	x.encode(e, seq)
+	return e.Seal()
+}
+
+// WriteIndex writes what MarshalIndex returns to w as it is encoded.
+func (x *Index) WriteIndex(w io.Writer, seq uint64) error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e := &encoder{copycodec.NewWriterEncoder(w, indexMagic, indexCodecVersion)}
+	x.encode(e, seq)
+	return e.End()
+}
+
+// encode is the one writer of a copy's payload; the caller holds mu.
+func (x *Index) encode(e *encoder, seq uint64) {
 	e.Uint(seq)
 
 	// Interned tables.
@@ -185,8 +200,6 @@ func (x *Index) MarshalIndex(seq uint64) []byte {
 		e.Str(n)
 		e.Uint(claimIdx[f.claims[n]])
 	}
-
-	return e.Seal()
 }
 
 // UnmarshalIndex decodes a copy MarshalIndex wrote: the index and the

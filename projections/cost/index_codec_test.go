@@ -35,6 +35,10 @@ func TestPropertyIndexRoundTripContinues(t *testing.T) {
 		if again := y.MarshalIndex(seq); !bytes.Equal(again, saved) {
 			t.Fatalf("the loaded copy encodes to %d bytes unlike the %d saved", len(again), len(saved))
 		}
+		var written bytes.Buffer
+		if err := x.WriteIndex(&written, uint64(cut)); err != nil || !bytes.Equal(written.Bytes(), saved) {
+			t.Fatalf("the copy written as it is encoded (%d bytes, %v) is not the one marshalled (%d)", written.Len(), err, len(saved))
+		}
 		for _, e := range h.evs[cut:] {
 			y.Apply(e)
 		}

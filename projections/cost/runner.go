@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,12 +113,13 @@ func (x *Runner) applyLocked(evs []events.Event) {
 	}
 }
 
-// Marshal is the index's part of a snapshot (projections.Projection).
-func (x *Runner) Marshal() ([]byte, error) {
+// WritePart writes the index's part of a snapshot to w
+// (projections.Projection).
+func (x *Runner) WritePart(w io.Writer) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.pending.Drain(x.applyLocked)
-	return x.idx.MarshalIndex(x.seq.Load()), nil
+	return x.idx.WriteIndex(w, x.seq.Load())
 }
 
 // Report is the cost report of [since, until) by dim over every event

@@ -32,6 +32,20 @@ func (x *Index) marshal() []byte {
 		nbars += l.bars.n
 	}
 	e := &tlEncoder{copycodec.NewEncoder(timelineCopyMagic, timelineCopyVersion, 64+x.eventsAt.len()*2+nbars*8)}
+	x.encode(e)
+	return e.Seal()
+}
+
+// write writes what marshal returns to w as it is encoded; the caller
+// holds x.mu.
+func (x *Index) write(w io.Writer) error {
+	e := &tlEncoder{copycodec.NewWriterEncoder(w, timelineCopyMagic, timelineCopyVersion)}
+	x.encode(e)
+	return e.End()
+}
+
+// encode is the one writer of a part's payload; the caller holds x.mu.
+func (x *Index) encode(e *tlEncoder) {
 	e.Uint(x.seq)
 	e.t(x.heldFrom)
 	e.t(x.newest)
@@ -86,7 +100,6 @@ func (x *Index) marshal() []byte {
 			e.Str(f.reason)
 		}
 	}
-	return e.Seal()
 }
 
 // timelineContents is what a copy holds: the fields of a Index it

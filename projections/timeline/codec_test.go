@@ -51,6 +51,10 @@ func TestTimelineIndexCopyRoundTrips(t *testing.T) {
 	if !bytes.Equal(again, b) {
 		t.Fatalf("the decoded copy encodes to %d bytes, not the %d it was read from", len(again), len(b))
 	}
+	var written bytes.Buffer
+	if err := x.WritePart(&written); err != nil || !bytes.Equal(written.Bytes(), b) {
+		t.Fatalf("the part written as it is encoded (%d bytes, %v) is not the copy (%d)", written.Len(), err, len(b))
+	}
 	since, until := time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
 	if g, w := cutOf(t, y, since, until), cutOf(t, x.Index, since, until); g != w {
 		t.Fatalf("from the copy:\n%s\nfrom the fold:\n%s", g, w)

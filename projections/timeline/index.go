@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -193,12 +194,13 @@ func (x *Index) applyLocked(records []timelineRecord) {
 	}
 }
 
-// Marshal is the index's part of a snapshot (projections.Projection).
-func (x *Index) Marshal() ([]byte, error) {
+// WritePart writes the index's part of a snapshot to w
+// (projections.Projection).
+func (x *Index) WritePart(w io.Writer) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.applyPendingLocked()
-	return x.marshal(), nil
+	return x.write(w)
 }
 
 // timelineRecord is what the index takes of one folded event: the views

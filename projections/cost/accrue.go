@@ -49,10 +49,65 @@ func ratesOf(g events.GroupSpec, slot *events.Cost) rates {
 }
 
 // segment is an attribution in force from an instant until the next
-// segment's.
+// segment's. An Index's fold keeps every slot's from its last power fact
+// on, so it holds what differs between them compactly: instants as Unix
+// nanoseconds (nanos), the reason as a code, the prices shared (the
+// fold's ratesRef); the slot is the one whose segments they are.
 type segment struct {
-	from time.Time
-	attr attribution
+	from                    int64
+	group, claim, requester string
+	pausedUntil             int64
+	rates                   *rates
+	booting                 bool
+	// unwanted is 0 for none, else 1 + its index in Reasons.
+	unwanted uint8
+}
+
+// segmentOf is a as a segment of slot s from the instant from.
+func (f *Fold) segmentOf(s *slotState, a attribution, from int64) segment {
+	var unwanted uint8
+	if a.unwanted != "" {
+		unwanted = uint8(reasonIndex(a.unwanted)) + 1
+	}
+	return segment{from: from, group: a.group, claim: a.claim, requester: a.requester, pausedUntil: nanos(a.pausedUntil),
+		rates: f.ratesRef(s, a.rates), booting: a.booting, unwanted: unwanted}
+}
+
+// attribution is the segment's attribution, of slot.
+func (g *segment) attribution(slot string) attribution {
+	a := attribution{group: g.group, slot: slot, claim: g.claim, requester: g.requester, booting: g.booting,
+		pausedUntil: fromNanos(g.pausedUntil), rates: *g.rates}
+	if g.unwanted > 0 {
+		a.unwanted = Reasons[g.unwanted-1]
+	}
+	return a
+}
+
+// is reports whether the segment holds attribution a (of its slot).
+func (g *segment) is(a attribution) bool {
+	return g.group == a.group && g.claim == a.claim && g.requester == a.requester && g.booting == a.booting &&
+		g.pausedUntil == nanos(a.pausedUntil) && *g.rates == a.rates &&
+		(g.unwanted == 0) == (a.unwanted == "") && (g.unwanted == 0 || Reasons[g.unwanted-1] == a.unwanted)
+}
+
+// ratesRef is r, shared by every segment that names the same prices: as
+// a rule the slot's last segment's.
+func (f *Fold) ratesRef(s *slotState, r rates) *rates {
+	if n := len(s.segs); n > 0 && *s.segs[n-1].rates == r {
+		return s.segs[n-1].rates
+	}
+	if p, ok := f.prices[r]; ok {
+		return p
+	}
+	p := new(rates) // not &r: r would be moved to the heap on every call
+	*p = r
+	if r == r { // a NaN price is never found again: not kept
+		if f.prices == nil {
+			f.prices = map[rates]*rates{}
+		}
+		f.prices[r] = p
+	}
+	return p
 }
 
 func (f *Fold) attribution(s *slotState) attribution {
@@ -82,33 +137,34 @@ func (f *Fold) touch(s *slotState, t time.Time) {
 	if n == 0 {
 		// Nothing accrues before the slot's first power fact: the machine
 		// counts as off. The segment is kept for a boot before it.
-		s.segs = append(s.segs, segment{from: t, attr: a})
+		s.segs = append(s.segs, f.segmentOf(s, a, nanos(t)))
 		if s.powerAt.IsZero() || t.Before(s.powerAt) {
 			s.powerAt = t
 		}
 		return
 	}
 	last := &s.segs[n-1]
-	if last.attr == a {
+	if last.is(a) {
 		return
 	}
-	if t.Before(last.from) {
-		t = last.from // events of one slot are written in order; a skewed time cannot go back
-	}
-	if t.Equal(last.from) {
-		last.attr = a
+	// Events of one slot are written in order; a skewed time cannot go
+	// back.
+	at := max(nanos(t), last.from)
+	if at == last.from {
+		*last = f.segmentOf(s, a, at)
 		return
 	}
-	s.segs = append(s.segs, segment{from: t, attr: a})
+	s.segs = append(s.segs, f.segmentOf(s, a, at))
 }
 
 // accrue adds the slot's time [from, to) in power state on into rows,
 // segment by segment, clipped to the fold's window.
 func (f *Fold) accrue(s *slotState, on bool, from, to time.Time, rows map[rowKey]*acc) {
-	for i, seg := range s.segs {
-		a, b := seg.from, to
-		if i+1 < len(s.segs) && s.segs[i+1].from.Before(b) {
-			b = s.segs[i+1].from
+	for i := range s.segs {
+		seg := &s.segs[i]
+		a, b := fromNanos(seg.from), to
+		if i+1 < len(s.segs) && s.segs[i+1].from < nanos(b) {
+			b = fromNanos(s.segs[i+1].from)
 		}
 		if a.Before(from) {
 			a = from
@@ -117,10 +173,10 @@ func (f *Fold) accrue(s *slotState, on bool, from, to time.Time, rows map[rowKey
 			continue
 		}
 		if f.rec != nil {
-			f.rec.span(seg.attr, on, a, b)
+			f.rec.span(seg.attribution(s.name), on, a, b)
 			continue
 		}
-		f.add(seg.attr, on, a, b, rows)
+		f.add(seg.attribution(s.name), on, a, b, rows)
 	}
 }
 

@@ -46,6 +46,8 @@ type Fold struct {
 	order []*slotState
 
 	rows map[rowKey]*acc
+	// prices are the prices segments name, each held once (ratesRef).
+	prices map[rates]*rates
 	// rec, when set, takes the fold's accruals and counted boots instead
 	// of rows: an Index keeps them to report any window later.
 	rec *Index
@@ -277,16 +279,16 @@ func (f *Fold) power(s *slotState, on bool, at, t time.Time) {
 		at = t
 	}
 	if len(s.segs) == 0 {
-		s.segs = append(s.segs, segment{from: at, attr: f.attribution(s)})
+		s.segs = append(s.segs, f.segmentOf(s, f.attribution(s), nanos(at)))
 	}
 	f.accrue(s, s.on, s.powerAt, at, f.rows)
 	// Keep the attribution in force at at and those after it.
 	i := 0
-	for i+1 < len(s.segs) && !s.segs[i+1].from.After(at) {
+	for i+1 < len(s.segs) && s.segs[i+1].from <= nanos(at) {
 		i++
 	}
 	s.segs = append(s.segs[:0], s.segs[i:]...)
-	s.segs[0].from = at
+	s.segs[0].from = nanos(at)
 	s.on, s.powerAt = on, at
 	if f.rec != nil && cap(s.segs) > 2*len(s.segs) {
 		// A long-lived fold (an Index's) keeps 10,000 slots' segments:

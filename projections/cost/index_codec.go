@@ -181,9 +181,9 @@ func (x *Index) encode(e *encoder, seq uint64) {
 		e.Bool(s.on)
 		e.t(s.powerAt)
 		e.Uint(uint64(len(s.segs)))
-		for _, seg := range s.segs {
-			e.t(seg.from)
-			e.attribution(seg.attr)
+		for i := range s.segs {
+			e.Int(s.segs[i].from)
+			e.attribution(s.segs[i].attribution(s.name))
 		}
 	}
 	e.Uint(uint64(len(claims)))
@@ -340,9 +340,15 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 		s.pausedUntil = d.t()
 		s.on = d.Bool()
 		s.powerAt = d.t()
-		s.segs = make([]segment, d.Count())
-		for j := range s.segs {
-			s.segs[j] = segment{from: d.t(), attr: d.attribution()}
+		nsegs := d.Count()
+		s.segs = make([]segment, 0, nsegs)
+		for range nsegs {
+			from := d.Int()
+			a := d.attribution()
+			if a.slot != s.name && d.Err == nil {
+				d.Fail("slot %q holds a segment of %q", s.name, a.slot)
+			}
+			s.segs = append(s.segs, f.segmentOf(s, a, from))
 		}
 		if _, dup := f.slots[s.name]; dup {
 			d.Fail("slot %q twice", s.name)
@@ -367,8 +373,8 @@ func decodeIndex(d *decoder) (*Index, uint64) {
 			c.slot = slots[si]
 			// The slot's segments name the claim: they share its name.
 			for j := range c.slot.segs {
-				if a := &c.slot.segs[j].attr; a.claim == c.name {
-					a.claim = c.name
+				if g := &c.slot.segs[j]; g.claim == c.name {
+					g.claim = c.name
 				}
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -108,16 +107,12 @@ func TestALoadedIndexSharesTheNamesItHolds(t *testing.T) {
 			same("group", s.group, name(s.group))
 			for _, seg := range s.segs {
 				segs++
-				same("segment's slot", seg.attr.slot, name(seg.attr.slot))
-				same("segment's group", seg.attr.group, name(seg.attr.group))
-				if seg.attr.requester != Unclaimed {
-					same("segment's requester", seg.attr.requester, name(seg.attr.requester))
+				same("segment's group", seg.group, name(seg.group))
+				if seg.requester != Unclaimed {
+					same("segment's requester", seg.requester, name(seg.requester))
 				}
-				if seg.attr.unwanted != "" {
-					same("segment's reason", seg.attr.unwanted, Reasons[slices.Index(Reasons, seg.attr.unwanted)])
-				}
-				if s.live != nil && seg.attr.claim == s.live.name {
-					same("segment's claim", seg.attr.claim, s.live.name)
+				if s.live != nil && seg.claim == s.live.name {
+					same("segment's claim", seg.claim, s.live.name)
 				}
 			}
 		}

@@ -59,18 +59,22 @@ type segment struct {
 	pausedUntil             int64
 	rates                   *rates
 	booting                 bool
-	// unwanted is 0 for none, else 1 + its index in Reasons.
+	// unwanted is 0 for none, else 1 + its index in Reasons (reasonCode).
 	unwanted uint8
 }
 
 // segmentOf is a as a segment of slot s from the instant from.
 func (f *Fold) segmentOf(s *slotState, a attribution, from int64) segment {
-	var unwanted uint8
-	if a.unwanted != "" {
-		unwanted = uint8(reasonIndex(a.unwanted)) + 1
-	}
 	return segment{from: from, group: a.group, claim: a.claim, requester: a.requester, pausedUntil: nanos(a.pausedUntil),
-		rates: f.ratesRef(s, a.rates), booting: a.booting, unwanted: unwanted}
+		rates: f.ratesRef(s, a.rates), booting: a.booting, unwanted: reasonCode(a.unwanted)}
+}
+
+// reasonCode is a reason as a segment holds it (segment.unwanted).
+func reasonCode(reason string) uint8 {
+	if reason == "" {
+		return 0
+	}
+	return uint8(reasonIndex(reason)) + 1
 }
 
 // attribution is the segment's attribution, of slot.
@@ -86,8 +90,7 @@ func (g *segment) attribution(slot string) attribution {
 // is reports whether the segment holds attribution a (of its slot).
 func (g *segment) is(a attribution) bool {
 	return g.group == a.group && g.claim == a.claim && g.requester == a.requester && g.booting == a.booting &&
-		g.pausedUntil == nanos(a.pausedUntil) && *g.rates == a.rates &&
-		(g.unwanted == 0) == (a.unwanted == "") && (g.unwanted == 0 || Reasons[g.unwanted-1] == a.unwanted)
+		g.pausedUntil == nanos(a.pausedUntil) && *g.rates == a.rates && g.unwanted == reasonCode(a.unwanted)
 }
 
 // ratesRef is r, shared by every segment that names the same prices: as

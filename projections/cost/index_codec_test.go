@@ -2,8 +2,11 @@ package cost
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -191,4 +194,29 @@ func seedIndex() *Index {
 		x.Apply(events.Event{Seq: uint64(i + 1), Time: at.Add(time.Duration(i) * time.Minute), Data: d})
 	}
 	return x
+}
+
+// A copy whose slot holds a segment of another slot is refused as
+// damaged, although its checksum is right: a segment is always its own
+// slot's.
+func TestUnmarshalIndexRefusesASegmentOfAnotherSlot(t *testing.T) {
+	x := seedIndex()
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	x.Apply(events.Event{Seq: 8, Time: at.Add(8 * time.Minute), Data: events.SlotDeclared{Ref: events.Ref{Slot: "b", Group: "g"}}})
+	good := x.MarshalIndex(8)
+	// The last name "b" of the copy is the slot of b's segment.
+	i := bytes.LastIndex(good, []byte("\x01b"))
+	if i < 0 {
+		t.Fatal("no segment of b in the copy")
+	}
+	bad := bytes.Clone(good[:len(good)-4])
+	bad[i+1] = 'a'
+	bad = binary.LittleEndian.AppendUint32(bad, crc32.Checksum(bad, crc32.MakeTable(crc32.Castagnoli)))
+	_, _, err := UnmarshalIndex(bad)
+	if !errors.Is(err, ErrIndexDamaged) || !strings.Contains(err.Error(), `slot "b" holds a segment of "a"`) {
+		t.Fatalf("UnmarshalIndex = %v, want a damaged copy naming the segment's slot", err)
+	}
+	if _, _, err := UnmarshalIndex(good); err != nil {
+		t.Fatalf("the copy before the change: %v", err)
+	}
 }

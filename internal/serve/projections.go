@@ -14,7 +14,7 @@ import (
 // log's history once for all of them.
 func (p *plane) registerProjections(ctx context.Context, o serveOptions) error {
 	var err error
-	if p.costs, err = cost.NewRunner(ctx, p.views, p.store); err != nil {
+	if p.costs, err = cost.NewRunner(ctx, p.views, p.store, o.dataDir); err != nil {
 		return err
 	}
 	if o.apiAddress != "" {

@@ -268,7 +268,7 @@ func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
 	views := projections.NewRunner(st, projections.RunnerOptions{Snapshots: snaps, Logger: quiet})
 	// The projections serve registers, so the snapshot holds their parts
 	// as serve's own would.
-	if _, err := cost.NewRunner(ctx, views, st); err != nil {
+	if _, err := cost.NewRunner(ctx, views, st, ""); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := timeline.NewIndex(ctx, views, st); err != nil {

@@ -139,7 +139,7 @@ func checkREST(t *testing.T, h *handlerstest.Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	costs, err := cost.NewRunner(ctx, h.Views, h.Store)
+	costs, err := cost.NewRunner(ctx, h.Views, h.Store, "")
 	if err != nil {
 		t.Fatal(err)
 	}

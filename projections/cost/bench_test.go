@@ -18,10 +18,16 @@ import (
 // in time order.
 func benchLog(tb testing.TB) []events.Event {
 	tb.Helper()
-	const slots, groups, cycles = 10_000, 10, 12
+	return cycleLog(10_000, 12, 1_000_000)
+}
+
+// cycleLog is slots in 10 groups, each claimed, booted, scaled down and
+// powered off cycles times, and filler events up to n, in time order.
+func cycleLog(slots, cycles, n int) []events.Event {
+	const groups = 10
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	p := func(v float64) *float64 { return &v }
-	evs := make([]events.Event, 0, 1_000_000)
+	evs := make([]events.Event, 0, n)
 	for g := range groups {
 		evs = append(evs, events.Event{Time: start, Data: events.GroupDeclared{Ref: events.Ref{Group: fmt.Sprintf("g%d", g)},
 			Spec: events.GroupSpec{Cost: &events.Cost{PricePerHour: p(0.1), PowerWatts: p(80), EnergyPricePerKWh: p(0.3), Currency: "EUR"}}}})
@@ -49,7 +55,7 @@ func benchLog(tb testing.TB) []events.Event {
 			t = t.Add(60 * time.Hour)
 		}
 	}
-	for len(evs) < 1_000_000 {
+	for len(evs) < n {
 		evs = append(evs, events.Event{Time: start.Add(29 * 24 * time.Hour), Data: events.NodeObserved{Ref: events.Ref{Slot: "s0", Group: "g0"}}})
 	}
 	for i := range evs {
@@ -139,26 +145,26 @@ func BenchmarkCostIndex(b *testing.B) {
 		runtime.KeepAlive(x)
 	})
 	x := build()
-	if !reflect.DeepEqual(x.Report(ByGroup, since, until, time.Time{}), fold()) {
+	if !reflect.DeepEqual(mustReport(b, x, ByGroup, since, until, time.Time{}), fold()) {
 		b.Fatal("the index's report is not the fold's")
 	}
 	b.Run("index-by-group", func(b *testing.B) {
 		withCPU(b, func() {
-			if r := x.Report(ByGroup, since, until, time.Time{}); len(r.Rows) != 10 {
+			if r := mustReport(b, x, ByGroup, since, until, time.Time{}); len(r.Rows) != 10 {
 				b.Fatalf("%d rows", len(r.Rows))
 			}
 		})
 	})
 	b.Run("index-by-slot", func(b *testing.B) {
 		withCPU(b, func() {
-			if r := x.Report(BySlot, since, until, time.Time{}); len(r.Rows) != 10_000 {
+			if r := mustReport(b, x, BySlot, since, until, time.Time{}); len(r.Rows) != 10_000 {
 				b.Fatalf("%d rows", len(r.Rows))
 			}
 		})
 	})
 	b.Run("index-by-claim", func(b *testing.B) {
 		withCPU(b, func() {
-			if r := x.Report(ByClaim, since, until, time.Time{}); len(r.Rows) < 10_000 {
+			if r := mustReport(b, x, ByClaim, since, until, time.Time{}); len(r.Rows) < 10_000 {
 				b.Fatalf("%d rows", len(r.Rows))
 			}
 		})

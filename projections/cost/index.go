@@ -1,11 +1,13 @@
 package cost
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/internal/claimname"
 )
 
@@ -49,12 +51,18 @@ type Index struct {
 	prices   []groupPrice
 	priceIDs map[groupPrice]uint32
 
-	// spans in the order the fold accrued them, in chunks of spansPerChunk
+	// spans in the order the fold accrued them, in chunks of chunkSpans
 	// (index_spans.go; a full chunk keeps no spare room).
-	spans  []spanChunk
-	blocks []spanBlock // one per chunk
-	nspans int
-	marks  []bootMark
+	spans      []spanChunk
+	blocks     []spanBlock // one per chunk
+	nspans     int
+	chunkSpans int
+	marks      []bootMark
+
+	// history, when set, takes every full chunk of spans (history.go):
+	// the open chunk, and chunks it refused, stay in memory.
+	history *chunkfile.File
+	held    heldChunks
 }
 
 // owner is a slot and its claim (Unclaimed, with the end of an input-law
@@ -162,11 +170,16 @@ type bootMark struct {
 	price uint32
 }
 
-// NewIndex is an empty index.
-func NewIndex() *Index {
+// NewIndex is an empty index that holds its history in memory.
+func NewIndex() *Index { return newIndex(nil) }
+
+// newIndex is an empty index whose full chunks of spans go to history
+// (nil: they stay in memory).
+func newIndex(history *chunkfile.File) *Index {
 	x := &Index{
 		fold:    NewFold(BySlot, time.Time{}, time.Time{}),
 		nameIDs: map[string]uint32{}, priceIDs: map[groupPrice]uint32{}, pausedUntil: map[uint32]int64{},
+		chunkSpans: spansPerChunk, history: history,
 	}
 	x.fold.rec = x
 	x.totals = NewFold(BySlot, time.Time{}, time.Time{})
@@ -260,9 +273,9 @@ func (x *Index) span(a attribution, on bool, from, to time.Time) {
 
 // addSpan appends sp to the spans, in a new chunk when the last is full.
 func (x *Index) addSpan(sp span) {
-	if x.nspans%spansPerChunk == 0 {
+	if x.nspans%x.chunkSpans == 0 {
 		if len(x.spans) > 0 {
-			x.spans[len(x.spans)-1].seal()
+			x.store(&x.spans[len(x.spans)-1])
 		}
 		x.spans = append(x.spans, spanChunk{})
 		x.blocks = append(x.blocks, spanBlock{minFrom: sp.from, maxTo: sp.to})
@@ -303,7 +316,8 @@ func (x *Index) attribution(o, p uint32, claims *reportClaims) attribution {
 // Report is the report of [since, until) by dim over the events applied:
 // exactly what NewFold(dim, since, until), fed the same events, reports.
 // A zero until is open: the report ends at end, as Fold.Report's does.
-func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
+// Its error is the history file's, when it cannot read a chunk back.
+func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	f := NewFold(dim, since, until)
@@ -321,11 +335,16 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
 	if dim == ByClaim {
 		claims = &reportClaims{x: x}
 	}
+	var scratch []byte
 	for c, blk := range x.blocks {
 		if blk.maxTo <= lo || blk.minFrom >= hi {
 			continue
 		}
-		for sp := range x.spans[c].all() {
+		b, err := x.chunk(c, &scratch)
+		if err != nil {
+			return Report{}, fmt.Errorf("cost index: %w", err)
+		}
+		for sp := range spansOf(b) {
 			if sp.to <= lo || sp.from >= hi {
 				continue
 			}
@@ -348,7 +367,7 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) Report {
 			f.accrue(s, s.on, s.powerAt, end, f.rows)
 		}
 	}
-	return f.Report(end)
+	return f.Report(end), nil
 }
 
 // nanos is t in Unix nanoseconds, saturated outside the years 1678 to

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/internal/copycodec"
 )
 
@@ -27,13 +28,16 @@ const (
 var ErrIndexDamaged = errors.New("damaged cost index copy")
 
 // MarshalIndex encodes x, which has folded the log up to seq, for
-// UnmarshalIndex.
-func (x *Index) MarshalIndex(seq uint64) []byte {
+// UnmarshalIndex. Its error is the history file's, when it cannot read a
+// chunk back.
+func (x *Index) MarshalIndex(seq uint64) ([]byte, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	e := &encoder{copycodec.NewEncoder(indexMagic, indexCodecVersion, 64+x.nspans*10+len(x.marks)*8)}
-	x.encode(e, seq)
-	return e.Seal()
+	if err := x.encode(e, seq); err != nil {
+		return nil, err
+	}
+	return e.Seal(), nil
 }
 
 // WriteIndex writes what MarshalIndex returns to w as it is encoded.
@@ -41,12 +45,14 @@ func (x *Index) WriteIndex(w io.Writer, seq uint64) error {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	e := &encoder{copycodec.NewWriterEncoder(w, indexMagic, indexCodecVersion)}
-	x.encode(e, seq)
+	if err := x.encode(e, seq); err != nil {
+		return err
+	}
 	return e.End()
 }
 
 // encode is the one writer of a copy's payload; the caller holds mu.
-func (x *Index) encode(e *encoder, seq uint64) {
+func (x *Index) encode(e *encoder, seq uint64) error {
 	e.Uint(seq)
 
 	// Interned tables.
@@ -77,8 +83,13 @@ func (x *Index) encode(e *encoder, seq uint64) {
 	// Spans and marks, instants as deltas.
 	e.Uint(uint64(x.nspans))
 	var prev int64
+	var scratch []byte
 	for c := range x.spans {
-		for sp := range x.spans[c].all() {
+		b, err := x.chunk(c, &scratch)
+		if err != nil {
+			return fmt.Errorf("cost index: %w", err)
+		}
+		for sp := range spansOf(b) {
 			e.Int(sp.from - prev)
 			e.Int(sp.to - sp.from)
 			e.Uint(uint64(sp.owner))
@@ -200,6 +211,7 @@ func (x *Index) encode(e *encoder, seq uint64) {
 		e.Str(n)
 		e.Uint(claimIdx[f.claims[n]])
 	}
+	return nil
 }
 
 // UnmarshalIndex decodes a copy MarshalIndex wrote: the index and the
@@ -211,30 +223,36 @@ func UnmarshalIndex(b []byte) (*Index, uint64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
 	}
-	return unmarshalIndex(cd)
+	return unmarshalIndex(cd, nil)
 }
 
 // UnmarshalIndexFrom decodes a copy of size bytes as UnmarshalIndex does,
 // as it is read from r: the copy is never held whole.
 func UnmarshalIndexFrom(r io.Reader, size int) (*Index, uint64, error) {
+	return unmarshalIndexFrom(r, size, nil)
+}
+
+// unmarshalIndexFrom is UnmarshalIndexFrom of an index whose full chunks
+// of spans go to history (nil: memory).
+func unmarshalIndexFrom(r io.Reader, size int, history *chunkfile.File) (*Index, uint64, error) {
 	cd, err := copycodec.OpenReader(r, size, indexMagic, indexCodecVersion, "a cost index copy")
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
 	}
-	return unmarshalIndex(cd)
+	return unmarshalIndex(cd, history)
 }
 
-func unmarshalIndex(cd *copycodec.Decoder) (*Index, uint64, error) {
+func unmarshalIndex(cd *copycodec.Decoder, history *chunkfile.File) (*Index, uint64, error) {
 	d := &decoder{Decoder: cd}
-	x, seq := decodeIndex(d)
+	x, seq := decodeIndex(d, history)
 	if err := d.End(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
 	}
 	return x, seq, nil
 }
 
-func decodeIndex(d *decoder) (*Index, uint64) {
-	x := NewIndex()
+func decodeIndex(d *decoder, history *chunkfile.File) (*Index, uint64) {
+	x := newIndex(history)
 	seq := d.Uint()
 
 	x.names = make([]string, d.Count())

@@ -13,10 +13,10 @@ func BenchmarkIndexCopy(b *testing.B) {
 		x.Apply(e)
 	}
 	seq := uint64(len(evs))
-	saved := x.MarshalIndex(seq)
+	saved := mustMarshal(b, x, seq)
 	b.Run("marshal", func(b *testing.B) {
 		for b.Loop() {
-			saved = x.MarshalIndex(seq)
+			saved = mustMarshal(b, x, seq)
 		}
 		b.ReportMetric(float64(len(saved)), "bytes")
 		b.ReportMetric(float64(x.Spans()), "spans")

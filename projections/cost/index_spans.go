@@ -3,6 +3,8 @@ package cost
 import (
 	"encoding/binary"
 	"iter"
+
+	"github.com/claimstream/claimstream/internal/chunkfile"
 )
 
 // spanChunk holds up to spansPerChunk spans, in the order the fold
@@ -12,9 +14,13 @@ import (
 // barStream holds the timeline's intervals. A month at 10,000 slots is
 // some 450,000 spans held for as long as serve runs: 10 to 18 bytes each
 // here (instants in nanoseconds), 24 in a span. A report walks a chunk
-// from its start (all); nothing looks a span up by its position.
+// from its start (spansOf); nothing looks a span up by its position.
+//
+// An index with a history file (Index.history) writes a full chunk there
+// and keeps only its Ref: then b is nil.
 type spanChunk struct {
 	b        []byte
+	at       chunkfile.Ref // where the chunk lies in the history file when b is nil
 	n        int
 	lastFrom int64 // from of the last span appended
 }
@@ -42,11 +48,12 @@ func (c *spanChunk) seal() {
 	c.b = b
 }
 
-// all yields the chunk's spans in order. The chunk's bytes are the
-// index's own (add wrote them): every varint is whole.
-func (c *spanChunk) all() iter.Seq[span] {
+// spansOf yields the spans of a chunk's bytes in order. The bytes are the
+// index's own (add wrote them; read back from the history file, they are
+// checked against their checksum): every varint is whole.
+func spansOf(b []byte) iter.Seq[span] {
 	return func(yield func(span) bool) {
-		b, from := c.b, int64(0)
+		from := int64(0)
 		for len(b) > 0 {
 			d, n := binary.Varint(b)
 			b = b[n:]

@@ -29,7 +29,10 @@ func sameReport(t interface {
 }, what string, evs []events.Event, x *Index, dim Dimension, since, until, end time.Time) {
 	t.Helper()
 	want := foldReport(evs, dim, since, until, end)
-	got := x.Report(dim, since, until, end)
+	got, err := x.Report(dim, since, until, end)
+	if err != nil {
+		t.Fatalf("%s by %s: %v", what, dim, err)
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s by %s [%s, %s): the index reports\n%v\nthe fold\n%v", what, dim, since.Format(time.RFC3339), until.Format(time.RFC3339),
 			strings.Join(formatRows(got), "\n"), strings.Join(formatRows(want), "\n"))
@@ -122,7 +125,7 @@ func TestIndexEqualsFoldOnTranscripts(t *testing.T) {
 		for _, r := range reports {
 			windows = append(windows, [2]time.Time{r.since, r.until})
 			// The transcript's own expectation holds for the index too.
-			got := formatRows(x.Report(r.by, r.since, r.until, time.Time{}))
+			got := formatRows(mustReport(t, x, r.by, r.since, r.until, time.Time{}))
 			if strings.Join(got, "\n") != strings.Join(r.want, "\n") {
 				t.Errorf("%s:%d: index report by %s\n--- got\n%s\n--- want\n%s", file, r.line, r.by, strings.Join(got, "\n"), strings.Join(r.want, "\n"))
 			}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -28,6 +30,9 @@ import (
 type Runner struct {
 	views *projections.Runner
 	store *eventlog.Store
+	// historyDir is where each index's history file is made (history.go);
+	// "" holds the history in memory.
+	historyDir string
 
 	// pending holds the events the views folded that the index has not
 	// applied yet (a report held mu); seq is the last event handed over,
@@ -40,6 +45,18 @@ type Runner struct {
 	// expired, when set, is why the index cannot report: it began
 	// without the history the log no longer holds.
 	expired error
+	// noFile is why idx has no history file though historyDir is set;
+	// logged is the last history error logged.
+	noFile error
+	logged error
+	// current is idx and noFile for History, which does not wait for mu
+	// (a report holds it).
+	current atomic.Pointer[currentIndex]
+}
+
+type currentIndex struct {
+	idx    *Index
+	noFile error
 }
 
 // projectionName keys the index's part of the views' snapshots.
@@ -59,13 +76,56 @@ func (e *BuildingError) Error() string {
 
 // NewRunner keeps a cost index of store's log folded by views: call it
 // before views.Start (or the index is built from the log first; the views
-// log why it begins without history, if it does).
-func NewRunner(ctx context.Context, views *projections.Runner, store *eventlog.Store) (*Runner, error) {
-	x := &Runner{views: views, store: store, idx: NewIndex()}
+// log why it begins without history, if it does). The index's history
+// goes to an unlinked file in historyDir (serve's data dir), or stays in
+// memory when historyDir is "".
+func NewRunner(ctx context.Context, views *projections.Runner, store *eventlog.Store, historyDir string) (*Runner, error) {
+	x := &Runner{views: views, store: store, historyDir: historyDir}
+	x.idx = newIndex(x.historyFile())
+	x.current.Store(&currentIndex{x.idx, x.noFile})
 	if err := views.Register(ctx, x); err != nil {
+		x.idx.close()
 		return nil, err
 	}
 	return x, nil
+}
+
+// historyFile is a new index's history file: nil without historyDir, or
+// when it cannot be made (noFile says why; the index holds its history in
+// memory). The caller holds mu, or owns x.
+func (x *Runner) historyFile() *chunkfile.File {
+	x.noFile = nil
+	if x.historyDir == "" {
+		return nil
+	}
+	f, err := chunkfile.Open(x.historyDir, ".cost-history-")
+	if err != nil {
+		x.noFile = err
+		x.logHistory(err)
+		return nil
+	}
+	return f
+}
+
+// logHistory logs err, once, when the index holds history in memory that
+// belongs on disk. The caller holds mu, or owns x.
+func (x *Runner) logHistory(err error) {
+	if err == nil || err == x.logged {
+		return
+	}
+	x.logged = err
+	slog.Warn("the cost index holds its history in memory: it cannot write it to disk", "dir", x.historyDir, "err", err)
+}
+
+// History says where the index holds its history, and why in memory
+// when it belongs on disk.
+func (x *Runner) History() History {
+	c := x.current.Load()
+	h := c.idx.History()
+	if h.Err == nil {
+		h.Err = c.noFile
+	}
+	return h
 }
 
 // Name is the index's part of a snapshot (projections.Projection).
@@ -77,24 +137,35 @@ func (x *Runner) Restore(st *projections.State, part projections.Part) error {
 	x.seq.Store(st.Seq)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.idx, x.expired = NewIndex(), nil
+	x.idx.close()
+	x.idx, x.expired = newIndex(x.historyFile()), nil
+	x.current.Store(&currentIndex{x.idx, x.noFile})
 	if part == nil {
 		if st.Seq > 0 {
 			x.expired = &ExpiredLogError{first: st.Seq + 1}
 		}
 		return nil
 	}
-	idx, seq, err := UnmarshalIndexFrom(part, part.Len())
+	// The copy's chunks go to a file of their own: the empty index's
+	// stays for it should the copy be refused.
+	history := x.historyFile()
+	idx, seq, err := unmarshalIndexFrom(part, part.Len(), history)
 	if err == nil && seq != st.Seq {
 		err = fmt.Errorf("it covers seq %d, the views %d", seq, st.Seq)
 	}
 	if err != nil {
+		if history != nil {
+			_ = history.Close()
+		}
 		if st.Seq > 0 {
 			x.expired = &ExpiredLogError{first: st.Seq + 1}
 		}
 		return fmt.Errorf("cost index: %w", err)
 	}
+	x.idx.close()
 	x.idx = idx
+	x.current.Store(&currentIndex{x.idx, x.noFile})
+	x.logHistory(idx.History().Err)
 	return nil
 }
 
@@ -111,6 +182,9 @@ func (x *Runner) applyLocked(evs []events.Event) {
 	for _, e := range evs {
 		x.idx.Apply(e)
 	}
+	// Only this goroutine (under mu) writes the index: its fields read
+	// as Apply left them.
+	x.logHistory(x.idx.held.err)
 }
 
 // WritePart writes the index's part of a snapshot to w
@@ -144,7 +218,7 @@ func (x *Runner) Report(ctx context.Context, dim Dimension, since, until time.Ti
 		return Report{}, x.expired
 	}
 	x.pending.Drain(x.applyLocked)
-	return x.idx.Report(dim, since, until, until), nil
+	return x.idx.Report(dim, since, until, until)
 }
 
 // SlotTotals is every slot's cost so far, machines still up counted until

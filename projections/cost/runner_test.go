@@ -30,7 +30,7 @@ func TestReportWhileTheIndexIsBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	views := projections.NewRunner(st, projections.RunnerOptions{})
-	x, err := NewRunner(ctx, views, st)
+	x, err := NewRunner(ctx, views, st, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCostIndexTotalsOverADamagedLog(t *testing.T) {
 	srv.Start()
 	st = srv.Store()
 	views := projections.NewRunner(st, projections.RunnerOptions{AcceptGaps: true})
-	x, err := NewRunner(ctx, views, st)
+	x, err := NewRunner(ctx, views, st, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,10 @@ func transcriptFiles(t testing.TB) []string {
 
 // indexOf is an index fed evs.
 func indexOf(evs []events.Event) *Index {
-	x := NewIndex()
+	// Chunks of 3 spans in the tests' history file: the tests' short logs
+	// are read back from disk too.
+	x := newIndex(testHistory())
+	x.chunkSpans = 3
 	for _, e := range evs {
 		x.Apply(e)
 	}

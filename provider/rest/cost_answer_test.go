@@ -41,7 +41,7 @@ func TestCostWhileTheIndexIsBuilt(t *testing.T) {
 	}
 	views := projections.NewRunner(st, projections.RunnerOptions{})
 	clk := clocktesting.NewFakeClock(t0.Add(24 * time.Hour))
-	x, err := cost.NewRunner(ctx, views, st)
+	x, err := cost.NewRunner(ctx, views, st, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,5 +78,45 @@ func TestCostWhileTheIndexIsBuilt(t *testing.T) {
 	rec = get()
 	if !strings.Contains(rec.Body.String(), `"key":"g","currency":"EUR","machineHours":3,`) {
 		t.Fatalf("built: %s", rec.Body.String())
+	}
+}
+
+// A cost index that cannot keep its history on disk holds it in memory:
+// /readyz stays ready and says why, and the report is answered.
+func TestReadyzSaysTheCostHistoryIsInMemory(t *testing.T) {
+	srv := eventstest.StartServer(t)
+	st := srv.Store()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	if _, err := st.Append(ctx, events.GroupAggregate("g"), 0, events.Event{Time: t0, Data: events.GroupDeclared{Ref: events.Ref{Group: "g", Cause: "test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	views := projections.NewRunner(st, projections.RunnerOptions{})
+	clk := clocktesting.NewFakeClock(t0.Add(time.Hour))
+	gone := t.TempDir() + "/gone"
+	x, err := cost.NewRunner(ctx, views, st, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := New(views, handlers.NewService(st, views, clk, "/test", nil), st, clk, Options{NoAuth: true, Cost: x})
+	if err := views.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	rec := get("/readyz")
+	var h Health
+	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusOK || h.Status != "ready" || !strings.Contains(h.History, "holds 0.0 MB of its history in memory") || !strings.Contains(h.History, gone) {
+		t.Fatalf("readyz: %d %s", rec.Code, rec.Body.String())
+	}
+	if rec := get("/api/v1/cost?since=2d"); rec.Code != http.StatusOK {
+		t.Fatalf("the report: %d %s", rec.Code, rec.Body.String())
 	}
 }

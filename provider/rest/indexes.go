@@ -28,7 +28,7 @@ func (s *server) costIndex(ctx context.Context) (*cost.Runner, error) {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	if s.costs == nil {
-		x, err := cost.NewRunner(ctx, s.views, s.store)
+		x, err := cost.NewRunner(ctx, s.views, s.store, "")
 		if err != nil {
 			return nil, err
 		}

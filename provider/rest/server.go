@@ -334,10 +334,26 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last), Problem: problem, PoolFile: s.poolFileRefused()})
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "catching up", Seq: seq, Last: last, Lag: last - min(seq, last), Problem: problem, PoolFile: s.poolFileRefused(), History: s.historyInMemory()})
 		return
 	}
-	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last, Problem: problem, PoolFile: s.poolFileRefused()})
+	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last, Problem: problem, PoolFile: s.poolFileRefused(), History: s.historyInMemory()})
+}
+
+// historyInMemory says why the cost index holds history in memory that
+// belongs on disk, if it does: the server stays ready.
+func (s *server) historyInMemory() string {
+	s.indexMu.Lock()
+	costs := s.costs
+	s.indexMu.Unlock()
+	if costs == nil {
+		return ""
+	}
+	h := costs.History()
+	if h.Err == nil {
+		return ""
+	}
+	return fmt.Sprintf("the cost index holds %.1f MB of its history in memory: it cannot write it to disk: %v", float64(h.InMemory)/1e6, h.Err)
 }
 
 // poolFileRefused is the pool file's state when it was not applied, else

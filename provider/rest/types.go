@@ -171,6 +171,9 @@ type Health struct {
 	// PoolFile is the last pool file read when it was not applied: the
 	// server stays ready and serves the pool the log holds.
 	PoolFile *pool.FileState `json:"poolFile,omitempty"`
+	// History says why the cost index holds history in memory that
+	// belongs on disk (a full disk): the server stays ready.
+	History string `json:"history,omitempty"`
 }
 
 // --- building the objects from the views ------------------------------------

@@ -1,0 +1,163 @@
+package chunkfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+func TestChunksReadBackAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Open(dir, "history-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var refs []Ref
+	var want [][]byte
+	for i := range 50 {
+		b := bytes.Repeat([]byte{byte(i)}, 1+i*37)
+		r, err := f.Append(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, want = append(refs, r), append(want, b)
+	}
+	var buf []byte
+	for i := len(refs) - 1; i >= 0; i-- {
+		got, err := f.Read(refs[i], buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want[i]) || refs[i].Len() != len(want[i]) {
+			t.Fatalf("chunk %d read back as %d bytes, want %d", i, len(got), len(want[i]))
+		}
+		buf = got
+	}
+	var size int64
+	for _, b := range want {
+		size += int64(len(b))
+	}
+	if f.Size() != size {
+		t.Fatalf("Size = %d, want %d", f.Size(), size)
+	}
+}
+
+// The file has no name: a crash leaves nothing in the data dir.
+func TestTheFileHasNoName(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Open(dir, "history-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Append([]byte("chunk")); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("the directory holds %v", entries)
+	}
+}
+
+func TestOpenInAMissingDirectoryFails(t *testing.T) {
+	if _, err := Open(t.TempDir()+"/gone", "history-"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want not exist", err)
+	}
+}
+
+// A full disk refuses the chunk and leaves the file as it was.
+func TestAFullDiskRefusesAChunk(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("this test writes to /dev/full: %v", err)
+	}
+	f := New(full)
+	defer f.Close()
+	if _, err := f.Append([]byte("chunk")); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("err = %v, want ENOSPC", err)
+	}
+	if f.Size() != 0 {
+		t.Fatalf("Size = %d after a refused chunk", f.Size())
+	}
+}
+
+// A chunk is read whole and as written, or not at all.
+func TestAReadPastTheEndOrOfAChangedChunkFails(t *testing.T) {
+	f, err := Open(t.TempDir(), "history-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := f.Append([]byte("chunk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.off++
+	if _, err := f.Read(r, nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err = %v, want ErrUnexpectedEOF", err)
+	}
+	r.off--
+	if _, err := f.f.WriteAt([]byte("C"), r.off); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Read(r, nil); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("a chunk changed on disk read back: err = %v", err)
+	}
+	_ = f.Close()
+	if _, err := f.Read(Ref{n: 1}, nil); err == nil {
+		t.Fatal("a closed file read a chunk")
+	}
+}
+
+// Reads run beside appends (go test -race).
+func TestReadsRunBesideAppends(t *testing.T) {
+	f, err := Open(t.TempDir(), "history-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	refs := make(chan Ref, 200)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for r := range refs {
+				got, err := f.Read(r, buf)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if want := fmt.Sprintf("chunk %04d", r.off/10); string(got) != want {
+					errs <- fmt.Errorf("read %q, want %q", got, want)
+					return
+				}
+				buf = got
+			}
+		}()
+	}
+	for i := range 200 {
+		r, err := f.Append(fmt.Appendf(nil, "chunk %04d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs <- r
+	}
+	close(refs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

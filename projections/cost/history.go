@@ -1,0 +1,77 @@
+package cost
+
+import "fmt"
+
+// An index's spans are its history: some 450,000 a month at 10,000
+// slots, read only by a report or a snapshot. With a history file
+// (NewRunner's dir) a full chunk of them is written there and read back
+// when a report or a snapshot walks it; only the chunk still filling
+// stays in memory. A chunk the file refuses (a full disk) is kept in
+// memory instead, and counted (History), so the index stays whole and
+// says so.
+
+// History is where an index holds its full chunks of spans.
+type History struct {
+	// OnDisk is the bytes of chunks in the history file, InMemory of
+	// those held in memory: all of them without a history file, those it
+	// refused with one.
+	OnDisk, InMemory int64
+	// Err is why chunks are held in memory that belong on disk: the
+	// history file's last refusal, or why there is no history file.
+	Err error
+}
+
+// heldChunks counts the full chunks held in memory, and the history
+// file's last refusal.
+type heldChunks struct {
+	bytes int64
+	err   error
+}
+
+// store moves full chunk c to the history file, or, with none or when it
+// refuses it, keeps it in memory without spare room.
+func (x *Index) store(c *spanChunk) {
+	if x.history != nil {
+		ref, err := x.history.Append(c.b)
+		if err == nil {
+			c.b, c.at = nil, ref
+			return
+		}
+		x.held.err = err
+	}
+	c.seal()
+	x.held.bytes += int64(len(c.b))
+}
+
+// chunk is chunk c's bytes: its own, or read from the history file into
+// *scratch, which it grows (the chunk's own bytes are never scratch).
+func (x *Index) chunk(c int, scratch *[]byte) ([]byte, error) {
+	ch := &x.spans[c]
+	if ch.b != nil || ch.at.Len() == 0 {
+		return ch.b, nil
+	}
+	b, err := x.history.Read(ch.at, *scratch)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d of its spans: %w", c, err)
+	}
+	*scratch = b
+	return b, nil
+}
+
+// History says where the index holds its full chunks of spans.
+func (x *Index) History() History {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	h := History{InMemory: x.held.bytes, Err: x.held.err}
+	if x.history != nil {
+		h.OnDisk = x.history.Size()
+	}
+	return h
+}
+
+// close closes the index's history file: its chunks on disk are gone.
+func (x *Index) close() {
+	if x.history != nil {
+		_ = x.history.Close()
+	}
+}

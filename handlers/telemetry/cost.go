@@ -27,17 +27,12 @@ const (
 	InstEnergy = "claimstream_energy"
 	// claimstream_cost_total{group,currency}: what they cost.
 	InstCost = "claimstream_cost"
-	// claimstream_cost_history_bytes{held}: the cost index's full chunks
-	// of spans on disk (held="disk") and in memory (held="memory"):
-	// above 0 in memory, the disk refused them (/readyz says why).
-	InstCostHistory = "claimstream_cost_history"
 )
 
 type costInstruments struct {
-	up      metric.Float64ObservableCounter
-	energy  metric.Float64ObservableCounter
-	cost    metric.Float64ObservableCounter
-	history metric.Int64ObservableGauge
+	up     metric.Float64ObservableCounter
+	energy metric.Float64ObservableCounter
+	cost   metric.Float64ObservableCounter
 
 	totals atomic.Pointer[costSource]
 }
@@ -45,10 +40,9 @@ type costInstruments struct {
 // CostTotals is where the cost counters take their figures: serve's cost
 // index (projections/cost Runner), which reads the log once for both the
 // cost report and the counters. SlotTotals is false while it is being
-// built; History says where the index holds its history.
+// built.
 type CostTotals interface {
 	SlotTotals(end time.Time) ([]cost.SlotTotal, bool)
-	History() cost.History
 }
 
 type costSource struct {
@@ -58,19 +52,17 @@ type costSource struct {
 
 func (m *Metrics) newCostInstruments(meter metric.Meter) error {
 	c := &m.cost
-	var err1, err2, err3, err4 error
+	var err1, err2, err3 error
 	c.up, err1 = meter.Float64ObservableCounter(InstMachineUp, metric.WithUnit("s"),
 		metric.WithDescription("Seconds a slot's machine was up, from the log's power facts (MachinePoweredOn/Off)."))
 	c.energy, err2 = meter.Float64ObservableCounter(InstEnergy, metric.WithUnit("J"),
 		metric.WithDescription("Energy a group's machines drew while up and booting (powerWatts, bootWatts)."))
 	c.cost, err3 = meter.Float64ObservableCounter(InstCost,
 		metric.WithDescription("What a group's machines cost while up and booting (pricePerHour and energy at energyPricePerKWh), in its currency."))
-	c.history, err4 = meter.Int64ObservableGauge(InstCostHistory, metric.WithUnit("By"),
-		metric.WithDescription("The cost index's history (its spans) on disk (held=disk) and in memory because the disk refused it (held=memory)."))
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return err
 	}
-	_, err := meter.RegisterCallback(m.observeCost, c.up, c.energy, c.cost, c.history)
+	_, err := meter.RegisterCallback(m.observeCost, c.up, c.energy, c.cost)
 	return err
 }
 
@@ -108,9 +100,6 @@ func (m *Metrics) observeCost(_ context.Context, o metric.Observer) error {
 	})
 	c := &m.cost
 	if src := c.totals.Load(); src != nil {
-		h := src.totals.History()
-		o.ObserveInt64(c.history, h.OnDisk, metric.WithAttributes(attribute.String("held", "disk")))
-		o.ObserveInt64(c.history, h.InMemory, metric.WithAttributes(attribute.String("held", "memory")))
 		totals, _ := src.totals.SlotTotals(src.clk.Now().UTC())
 		for _, t := range totals {
 			up[slotKey{t.Group, t.Slot}] += t.UpSeconds

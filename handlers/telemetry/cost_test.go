@@ -91,6 +91,7 @@ func runCostIndex(t *testing.T, tel *telemetry.Telemetry, h *handlerstest.Harnes
 		t.Fatal(err)
 	}
 	tel.Metrics.ObserveCost(x, h.Clock)
+	tel.Metrics.ObserveIndexHistory("cost", x)
 	return x
 }
 
@@ -171,8 +172,8 @@ func TestCostCountersEqualTheFoldOfTheLog(t *testing.T) {
 	}
 	// No chunk of spans is full in so short a log: none on disk, none
 	// held in memory for a disk that refused it.
-	want[`claimstream_cost_history_bytes{held="disk"}`] = 0
-	want[`claimstream_cost_history_bytes{held="memory"}`] = 0
+	want[`claimstream_index_history_bytes{held="disk",index="cost"}`] = 0
+	want[`claimstream_index_history_bytes{held="memory",index="cost"}`] = 0
 	eventstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if _, built := x.SlotTotals(h.Clock.Now()); !built {
 			return fmt.Errorf("cost index not built yet")

@@ -52,8 +52,9 @@ const (
 // views (OnEvent), the command service (OnAppend) and the sinks
 // (sinks.Metrics), and observe the views (ObserveViews); nothing polls.
 type Metrics struct {
-	meter metric.Meter
-	views atomic.Pointer[projections.Runner]
+	meter   metric.Meter
+	views   atomic.Pointer[projections.Runner]
+	history historyInstruments
 
 	timeToReady    metric.Float64Histogram
 	attempts       metric.Int64Histogram
@@ -153,6 +154,9 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 		return nil, err
 	}
 	if err := m.registerLogHealth(); err != nil {
+		return nil, err
+	}
+	if err := m.registerIndexHistory(); err != nil {
 		return nil, err
 	}
 	return m, nil

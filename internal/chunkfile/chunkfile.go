@@ -1,7 +1,8 @@
 // Package chunkfile keeps the sealed chunks of an index's history on
-// disk, so the history of a month does not live on the heap: a chunk is
-// written once (Append) and read back by its Ref whenever a request or a
-// snapshot walks it.
+// disk, so the history of a month does not live on the heap: a Chunk fills
+// in memory, is written once it is full (Keep), read back whenever a
+// request or a snapshot walks it (Bytes, checked against its CRC-32C) and
+// its space given back when the index drops it (Drop).
 //
 // The file is created in a directory serve owns (its data dir) and
 // unlinked at once: it has no name, so nothing is left behind by a crash
@@ -20,6 +21,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is an unlinked, append-only file of chunks.
@@ -27,8 +30,9 @@ type File struct {
 	f    *os.File
 	path string // where it was created: named in errors only
 
-	mu  sync.Mutex
-	end int64 // where the next chunk goes: past every chunk written whole
+	mu    sync.Mutex
+	end   int64 // where the next chunk goes: past every chunk written whole
+	freed int64 // bytes of chunks freed
 }
 
 // Ref is where a chunk lies in its File, and its checksum.
@@ -105,13 +109,107 @@ func (f *File) Read(r Ref, dst []byte) ([]byte, error) {
 	return nil, fmt.Errorf("reading %d bytes of an index's history at %d of %s (unlinked): %w", r.n, r.off, f.path, err)
 }
 
-// Size is the bytes the chunks take on disk.
+// Usage says where an index holds its full chunks.
+type Usage struct {
+	// OnDisk is the bytes of chunks in the history file, InMemory of
+	// those held in memory: all of them without a history file, those it
+	// refused with one.
+	OnDisk, InMemory int64
+	// Err is why chunks are held in memory that belong on disk: the
+	// history file's last refusal, or why there is no history file.
+	Err error
+}
+
+// Free gives chunk r's space back to the disk (its Ref is no longer
+// readable): the file keeps its length, with a hole where the chunk was.
+// A file system without holes keeps the space until the File is closed:
+// Free then returns its error, and nothing else changes.
+func (f *File) Free(r Ref) error {
+	if r.n == 0 {
+		return nil
+	}
+	if err := unix.Fallocate(int(f.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.off, int64(r.n)); err != nil {
+		return fmt.Errorf("freeing %d bytes of an index's history at %d of %s (unlinked): %w", r.n, r.off, f.path, err)
+	}
+	f.mu.Lock()
+	f.freed += int64(r.n)
+	f.mu.Unlock()
+	return nil
+}
+
+// Size is the bytes the chunks take on disk: those written, less those
+// freed.
 func (f *File) Size() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.end
+	return f.end - f.freed
 }
 
 // Close closes the file, which returns its space to the disk: the chunks'
 // Refs are no longer readable.
 func (f *File) Close() error { return f.f.Close() }
+
+// Chunk is a chunk of an index's history: its bytes in memory while it
+// fills (B, appended to by the index), then in a File once full (Keep).
+type Chunk struct {
+	// B is the chunk's bytes while they are in memory; nil once in a
+	// File.
+	B  []byte
+	at Ref
+}
+
+// Keep moves full chunk c to f. With no File (f nil), or when f refuses
+// it (its error is returned), c stays in memory, without spare room: it is
+// held for long.
+func (f *File) Keep(c *Chunk) error {
+	if f != nil {
+		ref, err := f.Append(c.B)
+		if err == nil {
+			c.B, c.at = nil, ref
+			return nil
+		}
+		c.Seal()
+		return err
+	}
+	c.Seal()
+	return nil
+}
+
+// Seal drops the spare room of c's bytes in memory.
+func (c *Chunk) Seal() {
+	b := make([]byte, len(c.B)) // exactly: append would round up to a size class
+	copy(b, c.B)
+	c.B = b
+}
+
+// Bytes is c's bytes: its own, or read back from f into *scratch, which
+// it grows (a chunk's own bytes are never scratch).
+func (f *File) Bytes(c *Chunk, scratch *[]byte) ([]byte, error) {
+	if c.B != nil || c.at.n == 0 {
+		return c.B, nil
+	}
+	b, err := f.Read(c.at, *scratch)
+	if err != nil {
+		return nil, err
+	}
+	*scratch = b
+	return b, nil
+}
+
+// Drop gives back c's space in f, if it is there (Free).
+func (f *File) Drop(c *Chunk) {
+	if c.B == nil && c.at.n > 0 {
+		_ = f.Free(c.at)
+		c.at = Ref{}
+	}
+}
+
+// InMemory is the bytes of c held in memory, OnDisk those in a File.
+func (c *Chunk) InMemory() int { return len(c.B) }
+
+func (c *Chunk) OnDisk() int {
+	if c.B != nil {
+		return 0
+	}
+	return int(c.at.n)
+}

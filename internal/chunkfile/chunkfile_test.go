@@ -161,3 +161,89 @@ func TestReadsRunBesideAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A freed chunk's space goes back to the disk; the others read as
+// written.
+func TestAFreedChunkGivesItsSpaceBack(t *testing.T) {
+	f, err := Open(t.TempDir(), "history-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blocks := func() int64 {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	const size = 1 << 20
+	first, err := f.Append(bytes.Repeat([]byte("a"), size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.Append(bytes.Repeat([]byte("b"), size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := blocks()
+	if err := f.Free(first); err != nil {
+		t.Fatal(err)
+	}
+	if got := blocks(); got > before-size+64<<10 {
+		t.Fatalf("the file takes %d bytes after freeing %d of %d", got, size, before)
+	}
+	if f.Size() != size {
+		t.Fatalf("Size = %d, want %d", f.Size(), size)
+	}
+	if b, err := f.Read(second, nil); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("b"), size)) {
+		t.Fatalf("the chunk after the freed one: %v", err)
+	}
+	if _, err := f.Read(first, nil); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("a freed chunk read back: %v", err)
+	}
+}
+
+// A full chunk goes to the File and reads back; without a File, or when
+// the File refuses it, it stays in memory without spare room.
+func TestAChunkIsKeptOnDiskOrInMemory(t *testing.T) {
+	f, err := Open(t.TempDir(), "history-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	full, err := os.OpenFile("/dev/full", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("this test writes to /dev/full: %v", err)
+	}
+	refusing := New(full)
+	defer refusing.Close()
+	for _, tc := range []struct {
+		name     string
+		f        *File
+		onDisk   bool
+		refusals error
+	}{{"a file", f, true, nil}, {"no file", nil, false, nil}, {"a full disk", refusing, false, syscall.ENOSPC}} {
+		c := Chunk{B: append(make([]byte, 0, 100), "twelve bytes"...)}
+		if err := tc.f.Keep(&c); !errors.Is(err, tc.refusals) || (err == nil) != (tc.refusals == nil) {
+			t.Fatalf("%s: Keep: %v", tc.name, err)
+		}
+		if onDisk := c.OnDisk() == 12 && c.InMemory() == 0; onDisk != tc.onDisk {
+			t.Fatalf("%s: %d bytes on disk, %d in memory", tc.name, c.OnDisk(), c.InMemory())
+		}
+		if !tc.onDisk && cap(c.B) != len(c.B) {
+			t.Fatalf("%s: kept in memory with %d bytes of room", tc.name, cap(c.B)-len(c.B))
+		}
+		var scratch []byte
+		if b, err := tc.f.Bytes(&c, &scratch); err != nil || string(b) != "twelve bytes" {
+			t.Fatalf("%s: Bytes: %q, %v", tc.name, b, err)
+		}
+		tc.f.Drop(&c)
+		if c.OnDisk() != 0 {
+			t.Fatalf("%s: dropped, %d bytes still on disk", tc.name, c.OnDisk())
+		}
+	}
+	if f.Size() != 0 {
+		t.Fatalf("the file holds %d bytes after its chunk was dropped", f.Size())
+	}
+}

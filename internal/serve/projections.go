@@ -18,7 +18,7 @@ func (p *plane) registerProjections(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	if o.apiAddress != "" {
-		if p.timelines, err = timeline.NewIndex(ctx, p.views, p.store); err != nil {
+		if p.timelines, err = timeline.NewIndex(ctx, p.views, p.store, o.dataDir); err != nil {
 			return err
 		}
 	}

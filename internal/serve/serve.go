@@ -504,6 +504,10 @@ func startPlane(ctx context.Context, o serveOptions, log *slog.Logger, clk clock
 		}
 		tel.InstrumentService(p.service)
 		tel.Metrics.ObserveCost(p.costs, p.clock)
+		tel.Metrics.ObserveIndexHistory("cost", p.costs)
+		if p.timelines != nil {
+			tel.Metrics.ObserveIndexHistory("timeline", p.timelines)
+		}
 	}
 	ok = true
 	return p, nil

@@ -271,7 +271,7 @@ func buildServeBenchDir(b *testing.B, bin, root, poolFile, data string, n int) {
 	if _, err := cost.NewRunner(ctx, views, st, ""); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := timeline.NewIndex(ctx, views, st); err != nil {
+	if _, err := timeline.NewIndex(ctx, views, st, ""); err != nil {
 		b.Fatal(err)
 	}
 	if err := views.Start(ctx); err != nil {

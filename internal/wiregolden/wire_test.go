@@ -135,7 +135,7 @@ func headerLines(h map[string][]string) string {
 // indexes built) and compares each answer's status, type and body.
 func checkREST(t *testing.T, h *handlerstest.Harness) {
 	ctx := context.Background()
-	timelines, err := timeline.NewIndex(ctx, h.Views, h.Store)
+	timelines, err := timeline.NewIndex(ctx, h.Views, h.Store, "")
 	if err != nil {
 		t.Fatal(err)
 	}

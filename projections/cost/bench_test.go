@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/internal/claimname"
 )
 
@@ -114,13 +115,20 @@ func BenchmarkCostIndex(b *testing.B) {
 	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	until := since.AddDate(0, 0, 30)
 	evs := benchLog(b)
-	build := func() *Index {
-		x := NewIndex()
+	// A history file as serve's: full chunks of spans on disk.
+	history, err := chunkfile.Open(b.TempDir(), "history-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer history.Close()
+	buildWith := func(h *chunkfile.File) *Index {
+		x := newIndex(h)
 		for _, e := range evs {
 			x.Apply(e)
 		}
 		return x
 	}
+	build := func() *Index { return buildWith(nil) }
 	fold := func() Report {
 		f := NewFold(ByGroup, since, until)
 		for _, e := range evs {
@@ -144,6 +152,14 @@ func BenchmarkCostIndex(b *testing.B) {
 		b.ReportMetric(float64(x.Spans()), "spans")
 		runtime.KeepAlive(x)
 	})
+	var onDisk *Index
+	b.Run("build-on-disk", func(b *testing.B) {
+		onDisk = nil // a -count before this one built it
+		base := heapAlloc()
+		withCPU(b, func() { onDisk = nil; onDisk = buildWith(history) })
+		b.ReportMetric(float64(heapAlloc()-base)/1e6, "heap-MB")
+		runtime.KeepAlive(onDisk)
+	})
 	x := build()
 	if !reflect.DeepEqual(mustReport(b, x, ByGroup, since, until, time.Time{}), fold()) {
 		b.Fatal("the index's report is not the fold's")
@@ -151,6 +167,16 @@ func BenchmarkCostIndex(b *testing.B) {
 	b.Run("index-by-group", func(b *testing.B) {
 		withCPU(b, func() {
 			if r := mustReport(b, x, ByGroup, since, until, time.Time{}); len(r.Rows) != 10 {
+				b.Fatalf("%d rows", len(r.Rows))
+			}
+		})
+	})
+	b.Run("index-by-group-on-disk", func(b *testing.B) {
+		if onDisk == nil {
+			onDisk = buildWith(history)
+		}
+		withCPU(b, func() {
+			if r := mustReport(b, onDisk, ByGroup, since, until, time.Time{}); len(r.Rows) != 10 {
 				b.Fatalf("%d rows", len(r.Rows))
 			}
 		})

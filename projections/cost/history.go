@@ -1,6 +1,10 @@
 package cost
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/claimstream/claimstream/internal/chunkfile"
+)
 
 // An index's spans are its history: some 450,000 a month at 10,000
 // slots, read only by a report or a snapshot. With a history file
@@ -11,15 +15,7 @@ import "fmt"
 // says so.
 
 // History is where an index holds its full chunks of spans.
-type History struct {
-	// OnDisk is the bytes of chunks in the history file, InMemory of
-	// those held in memory: all of them without a history file, those it
-	// refused with one.
-	OnDisk, InMemory int64
-	// Err is why chunks are held in memory that belong on disk: the
-	// history file's last refusal, or why there is no history file.
-	Err error
-}
+type History = chunkfile.Usage
 
 // heldChunks counts the full chunks held in memory, and the history
 // file's last refusal.
@@ -29,32 +25,21 @@ type heldChunks struct {
 }
 
 // store moves full chunk c to the history file, or, with none or when it
-// refuses it, keeps it in memory without spare room.
+// refuses it, keeps it in memory.
 func (x *Index) store(c *spanChunk) {
-	if x.history != nil {
-		ref, err := x.history.Append(c.b)
-		if err == nil {
-			c.b, c.at = nil, ref
-			return
-		}
+	if err := x.history.Keep(&c.Chunk); err != nil {
 		x.held.err = err
 	}
-	c.seal()
-	x.held.bytes += int64(len(c.b))
+	x.held.bytes += int64(c.InMemory())
 }
 
 // chunk is chunk c's bytes: its own, or read from the history file into
-// *scratch, which it grows (the chunk's own bytes are never scratch).
+// *scratch.
 func (x *Index) chunk(c int, scratch *[]byte) ([]byte, error) {
-	ch := &x.spans[c]
-	if ch.b != nil || ch.at.Len() == 0 {
-		return ch.b, nil
-	}
-	b, err := x.history.Read(ch.at, *scratch)
+	b, err := x.history.Bytes(&x.spans[c].Chunk, scratch)
 	if err != nil {
 		return nil, fmt.Errorf("chunk %d of its spans: %w", c, err)
 	}
-	*scratch = b
 	return b, nil
 }
 

@@ -63,11 +63,11 @@ func onDisk(t *testing.T, x *Index) {
 		t.Fatalf("%d chunks of spans; the test wants full ones", len(x.spans))
 	}
 	for c := range x.spans[:len(x.spans)-1] {
-		if x.spans[c].b != nil {
+		if x.spans[c].B != nil {
 			t.Fatalf("full chunk %d of %d is held in memory", c, len(x.spans))
 		}
 	}
-	if x.spans[len(x.spans)-1].b == nil {
+	if x.spans[len(x.spans)-1].B == nil {
 		t.Fatal("the open chunk is not in memory")
 	}
 }

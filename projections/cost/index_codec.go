@@ -306,7 +306,7 @@ func decodeIndex(d *decoder, history *chunkfile.File) (*Index, uint64) {
 		x.addSpan(sp)
 	}
 	if len(x.spans) > 0 {
-		x.spans[len(x.spans)-1].seal() // the last chunk, full or not: the live path may add to it
+		x.spans[len(x.spans)-1].Seal() // the last chunk, full or not: the live path may add to it
 	}
 	x.marks = make([]bootMark, d.Count())
 	prev = 0

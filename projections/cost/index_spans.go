@@ -16,11 +16,9 @@ import (
 // here (instants in nanoseconds), 24 in a span. A report walks a chunk
 // from its start (spansOf); nothing looks a span up by its position.
 //
-// An index with a history file (Index.history) writes a full chunk there
-// and keeps only its Ref: then b is nil.
+// An index with a history file (Index.history) keeps a full chunk there.
 type spanChunk struct {
-	b        []byte
-	at       chunkfile.Ref // where the chunk lies in the history file when b is nil
+	chunkfile.Chunk
 	n        int
 	lastFrom int64 // from of the last span appended
 }
@@ -32,20 +30,12 @@ const priceFlagBits = 32 - priceBits
 
 // add appends sp.
 func (c *spanChunk) add(sp span) {
-	c.b = binary.AppendVarint(c.b, sp.from-c.lastFrom)
-	c.b = binary.AppendUvarint(c.b, uint64(sp.to-sp.from)) // wraps back exactly in next
-	c.b = binary.AppendUvarint(c.b, uint64(sp.owner))
-	c.b = binary.AppendUvarint(c.b, uint64(sp.price&priceMask)<<priceFlagBits|uint64(sp.price>>priceBits))
+	c.B = binary.AppendVarint(c.B, sp.from-c.lastFrom)
+	c.B = binary.AppendUvarint(c.B, uint64(sp.to-sp.from)) // wraps back exactly in next
+	c.B = binary.AppendUvarint(c.B, uint64(sp.owner))
+	c.B = binary.AppendUvarint(c.B, uint64(sp.price&priceMask)<<priceFlagBits|uint64(sp.price>>priceBits))
 	c.lastFrom = sp.from
 	c.n++
-}
-
-// seal drops the chunk's spare capacity once it is full or decoded: it
-// is held for long.
-func (c *spanChunk) seal() {
-	b := make([]byte, len(c.b)) // exactly: append would round up to a size class
-	copy(b, c.b)
-	c.b = b
 }
 
 // spansOf yields the spans of a chunk's bytes in order. The bytes are the

@@ -27,11 +27,11 @@ func TestSpanChunkReadsBackWhatWasAdded(t *testing.T) {
 	for _, sp := range want {
 		c.add(sp)
 	}
-	c.seal()
-	if c.n != len(want) || len(c.b) != cap(c.b) {
-		t.Fatalf("chunk holds %d spans in %d bytes of %d; want %d and no spare room", c.n, len(c.b), cap(c.b), len(want))
+	c.Seal()
+	if c.n != len(want) || len(c.B) != cap(c.B) {
+		t.Fatalf("chunk holds %d spans in %d bytes of %d; want %d and no spare room", c.n, len(c.B), cap(c.B), len(want))
 	}
-	got := slices.Collect(spansOf(c.b))
+	got := slices.Collect(spansOf(c.B))
 	for i, w := range want {
 		if i >= len(got) {
 			t.Fatalf("span %d: none, want %+v", i, w)
@@ -56,7 +56,7 @@ func TestSpanChunkIsSmallerThanSpans(t *testing.T) {
 		at += r.Int64N(10e9)
 		c.add(span{from: at, to: at + r.Int64N(8*3600e9), owner: uint32(100_000 + i), price: spanUp | uint32(r.IntN(200))})
 	}
-	if per := float64(len(c.b)) / float64(c.n); per > 18 {
+	if per := float64(len(c.B)) / float64(c.n); per > 18 {
 		t.Fatalf("%.1f bytes a span, want at most 18", per)
 	}
 }

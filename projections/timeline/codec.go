@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/internal/copycodec"
 )
 
@@ -25,27 +26,32 @@ const (
 // bytes are not a part this version wrote, or not the whole of one.
 var errCopyDamaged = errors.New("damaged timeline index part")
 
-// marshal encodes what x holds; the caller holds x.mu.
-func (x *Index) marshal() []byte {
+// marshal encodes what x holds; the caller holds x.mu. Its error is the
+// history file's.
+func (x *Index) marshal() ([]byte, error) {
 	nbars := 0
 	for _, l := range x.slots {
 		nbars += l.bars.n
 	}
 	e := &tlEncoder{copycodec.NewEncoder(timelineCopyMagic, timelineCopyVersion, 64+x.eventsAt.len()*2+nbars*8)}
-	x.encode(e)
-	return e.Seal()
+	if err := x.encode(e); err != nil {
+		return nil, err
+	}
+	return e.Seal(), nil
 }
 
 // write writes what marshal returns to w as it is encoded; the caller
 // holds x.mu.
 func (x *Index) write(w io.Writer) error {
 	e := &tlEncoder{copycodec.NewWriterEncoder(w, timelineCopyMagic, timelineCopyVersion)}
-	x.encode(e)
+	if err := x.encode(e); err != nil {
+		return err
+	}
 	return e.End()
 }
 
 // encode is the one writer of a part's payload; the caller holds x.mu.
-func (x *Index) encode(e *tlEncoder) {
+func (x *Index) encode(e *tlEncoder) error {
 	e.Uint(x.seq)
 	e.t(x.heldFrom)
 	e.t(x.newest)
@@ -55,9 +61,11 @@ func (x *Index) encode(e *tlEncoder) {
 	}
 	e.Uint(uint64(x.eventsAt.len()))
 	var prev int64
-	for at := range x.eventsAt.all() {
+	if err := x.eventsAt.each(func(at int64) {
 		e.Int(at - prev)
 		prev = at
+	}); err != nil {
+		return err
 	}
 
 	names := make([]string, 0, len(x.slots))
@@ -100,6 +108,7 @@ func (x *Index) encode(e *tlEncoder) {
 			e.Str(f.reason)
 		}
 	}
+	return nil
 }
 
 // timelineContents is what a copy holds: the fields of a Index it
@@ -122,30 +131,34 @@ func unmarshalTimelineIndex(b []byte) (*timelineContents, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
-	return unmarshalTimeline(cd)
+	return unmarshalTimeline(cd, nil)
 }
 
 // unmarshalTimelineFrom decodes a copy of size bytes as
-// unmarshalTimelineIndex does, as it is read from r.
-func unmarshalTimelineFrom(r io.Reader, size int) (*timelineContents, error) {
+// unmarshalTimelineIndex does, as it is read from r; full chunks of its
+// event instants go to history (nil: memory).
+func unmarshalTimelineFrom(r io.Reader, size int, history *chunkfile.File) (*timelineContents, error) {
 	cd, err := copycodec.OpenReader(r, size, timelineCopyMagic, timelineCopyVersion, "a timeline index copy")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
-	return unmarshalTimeline(cd)
+	return unmarshalTimeline(cd, history)
 }
 
-func unmarshalTimeline(cd *copycodec.Decoder) (*timelineContents, error) {
+func unmarshalTimeline(cd *copycodec.Decoder, history *chunkfile.File) (*timelineContents, error) {
 	d := &tlDecoder{cd}
-	c := decodeTimelineContents(d)
+	c := decodeTimelineContents(d, history)
 	if err := d.End(); err != nil {
+		if c != nil {
+			c.eventsAt.release()
+		}
 		return nil, fmt.Errorf("%w: %w", errCopyDamaged, err)
 	}
 	return c, nil
 }
 
-func decodeTimelineContents(d *tlDecoder) *timelineContents {
-	c := &timelineContents{slots: map[string]*slotLine{}}
+func decodeTimelineContents(d *tlDecoder, history *chunkfile.File) *timelineContents {
+	c := &timelineContents{slots: map[string]*slotLine{}, eventsAt: instants{history: history}}
 	c.seq = d.Uint()
 	c.heldFrom, c.newest = d.t(), d.t()
 	np := d.Count()

@@ -45,9 +45,9 @@ func seedTimelineIndex() *folding {
 // the same timelines.
 func TestTimelineIndexCopyRoundTrips(t *testing.T) {
 	x := seedTimelineIndex()
-	b := x.marshal()
+	b := mustMarshal(t, x)
 	y := fromContents(t, b)
-	again := y.marshal()
+	again := mustMarshal(t, y)
 	if !bytes.Equal(again, b) {
 		t.Fatalf("the decoded copy encodes to %d bytes, not the %d it was read from", len(again), len(b))
 	}
@@ -66,7 +66,7 @@ func TestTimelineIndexCopyRoundTrips(t *testing.T) {
 
 // A copy cut short or altered anywhere is refused as damaged.
 func TestTimelineIndexCopyRefusesDamage(t *testing.T) {
-	b := seedTimelineIndex().marshal()
+	b := mustMarshal(t, seedTimelineIndex())
 	for _, n := range []int{0, 4, 5, len(b) / 2, len(b) - 1} {
 		if _, err := unmarshalTimelineIndex(b[:n]); !errors.Is(err, errCopyDamaged) {
 			t.Fatalf("cut to %d of %d bytes: %v, want errCopyDamaged", n, len(b), err)
@@ -128,14 +128,14 @@ func fmtFailures(tl Timeline) string {
 // errCopyDamaged, and what it accepts encodes back to a copy that
 // decodes again and cuts timelines.
 func FuzzUnmarshalTimelineIndex(f *testing.F) {
-	f.Add(seedTimelineIndex().marshal())
+	f.Add(mustMarshal(f, seedTimelineIndex()))
 	f.Add([]byte("CSTL\x03"))
-	f.Add(foldLifecycles(1, 0).marshal())
+	f.Add(mustMarshal(f, foldLifecycles(1, 0)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// Read from a stream, the copy is decoded before its checksum is
 		// checked: it must refuse or accept as the whole copy is.
 		_, whole := unmarshalTimelineIndex(b)
-		if _, streamed := unmarshalTimelineFrom(bytes.NewReader(b), len(b)); (whole == nil) != (streamed == nil) || streamed != nil && !errors.Is(streamed, errCopyDamaged) {
+		if _, streamed := unmarshalTimelineFrom(bytes.NewReader(b), len(b), nil); (whole == nil) != (streamed == nil) || streamed != nil && !errors.Is(streamed, errCopyDamaged) {
 			t.Fatalf("whole: %v; streamed: %v", whole, streamed)
 		}
 		y, err := restored(b)
@@ -145,7 +145,7 @@ func FuzzUnmarshalTimelineIndex(f *testing.F) {
 			}
 			return
 		}
-		again := y.marshal()
+		again := mustMarshal(t, y)
 		if _, err := unmarshalTimelineIndex(again); err != nil {
 			t.Fatalf("an accepted copy encodes to one refused: %v", err)
 		}
@@ -154,3 +154,16 @@ func FuzzUnmarshalTimelineIndex(f *testing.F) {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// mustMarshal is x's copy.
+func mustMarshal(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, x interface{ marshal() ([]byte, error) }) []byte {
+	t.Helper()
+	b, err := x.marshal()
+	if err != nil {
+		t.Fatalf("marshalling the timeline index: %v", err)
+	}
+	return b
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/events/eventlog"
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/internal/claimname"
 	"github.com/claimstream/claimstream/projections"
 )
@@ -27,6 +29,11 @@ import (
 type Index struct {
 	views *projections.Runner
 	store *eventlog.Store
+	// history takes the full chunks of eventsAt (instants.go), for the
+	// index's life; nil holds them in memory (noFile says why, when the
+	// file could not be made).
+	history *chunkfile.File
+	noFile  error
 
 	// pending holds the records of the events the views folded that the
 	// index has not applied yet (a request held mu). beginPending: the
@@ -98,21 +105,47 @@ type indexFail struct {
 
 // NewIndex keeps a timeline index of store's log folded by views: call it
 // before views.Start (or the index is built from the log first; the views
-// log why it begins without history, if it does).
-func NewIndex(ctx context.Context, views *projections.Runner, store *eventlog.Store) (*Index, error) {
+// log why it begins without history, if it does). The events' instants
+// go to an unlinked file in historyDir (serve's data dir), or stay in
+// memory when historyDir is "".
+func NewIndex(ctx context.Context, views *projections.Runner, store *eventlog.Store, historyDir string) (*Index, error) {
 	x := &Index{views: views, store: store}
+	if historyDir != "" {
+		if x.history, x.noFile = chunkfile.Open(historyDir, ".timeline-history-"); x.noFile != nil {
+			slog.Warn("the timeline index holds its history in memory: it cannot write it to disk", "dir", historyDir, "err", x.noFile)
+		}
+	}
 	x.reset()
 	if err := views.Register(ctx, x); err != nil {
+		if x.history != nil {
+			_ = x.history.Close()
+		}
 		return nil, err
 	}
 	return x, nil
+}
+
+// History says where the index holds the full chunks of its events'
+// instants, and why in memory when they belong on disk.
+func (x *Index) History() chunkfile.Usage {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	u := chunkfile.Usage{InMemory: x.eventsAt.inMemory(), Err: x.eventsAt.err}
+	if x.history != nil {
+		u.OnDisk = x.history.Size()
+	}
+	if u.Err == nil {
+		u.Err = x.noFile
+	}
+	return u
 }
 
 // reset empties the index; the caller holds mu.
 func (x *Index) reset() {
 	x.seq, x.beginAtNext = 0, false
 	x.heldFrom, x.newest, x.prunedAt = time.Time{}, time.Time{}, time.Time{}
-	x.slots, x.eventsAt = map[string]*slotLine{}, instants{}
+	x.eventsAt.release()
+	x.slots, x.eventsAt = map[string]*slotLine{}, instants{history: x.history}
 	// Code 0 is no phase; the views' phases get theirs as they are seen.
 	x.phases, x.phaseCode = []string{""}, map[string]uint8{"": noPhase}
 }
@@ -140,8 +173,9 @@ func (x *Index) Restore(st *projections.State, part projections.Part) error {
 		}
 		return nil
 	}
-	c, err := unmarshalTimelineFrom(part, part.Len())
+	c, err := unmarshalTimelineFrom(part, part.Len(), x.history)
 	if err == nil && c.seq != st.Seq {
+		c.eventsAt.release()
 		err = fmt.Errorf("%w: it covers seq %d, the views %d", errCopyDamaged, c.seq, st.Seq)
 	}
 	if err != nil {
@@ -498,7 +532,11 @@ func (x *Index) cut(since, until, end time.Time) (Timeline, error) {
 			out.Failures = append(out.Failures, int64(row), b.ms(f.at), int64(intern(b.claimIdx, &out.Claims, f.claim)), int64(intern(b.reasonIdx, &out.Reasons, f.reason)))
 		}
 	}
-	out.Events = x.eventsAt.count(since.UnixMilli(), until.UnixMilli())
+	events, err := x.eventsAt.count(since.UnixMilli(), until.UnixMilli())
+	if err != nil {
+		return Timeline{}, err
+	}
+	out.Events = events
 	out.Seq = x.seq
 	if out.Groups == nil {
 		out.Groups = []string{}

@@ -20,7 +20,7 @@ func TestTimelineIndexEqualsTheFoldOfEveryWindow(t *testing.T) {
 	h := handlerstest.New(t)
 	h.History(nil)
 	ctx := context.Background()
-	idx, err := timeline.NewIndex(ctx, h.Views, h.Store)
+	idx, err := timeline.NewIndex(ctx, h.Views, h.Store, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package timeline
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/claimstream/claimstream/internal/chunkfile"
 )
 
 // instants hold what an []int64 would, through adds that run forward,
@@ -10,8 +12,32 @@ import (
 // count is the slice's, and a drop takes the slice's longest prefix at or
 // before the cut.
 func TestInstantsHoldWhatASliceWould(t *testing.T) {
+	t.Run("in memory", func(t *testing.T) { instantsHoldWhatASliceWould(t, &instants{}) })
+	t.Run("in a history file", func(t *testing.T) {
+		history, err := chunkfile.Open(t.TempDir(), "history-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer history.Close()
+		s := instants{history: history}
+		instantsHoldWhatASliceWould(t, &s)
+		if s.inMemory() != 0 || s.err != nil || history.Size() == 0 {
+			t.Fatalf("%d bytes of full chunks in memory (%v), %d on disk: want them all on disk", s.inMemory(), s.err, history.Size())
+		}
+		// The chunks dropped gave their space back: the file holds the
+		// chunks held, no more.
+		var held int64
+		for _, c := range s.chunks {
+			held += int64(c.OnDisk())
+		}
+		if history.Size() != held {
+			t.Fatalf("the history file holds %d bytes for %d bytes of chunks", history.Size(), held)
+		}
+	})
+}
+
+func instantsHoldWhatASliceWould(t *testing.T, got *instants) {
 	rng := rand.New(rand.NewPCG(3, 7))
-	var got instants
 	var want []int64
 	at := int64(1_767_225_600_000)
 	check := func(step int) {
@@ -20,11 +46,13 @@ func TestInstantsHoldWhatASliceWould(t *testing.T) {
 			t.Fatalf("step %d: %d instants held, want %d", step, got.len(), len(want))
 		}
 		k := 0
-		for ms := range got.all() {
+		if err := got.each(func(ms int64) {
 			if k >= len(want) || ms != want[k] {
 				t.Fatalf("step %d: instant %d is %d, want %v", step, k, ms, want[min(k, len(want)-1)])
 			}
 			k++
+		}); err != nil {
+			t.Fatal(err)
 		}
 		if k != len(want) {
 			t.Fatalf("step %d: all gave %d instants, want %d", step, k, len(want))
@@ -38,7 +66,7 @@ func TestInstantsHoldWhatASliceWould(t *testing.T) {
 					w++
 				}
 			}
-			if g := got.count(since, until); g != w {
+			if g, err := got.count(since, until); err != nil || g != w {
 				t.Fatalf("step %d: count(%d, %d) = %d, want %d", step, since, until, g, w)
 			}
 		}
@@ -77,7 +105,7 @@ func TestInstantsSecondsApartTakeTwoBytesEach(t *testing.T) {
 	s.sealLast()
 	bytes := 0
 	for _, c := range s.chunks {
-		bytes += cap(c.b)
+		bytes += cap(c.B)
 	}
 	if per := float64(bytes) / float64(s.len()); per > 2.01 {
 		t.Fatalf("%.2f bytes an instant, want 2", per)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstream/claimstream/events"
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/projections"
 )
 
@@ -17,8 +18,11 @@ type folding struct {
 	st *projections.State
 }
 
-func newFolding() *folding {
-	f := &folding{Index: &Index{}, st: projections.NewState()}
+func newFolding() *folding { return newFoldingWith(nil) }
+
+// newFoldingWith is newFolding whose index keeps its history in history.
+func newFoldingWith(history *chunkfile.File) *folding {
+	f := &folding{Index: &Index{history: history}, st: projections.NewState()}
 	f.reset()
 	if err := f.Restore(f.st, nil); err != nil {
 		panic(err)
@@ -38,8 +42,10 @@ func (f *folding) fold(e events.Event) {
 // foldLifecycles folds, into a fresh index, a pool of slots and n whole
 // claim lifecycles on them in turn (created to collected, seconds apart),
 // as serve's benchmark log holds them. It returns the index.
-func foldLifecycles(slots, n int) *folding {
-	x := newFolding()
+func foldLifecycles(slots, n int) *folding { return foldLifecyclesInto(newFolding(), slots, n) }
+
+// foldLifecyclesInto is foldLifecycles into x.
+func foldLifecyclesInto(x *folding, slots, n int) *folding {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var seq uint64
 	fold := func(d events.Data) {

@@ -67,7 +67,7 @@ func startViews(t *testing.T, st *eventlog.Store, bucket string, index bool, log
 	views := projections.NewRunner(st, projections.RunnerOptions{Snapshots: snaps, Logger: log})
 	var idx *Index
 	if index {
-		if idx, err = NewIndex(ctx, views, st); err != nil {
+		if idx, err = NewIndex(ctx, views, st, t.TempDir()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,7 +13,7 @@ func (s *server) timelineIndex(ctx context.Context) (*timeline.Index, error) {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	if s.timelines == nil {
-		x, err := timeline.NewIndex(ctx, s.views, s.store)
+		x, err := timeline.NewIndex(ctx, s.views, s.store, "")
 		if err != nil {
 			return nil, err
 		}

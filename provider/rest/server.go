@@ -33,6 +33,7 @@ import (
 	"github.com/claimstream/claimstream/handlers"
 	"github.com/claimstream/claimstream/handlers/decide"
 	"github.com/claimstream/claimstream/handlers/pool"
+	"github.com/claimstream/claimstream/internal/chunkfile"
 	"github.com/claimstream/claimstream/projections"
 	"github.com/claimstream/claimstream/projections/cost"
 	"github.com/claimstream/claimstream/projections/timeline"
@@ -340,20 +341,25 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Health{Status: "ready", Seq: seq, Last: last, Problem: problem, PoolFile: s.poolFileRefused(), History: s.historyInMemory()})
 }
 
-// historyInMemory says why the cost index holds history in memory that
-// belongs on disk, if it does: the server stays ready.
+// historyInMemory says why the cost or timeline index holds history in
+// memory that belongs on disk, if one does: the server stays ready.
 func (s *server) historyInMemory() string {
 	s.indexMu.Lock()
-	costs := s.costs
+	costs, timelines := s.costs, s.timelines
 	s.indexMu.Unlock()
-	if costs == nil {
-		return ""
+	var says []string
+	say := func(index string, u chunkfile.Usage) {
+		if u.Err != nil {
+			says = append(says, fmt.Sprintf("the %s index holds %.1f MB of its history in memory: it cannot write it to disk: %v", index, float64(u.InMemory)/1e6, u.Err))
+		}
 	}
-	h := costs.History()
-	if h.Err == nil {
-		return ""
+	if costs != nil {
+		say("cost", costs.History())
 	}
-	return fmt.Sprintf("the cost index holds %.1f MB of its history in memory: it cannot write it to disk: %v", float64(h.InMemory)/1e6, h.Err)
+	if timelines != nil {
+		say("timeline", timelines.History())
+	}
+	return strings.Join(says, "; ")
 }
 
 // poolFileRefused is the pool file's state when it was not applied, else

@@ -327,7 +327,7 @@ func TestTimelineOlderThanTheIndexIsFoldedFromTheLog(t *testing.T) {
 	// Forty days later, a new claim: the index prunes the scripted history.
 	f.H.Clock.SetTime(handlerstest.Start.Add(40 * 24 * time.Hour))
 	f.H.MustExec(decide.ManualClaim{Slot: "node-1.lan", By: "dave"})
-	idx, err := timeline.NewIndex(ctx, f.H.Views, f.H.Store)
+	idx, err := timeline.NewIndex(ctx, f.H.Views, f.H.Store, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

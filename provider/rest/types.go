@@ -171,8 +171,8 @@ type Health struct {
 	// PoolFile is the last pool file read when it was not applied: the
 	// server stays ready and serves the pool the log holds.
 	PoolFile *pool.FileState `json:"poolFile,omitempty"`
-	// History says why the cost index holds history in memory that
-	// belongs on disk (a full disk): the server stays ready.
+	// History says why the cost or timeline index holds history in
+	// memory that belongs on disk (a full disk): the server stays ready.
 	History string `json:"history,omitempty"`
 }
 

@@ -55,7 +55,7 @@ func start(t testing.TB, tlsServer bool) *fixture {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	sessions := dashboard.NewSessions(clk, time.Hour)
 	// The timeline index folded with the views, as serve keeps it.
-	idx, err := timeline.NewIndex(context.Background(), h.Views, h.Store)
+	idx, err := timeline.NewIndex(context.Background(), h.Views, h.Store, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

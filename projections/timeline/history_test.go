@@ -82,3 +82,23 @@ func TestTheIndexSaysWhyItsInstantsAreInMemory(t *testing.T) {
 		t.Fatalf("copy: %v, want the history file's error", err)
 	}
 }
+
+// History does not wait for a request that holds the index: it says
+// what it found last.
+func TestHistoryDoesNotWaitForTheIndex(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("this test writes to /dev/full: %v", err)
+	}
+	defer full.Close()
+	x := foldLifecyclesInto(newFoldingWith(chunkfile.New(full)), 20, 2000)
+	found := x.History()
+	if found.InMemory == 0 || found.Err == nil {
+		t.Fatalf("history %+v, want chunks in memory for the full disk", found)
+	}
+	x.mu.Lock() // a request holding the index
+	defer x.mu.Unlock()
+	if got := x.History(); got != found {
+		t.Fatalf("while the index is held: %+v, want what was found last, %+v", got, found)
+	}
+}

@@ -34,6 +34,8 @@ type Index struct {
 	// file could not be made).
 	history *chunkfile.File
 	noFile  error
+	// lastHistory is what History found last.
+	lastHistory atomic.Pointer[chunkfile.Usage]
 
 	// pending holds the records of the events the views folded that the
 	// index has not applied yet (a request held mu). beginPending: the
@@ -126,9 +128,16 @@ func NewIndex(ctx context.Context, views *projections.Runner, store *eventlog.St
 }
 
 // History says where the index holds the full chunks of its events'
-// instants, and why in memory when they belong on disk.
+// instants, and why in memory when they belong on disk. It never waits
+// for the index's lock (a timeline request or a snapshot may hold it for
+// long, and /readyz asks): it then says what it found last.
 func (x *Index) History() chunkfile.Usage {
-	x.mu.Lock()
+	if !x.mu.TryLock() {
+		if u := x.lastHistory.Load(); u != nil {
+			return *u
+		}
+		return chunkfile.Usage{Err: x.noFile}
+	}
 	defer x.mu.Unlock()
 	u := chunkfile.Usage{InMemory: x.eventsAt.inMemory(), Err: x.eventsAt.err}
 	if x.history != nil {
@@ -137,6 +146,7 @@ func (x *Index) History() chunkfile.Usage {
 	if u.Err == nil {
 		u.Err = x.noFile
 	}
+	x.lastHistory.Store(&u)
 	return u
 }
 

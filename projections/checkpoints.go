@@ -168,7 +168,9 @@ func parseCheckpointName(name string) (seq uint64, last time.Time, legacy, ok bo
 		return 0, time.Time{}, false, false
 	}
 	last, err = time.Parse(checkpointTimeLayout, rest[21:])
-	if err != nil {
+	// time.Parse takes other spellings of the same time (a comma before
+	// the fraction): only the name this writer gives it is a checkpoint's.
+	if err != nil || name != checkpointName(seq, last) {
 		return 0, time.Time{}, false, false
 	}
 	return seq, last, false, true

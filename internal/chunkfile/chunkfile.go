@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 
@@ -27,12 +28,16 @@ import (
 
 // File is an unlinked, append-only file of chunks.
 type File struct {
-	f    *os.File
-	path string // where it was created: named in errors only
+	f     *os.File
+	path  string // where it was created: named in errors only
+	index string // whose history it holds: named in the log
 
 	mu    sync.Mutex
 	end   int64 // where the next chunk goes: past every chunk written whole
 	freed int64 // bytes of chunks freed
+	// refusing: the last Keep could not write its chunk; the next refusal
+	// is not logged again.
+	refusing bool
 }
 
 // Ref is where a chunk lies in its File, and its checksum.
@@ -42,27 +47,35 @@ type Ref struct {
 	crc uint32 // CRC-32C of the chunk's bytes
 }
 
-// Len is the chunk's length in bytes.
-func (r Ref) Len() int { return int(r.n) }
-
-// Open creates an unlinked file in dir; pattern is its temporary name's
-// prefix (os.CreateTemp), seen only while it is created.
-func Open(dir, pattern string) (*File, error) {
-	f, err := os.CreateTemp(dir, pattern)
+// Open creates an unlinked file in dir for the history of the index
+// named index (its temporary name, seen only while it is created, starts
+// with it). When it cannot, it logs that the index holds its history in
+// memory, and returns why.
+func Open(dir, index string) (*File, error) {
+	f, err := create(dir, index)
 	if err != nil {
-		return nil, fmt.Errorf("creating a file for an index's history in %s: %w", dir, err)
+		slog.Warn("an index holds its history in memory: its history file cannot be made", "index", index, "dir", dir, "err", err)
+		return nil, err
+	}
+	return New(f, index), nil
+}
+
+func create(dir, index string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "."+index+"-history-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a file for the %s index's history in %s: %w", index, dir, err)
 	}
 	if err := os.Remove(f.Name()); err != nil {
 		_ = f.Close()
 		_ = os.Remove(f.Name())
-		return nil, fmt.Errorf("unlinking the index's history file %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("unlinking the %s index's history file %s: %w", index, f.Name(), err)
 	}
-	return New(f), nil
+	return f, nil
 }
 
-// New keeps chunks in f, a file open for reading and writing, from its
-// start; Close closes f.
-func New(f *os.File) *File { return &File{f: f, path: f.Name()} }
+// New keeps the chunks of index's history in f, a file open for reading
+// and writing, from its start; Close closes f.
+func New(f *os.File, index string) *File { return &File{f: f, path: f.Name(), index: index} }
 
 var (
 	// ErrTooLarge: a chunk longer than a Ref holds.
@@ -160,19 +173,27 @@ type Chunk struct {
 
 // Keep moves full chunk c to f. With no File (f nil), or when f refuses
 // it (its error is returned), c stays in memory, without spare room: it is
-// held for long.
+// held for long. The first refusal after a chunk written (or the first of
+// all) is logged: a full disk logs once, not once a chunk.
 func (f *File) Keep(c *Chunk) error {
-	if f != nil {
-		ref, err := f.Append(c.B)
-		if err == nil {
-			c.B, c.at = nil, ref
-			return nil
-		}
+	if f == nil {
 		c.Seal()
-		return err
+		return nil
+	}
+	ref, err := f.Append(c.B)
+	f.mu.Lock()
+	logIt := err != nil && !f.refusing
+	f.refusing = err != nil
+	f.mu.Unlock()
+	if err == nil {
+		c.B, c.at = nil, ref
+		return nil
+	}
+	if logIt {
+		slog.Warn("an index holds its history in memory: its history file refuses it", "index", f.index, "err", err)
 	}
 	c.Seal()
-	return nil
+	return err
 }
 
 // Seal drops the spare room of c's bytes in memory.

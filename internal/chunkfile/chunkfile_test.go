@@ -5,19 +5,42 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/claimstream/claimstream/internal/logcapture"
 )
 
-func TestChunksReadBackAsWritten(t *testing.T) {
-	dir := t.TempDir()
-	f, err := Open(dir, "history-")
+// testFile is a history file in dir, closed when the test ends.
+func testFile(t *testing.T, dir string) *File {
+	t.Helper()
+	f, err := Open(dir, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// fullDisk is a history file that refuses every write: ENOSPC.
+func fullDisk(t *testing.T) *File {
+	t.Helper()
+	full, err := os.OpenFile("/dev/full", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("this test writes to /dev/full: %v", err)
+	}
+	f := New(full, "test")
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func TestChunksReadBackAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	f := testFile(t, dir)
 	var refs []Ref
 	var want [][]byte
 	for i := range 50 {
@@ -34,7 +57,7 @@ func TestChunksReadBackAsWritten(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want[i]) || refs[i].Len() != len(want[i]) {
+		if !bytes.Equal(got, want[i]) || int(refs[i].n) != len(want[i]) {
 			t.Fatalf("chunk %d read back as %d bytes, want %d", i, len(got), len(want[i]))
 		}
 		buf = got
@@ -51,11 +74,7 @@ func TestChunksReadBackAsWritten(t *testing.T) {
 // The file has no name: a crash leaves nothing in the data dir.
 func TestTheFileHasNoName(t *testing.T) {
 	dir := t.TempDir()
-	f, err := Open(dir, "history-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := testFile(t, dir)
 	if _, err := f.Append([]byte("chunk")); err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +88,14 @@ func TestTheFileHasNoName(t *testing.T) {
 }
 
 func TestOpenInAMissingDirectoryFails(t *testing.T) {
-	if _, err := Open(t.TempDir()+"/gone", "history-"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Open(t.TempDir()+"/gone", "test"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v, want not exist", err)
 	}
 }
 
 // A full disk refuses the chunk and leaves the file as it was.
 func TestAFullDiskRefusesAChunk(t *testing.T) {
-	full, err := os.OpenFile("/dev/full", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("this test writes to /dev/full: %v", err)
-	}
-	f := New(full)
-	defer f.Close()
+	f := fullDisk(t)
 	if _, err := f.Append([]byte("chunk")); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("err = %v, want ENOSPC", err)
 	}
@@ -92,11 +106,7 @@ func TestAFullDiskRefusesAChunk(t *testing.T) {
 
 // A chunk is read whole and as written, or not at all.
 func TestAReadPastTheEndOrOfAChangedChunkFails(t *testing.T) {
-	f, err := Open(t.TempDir(), "history-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := testFile(t, t.TempDir())
 	r, err := f.Append([]byte("chunk"))
 	if err != nil {
 		t.Fatal(err)
@@ -120,11 +130,7 @@ func TestAReadPastTheEndOrOfAChangedChunkFails(t *testing.T) {
 
 // Reads run beside appends (go test -race).
 func TestReadsRunBesideAppends(t *testing.T) {
-	f, err := Open(t.TempDir(), "history-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := testFile(t, t.TempDir())
 	refs := make(chan Ref, 200)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -165,11 +171,7 @@ func TestReadsRunBesideAppends(t *testing.T) {
 // A freed chunk's space goes back to the disk; the others read as
 // written.
 func TestAFreedChunkGivesItsSpaceBack(t *testing.T) {
-	f, err := Open(t.TempDir(), "history-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := testFile(t, t.TempDir())
 	blocks := func() int64 {
 		var st syscall.Stat_t
 		if err := syscall.Fstat(int(f.f.Fd()), &st); err != nil {
@@ -207,17 +209,8 @@ func TestAFreedChunkGivesItsSpaceBack(t *testing.T) {
 // A full chunk goes to the File and reads back; without a File, or when
 // the File refuses it, it stays in memory without spare room.
 func TestAChunkIsKeptOnDiskOrInMemory(t *testing.T) {
-	f, err := Open(t.TempDir(), "history-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	full, err := os.OpenFile("/dev/full", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("this test writes to /dev/full: %v", err)
-	}
-	refusing := New(full)
-	defer refusing.Close()
+	f := testFile(t, t.TempDir())
+	refusing := fullDisk(t)
 	for _, tc := range []struct {
 		name     string
 		f        *File
@@ -245,5 +238,40 @@ func TestAChunkIsKeptOnDiskOrInMemory(t *testing.T) {
 	}
 	if f.Size() != 0 {
 		t.Fatalf("the file holds %d bytes after its chunk was dropped", f.Size())
+	}
+}
+
+// A full disk is logged when it begins refusing, not once a chunk: a
+// File that writes again and then refuses again logs once more.
+func TestARefusingFileLogsWhenItBeginsRefusing(t *testing.T) {
+	logs, logger := logcapture.New(slog.LevelWarn)
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(logger)
+	refusing := fullDisk(t)
+	const line = "its history file refuses it"
+	for range 3 {
+		c := Chunk{B: []byte("chunk")}
+		if err := refusing.Keep(&c); err == nil {
+			t.Fatal("/dev/full took a chunk")
+		}
+	}
+	if n := logs.Count(line); n != 1 {
+		t.Fatalf("three refusals in a row logged %d times:\n%s", n, logs)
+	}
+	// Writes succeed again (the file behind is swapped), then fail.
+	ok := testFile(t, t.TempDir())
+	refusing.f, ok.f = ok.f, refusing.f
+	if err := refusing.Keep(&Chunk{B: []byte("chunk")}); err != nil {
+		t.Fatal(err)
+	}
+	refusing.f, ok.f = ok.f, refusing.f
+	if err := refusing.Keep(&Chunk{B: []byte("chunk")}); err == nil {
+		t.Fatal("/dev/full took a chunk")
+	}
+	if n := logs.Count(line); n != 2 {
+		t.Fatalf("a refusal after a chunk written logged %d lines in all, want 2:\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), "index=test") {
+		t.Fatalf("the line does not name the index:\n%s", logs)
 	}
 }

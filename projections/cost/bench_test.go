@@ -116,7 +116,7 @@ func BenchmarkCostIndex(b *testing.B) {
 	until := since.AddDate(0, 0, 30)
 	evs := benchLog(b)
 	// A history file as serve's: full chunks of spans on disk.
-	history, err := chunkfile.Open(b.TempDir(), "history-")
+	history, err := chunkfile.Open(b.TempDir(), "cost")
 	if err != nil {
 		b.Fatal(err)
 	}

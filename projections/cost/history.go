@@ -54,9 +54,11 @@ func (x *Index) History() History {
 	return h
 }
 
-// close closes the index's history file: its chunks on disk are gone.
-func (x *Index) close() {
-	if x.history != nil {
-		_ = x.history.Close()
+// release gives back the history file's space of every chunk of spans:
+// the index is dropped whole (a restore replaced it, or its copy was
+// refused).
+func (x *Index) release() {
+	for c := range x.spans {
+		x.history.Drop(&x.spans[c].Chunk)
 	}
 }

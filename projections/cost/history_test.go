@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimstream/claimstream/events"
 	"github.com/claimstream/claimstream/internal/chunkfile"
+	"github.com/claimstream/claimstream/projections"
 )
 
 type fatalf interface {
@@ -22,12 +23,24 @@ type fatalf interface {
 // testHistory is one history file for the package's tests (unlinked:
 // the test process's end removes it).
 var testHistory = sync.OnceValue(func() *chunkfile.File {
-	f, err := chunkfile.Open(os.TempDir(), "cost-test-history-")
+	f, err := chunkfile.Open(os.TempDir(), "cost-test")
 	if err != nil {
 		panic(err)
 	}
 	return f
 })
+
+// historyFile is a history file in the test's temp dir, closed when the
+// test ends.
+func historyFile(t *testing.T) *chunkfile.File {
+	t.Helper()
+	f, err := chunkfile.Open(t.TempDir(), "cost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
 
 func mustReport(t fatalf, x *Index, dim Dimension, since, until, end time.Time) Report {
 	t.Helper()
@@ -76,12 +89,7 @@ func onDisk(t *testing.T, x *Index) {
 // reports, saves and continues exactly as one in memory.
 func TestAnIndexKeepsItsFullChunksOnDisk(t *testing.T) {
 	evs := historyLog()
-	history, err := chunkfile.Open(t.TempDir(), "history-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := newIndex(history)
-	defer x.close()
+	x := newIndex(historyFile(t))
 	for _, e := range evs {
 		x.Apply(e)
 	}
@@ -106,15 +114,10 @@ func TestALoadedIndexKeepsItsHistoryOnDisk(t *testing.T) {
 	evs := historyLog()
 	cut := len(evs) * 2 / 3
 	saved := mustMarshal(t, indexOf(evs[:cut]), uint64(cut))
-	history, err := chunkfile.Open(t.TempDir(), "history-")
+	y, _, err := unmarshalIndexFrom(bytes.NewReader(saved), len(saved), historyFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, _, err := unmarshalIndexFrom(bytes.NewReader(saved), len(saved), history)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.close()
 	onDisk(t, y)
 	if again := mustMarshal(t, y, uint64(cut)); !bytes.Equal(again, saved) {
 		t.Fatalf("the loaded copy encodes to %d bytes unlike the %d saved", len(again), len(saved))
@@ -134,8 +137,8 @@ func TestAFullDiskKeepsTheHistoryInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this test writes to /dev/full: %v", err)
 	}
-	x := newIndex(chunkfile.New(full))
-	defer x.close()
+	x := newIndex(chunkfile.New(full, "cost"))
+	defer full.Close()
 	evs := historyLog()
 	for _, e := range evs {
 		x.Apply(e)
@@ -152,10 +155,7 @@ func TestAFullDiskKeepsTheHistoryInMemory(t *testing.T) {
 // A history that cannot be read back fails the report and the copy, with
 // the file's error: never a report short of the chunk.
 func TestAnUnreadableHistoryFailsTheReport(t *testing.T) {
-	history, err := chunkfile.Open(t.TempDir(), "history-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	history := historyFile(t)
 	x := newIndex(history)
 	for _, e := range historyLog() {
 		x.Apply(e)
@@ -169,5 +169,50 @@ func TestAnUnreadableHistoryFailsTheReport(t *testing.T) {
 	}
 	if err := x.WriteIndex(&bytes.Buffer{}, 1); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("written copy: %v, want the history file's error", err)
+	}
+}
+
+// A runner keeps one history file: a restore gives back the space of the
+// index it replaces, and a copy it refuses (cut short, or of another
+// sequence) leaves none of its chunks behind.
+func TestARestoreReleasesTheReplacedIndexsHistory(t *testing.T) {
+	evs := historyLog()
+	cut := len(evs) * 2 / 3
+	saved := mustMarshal(t, indexOf(evs[:cut]), uint64(cut))
+	history := historyFile(t)
+	x := &Runner{history: history}
+	x.setIndex(newIndex(history))
+	for _, e := range evs {
+		x.Apply(nil, e)
+	}
+	x.mu.Lock()
+	x.pending.Drain(x.applyLocked)
+	x.mu.Unlock()
+	onDisk(t, x.idx)
+	heldBy := func(idx *Index) int64 {
+		var n int64
+		for c := range idx.spans {
+			n += int64(idx.spans[c].OnDisk())
+		}
+		return n
+	}
+	if err := x.Restore(&projections.State{Seq: uint64(cut)}, bytes.NewReader(saved)); err != nil {
+		t.Fatal(err)
+	}
+	onDisk(t, x.idx)
+	if got, want := history.Size(), heldBy(x.idx); got != want {
+		t.Fatalf("after a restore the file holds %d bytes, the index %d", got, want)
+	}
+	for _, refused := range []struct {
+		name string
+		seq  int
+		copy []byte
+	}{{"a copy cut short", cut, saved[:len(saved)*3/4]}, {"a copy of another sequence", cut + 1, saved}} {
+		if err := x.Restore(&projections.State{Seq: uint64(refused.seq)}, bytes.NewReader(refused.copy)); err == nil {
+			t.Fatalf("%s: restored", refused.name)
+		}
+		if got := history.Size(); got != 0 {
+			t.Fatalf("%s: refused, the file still holds %d bytes", refused.name, got)
+		}
 	}
 }

@@ -246,6 +246,7 @@ func unmarshalIndex(cd *copycodec.Decoder, history *chunkfile.File) (*Index, uin
 	d := &decoder{Decoder: cd}
 	x, seq := decodeIndex(d, history)
 	if err := d.End(); err != nil {
+		x.release() // the chunks it wrote before the damage
 		return nil, 0, fmt.Errorf("%w: %w", ErrIndexDamaged, err)
 	}
 	return x, seq, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +29,11 @@ import (
 type Runner struct {
 	views *projections.Runner
 	store *eventlog.Store
-	// historyDir is where each index's history file is made (history.go);
-	// "" holds the history in memory.
-	historyDir string
+	// history is the file every index of the runner keeps its full chunks
+	// of spans in (history.go): a restore releases the replaced index's.
+	// Nil without a directory, or when it could not be made (noFile).
+	history *chunkfile.File
+	noFile  error
 
 	// pending holds the events the views folded that the index has not
 	// applied yet (a report held mu); seq is the last event handed over,
@@ -45,18 +46,9 @@ type Runner struct {
 	// expired, when set, is why the index cannot report: it began
 	// without the history the log no longer holds.
 	expired error
-	// noFile is why idx has no history file though historyDir is set;
-	// logged is the last history error logged.
-	noFile error
-	logged error
-	// current is idx and noFile for History, which does not wait for mu
-	// (a report holds it).
-	current atomic.Pointer[currentIndex]
-}
-
-type currentIndex struct {
-	idx    *Index
-	noFile error
+	// current is idx for History, which does not wait for mu (a report
+	// holds it).
+	current atomic.Pointer[Index]
 }
 
 // projectionName keys the index's part of the views' snapshots.
@@ -80,50 +72,36 @@ func (e *BuildingError) Error() string {
 // goes to an unlinked file in historyDir (serve's data dir), or stays in
 // memory when historyDir is "".
 func NewRunner(ctx context.Context, views *projections.Runner, store *eventlog.Store, historyDir string) (*Runner, error) {
-	x := &Runner{views: views, store: store, historyDir: historyDir}
-	x.idx = newIndex(x.historyFile())
-	x.current.Store(&currentIndex{x.idx, x.noFile})
+	x := &Runner{views: views, store: store}
+	if historyDir != "" {
+		x.history, x.noFile = chunkfile.Open(historyDir, projectionName)
+	}
+	x.setIndex(newIndex(x.history))
 	if err := views.Register(ctx, x); err != nil {
-		x.idx.close()
+		if x.history != nil {
+			_ = x.history.Close()
+		}
 		return nil, err
 	}
 	return x, nil
 }
 
-// historyFile is a new index's history file: nil without historyDir, or
-// when it cannot be made (noFile says why; the index holds its history in
-// memory). The caller holds mu, or owns x.
-func (x *Runner) historyFile() *chunkfile.File {
-	x.noFile = nil
-	if x.historyDir == "" {
-		return nil
+// setIndex makes idx the index, releasing the one it replaces. The caller
+// holds mu, or owns x.
+func (x *Runner) setIndex(idx *Index) {
+	if x.idx != nil {
+		x.idx.release()
 	}
-	f, err := chunkfile.Open(x.historyDir, ".cost-history-")
-	if err != nil {
-		x.noFile = err
-		x.logHistory(err)
-		return nil
-	}
-	return f
-}
-
-// logHistory logs err, once, when the index holds history in memory that
-// belongs on disk. The caller holds mu, or owns x.
-func (x *Runner) logHistory(err error) {
-	if err == nil || err == x.logged {
-		return
-	}
-	x.logged = err
-	slog.Warn("the cost index holds its history in memory: it cannot write it to disk", "dir", x.historyDir, "err", err)
+	x.idx = idx
+	x.current.Store(idx)
 }
 
 // History says where the index holds its history, and why in memory
 // when it belongs on disk.
 func (x *Runner) History() History {
-	c := x.current.Load()
-	h := c.idx.History()
+	h := x.current.Load().History()
 	if h.Err == nil {
-		h.Err = c.noFile
+		h.Err = x.noFile
 	}
 	return h
 }
@@ -137,35 +115,26 @@ func (x *Runner) Restore(st *projections.State, part projections.Part) error {
 	x.seq.Store(st.Seq)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.idx.close()
-	x.idx, x.expired = newIndex(x.historyFile()), nil
-	x.current.Store(&currentIndex{x.idx, x.noFile})
+	x.setIndex(newIndex(x.history))
+	x.expired = nil
 	if part == nil {
 		if st.Seq > 0 {
 			x.expired = &ExpiredLogError{first: st.Seq + 1}
 		}
 		return nil
 	}
-	// The copy's chunks go to a file of their own: the empty index's
-	// stays for it should the copy be refused.
-	history := x.historyFile()
-	idx, seq, err := unmarshalIndexFrom(part, part.Len(), history)
+	idx, seq, err := unmarshalIndexFrom(part, part.Len(), x.history)
 	if err == nil && seq != st.Seq {
+		idx.release()
 		err = fmt.Errorf("it covers seq %d, the views %d", seq, st.Seq)
 	}
 	if err != nil {
-		if history != nil {
-			_ = history.Close()
-		}
 		if st.Seq > 0 {
 			x.expired = &ExpiredLogError{first: st.Seq + 1}
 		}
 		return fmt.Errorf("cost index: %w", err)
 	}
-	x.idx.close()
-	x.idx = idx
-	x.current.Store(&currentIndex{x.idx, x.noFile})
-	x.logHistory(idx.History().Err)
+	x.setIndex(idx)
 	return nil
 }
 
@@ -182,9 +151,6 @@ func (x *Runner) applyLocked(evs []events.Event) {
 	for _, e := range evs {
 		x.idx.Apply(e)
 	}
-	// Only this goroutine (under mu) writes the index: its fields read
-	// as Apply left them.
-	x.logHistory(x.idx.held.err)
 }
 
 // WritePart writes the index's part of a snapshot to w

@@ -16,7 +16,7 @@ import (
 // instants there, and cuts, counts and saves exactly as one in memory; a
 // copy restored with a history file puts its chunks there too.
 func TestTheIndexKeepsItsEventInstantsOnDisk(t *testing.T) {
-	history, err := chunkfile.Open(t.TempDir(), "history-")
+	history, err := chunkfile.Open(t.TempDir(), "timeline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestTheIndexSaysWhyItsInstantsAreInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this test writes to /dev/full: %v", err)
 	}
-	x := foldLifecyclesInto(newFoldingWith(chunkfile.New(full)), 20, 2000)
+	x := foldLifecyclesInto(newFoldingWith(chunkfile.New(full, "timeline")), 20, 2000)
 	_ = full.Close()
 	if u := x.History(); !errors.Is(u.Err, syscall.ENOSPC) || u.InMemory == 0 || u.OnDisk != 0 {
 		t.Fatalf("history %+v, want the chunks in memory for ENOSPC", u)
@@ -68,7 +68,7 @@ func TestTheIndexSaysWhyItsInstantsAreInMemory(t *testing.T) {
 		t.Fatalf("disk full:\n%s\nin memory:\n%s", g, w)
 	}
 
-	history, err := chunkfile.Open(t.TempDir(), "history-")
+	history, err := chunkfile.Open(t.TempDir(), "timeline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestHistoryDoesNotWaitForTheIndex(t *testing.T) {
 		t.Fatalf("this test writes to /dev/full: %v", err)
 	}
 	defer full.Close()
-	x := foldLifecyclesInto(newFoldingWith(chunkfile.New(full)), 20, 2000)
+	x := foldLifecyclesInto(newFoldingWith(chunkfile.New(full, "timeline")), 20, 2000)
 	found := x.History()
 	if found.InMemory == 0 || found.Err == nil {
 		t.Fatalf("history %+v, want chunks in memory for the full disk", found)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -113,9 +112,7 @@ type indexFail struct {
 func NewIndex(ctx context.Context, views *projections.Runner, store *eventlog.Store, historyDir string) (*Index, error) {
 	x := &Index{views: views, store: store}
 	if historyDir != "" {
-		if x.history, x.noFile = chunkfile.Open(historyDir, ".timeline-history-"); x.noFile != nil {
-			slog.Warn("the timeline index holds its history in memory: it cannot write it to disk", "dir", historyDir, "err", x.noFile)
-		}
+		x.history, x.noFile = chunkfile.Open(historyDir, "timeline")
 	}
 	x.reset()
 	if err := views.Register(ctx, x); err != nil {

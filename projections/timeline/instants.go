@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
-	"log/slog"
 
 	"github.com/claimstream/claimstream/internal/chunkfile"
 )
@@ -63,10 +62,7 @@ func (c *instantChunk) add(ms int64) {
 // refuses it, keeps it in memory.
 func (s *instants) store(c *instantChunk) {
 	if err := s.history.Keep(&c.Chunk); err != nil {
-		if s.err == nil {
-			slog.Warn("the timeline index holds its history in memory: it cannot write it to disk", "err", err)
-		}
-		s.err = err
+		s.err = err // the file logs it
 	}
 }
 

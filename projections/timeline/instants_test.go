@@ -14,7 +14,7 @@ import (
 func TestInstantsHoldWhatASliceWould(t *testing.T) {
 	t.Run("in memory", func(t *testing.T) { instantsHoldWhatASliceWould(t, &instants{}) })
 	t.Run("in a history file", func(t *testing.T) {
-		history, err := chunkfile.Open(t.TempDir(), "history-")
+		history, err := chunkfile.Open(t.TempDir(), "timeline")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,15 +6,16 @@ import (
 	"github.com/claimstream/claimstream/internal/chunkfile"
 )
 
-// An index's spans are its history: some 450,000 a month at 10,000
-// slots, read only by a report or a snapshot. With a history file
+// An index's spans and boot marks are its history: some 450,000 spans
+// and 150,000 marks a month at 10,000 slots, read only by a report or a
+// snapshot. With a history file
 // (NewRunner's dir) a full chunk of them is written there and read back
 // when a report or a snapshot walks it; only the chunk still filling
 // stays in memory. A chunk the file refuses (a full disk) is kept in
 // memory instead, and counted (History), so the index stays whole and
 // says so.
 
-// History is where an index holds its full chunks of spans.
+// History is where an index holds its full chunks of spans and marks.
 type History = chunkfile.Usage
 
 // heldChunks counts the full chunks held in memory, and the history
@@ -24,18 +25,18 @@ type heldChunks struct {
 	err   error
 }
 
-// store moves full chunk c to the history file, or, with none or when it
-// refuses it, keeps it in memory.
-func (x *Index) store(c *spanChunk) {
-	if err := x.history.Keep(&c.Chunk); err != nil {
+// store moves full chunk c (of spans or marks) to the history file, or,
+// with none or when it refuses it, keeps it in memory.
+func (x *Index) store(c *chunkfile.Chunk) {
+	if err := x.history.Keep(c); err != nil {
 		x.held.err = err
 	}
 	x.held.bytes += int64(c.InMemory())
 }
 
-// chunk is chunk c's bytes: its own, or read from the history file into
-// *scratch.
-func (x *Index) chunk(c int, scratch *[]byte) ([]byte, error) {
+// spanBytes is chunk c of spans' bytes: its own, or read from the history
+// file into *scratch; markBytes is chunk c of marks'.
+func (x *Index) spanBytes(c int, scratch *[]byte) ([]byte, error) {
 	b, err := x.history.Bytes(&x.spans[c].Chunk, scratch)
 	if err != nil {
 		return nil, fmt.Errorf("chunk %d of its spans: %w", c, err)
@@ -43,7 +44,15 @@ func (x *Index) chunk(c int, scratch *[]byte) ([]byte, error) {
 	return b, nil
 }
 
-// History says where the index holds its full chunks of spans.
+func (x *Index) markBytes(c int, scratch *[]byte) ([]byte, error) {
+	b, err := x.history.Bytes(&x.marks[c].Chunk, scratch)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d of its boot marks: %w", c, err)
+	}
+	return b, nil
+}
+
+// History says where the index holds its full chunks of spans and marks.
 func (x *Index) History() History {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -60,5 +69,8 @@ func (x *Index) History() History {
 func (x *Index) release() {
 	for c := range x.spans {
 		x.history.Drop(&x.spans[c].Chunk)
+	}
+	for c := range x.marks {
+		x.history.Drop(&x.marks[c].Chunk)
 	}
 }

@@ -83,6 +83,11 @@ func onDisk(t *testing.T, x *Index) {
 	if x.spans[len(x.spans)-1].B == nil {
 		t.Fatal("the open chunk is not in memory")
 	}
+	for c := range x.marks[:max(len(x.marks)-1, 0)] {
+		if x.marks[c].B != nil {
+			t.Fatalf("full chunk %d of %d of boot marks is held in memory", c, len(x.marks))
+		}
+	}
 }
 
 // An index with a history file keeps its full chunks of spans there and
@@ -90,10 +95,14 @@ func onDisk(t *testing.T, x *Index) {
 func TestAnIndexKeepsItsFullChunksOnDisk(t *testing.T) {
 	evs := historyLog()
 	x := newIndex(historyFile(t))
+	x.chunkSpans = 1000 // chunks of marks too
 	for _, e := range evs {
 		x.Apply(e)
 	}
 	onDisk(t, x)
+	if len(x.marks) < 3 {
+		t.Fatalf("%d chunks of boot marks; the test wants full ones", len(x.marks))
+	}
 	since, until := evs[0].Time.Add(time.Hour), evs[len(evs)-1].Time.Add(-time.Hour)
 	for _, dim := range Dimensions {
 		sameReport(t, "on disk", evs, x, dim, since, until, time.Time{})
@@ -176,7 +185,7 @@ func TestAnUnreadableHistoryFailsTheReport(t *testing.T) {
 // index it replaces, and a copy it refuses (cut short, or of another
 // sequence) leaves none of its chunks behind.
 func TestARestoreReleasesTheReplacedIndexsHistory(t *testing.T) {
-	evs := historyLog()
+	evs := cycleLog(300, 30, 0) // full chunks of boot marks too
 	cut := len(evs) * 2 / 3
 	saved := mustMarshal(t, indexOf(evs[:cut]), uint64(cut))
 	history := historyFile(t)
@@ -194,12 +203,18 @@ func TestARestoreReleasesTheReplacedIndexsHistory(t *testing.T) {
 		for c := range idx.spans {
 			n += int64(idx.spans[c].OnDisk())
 		}
+		for c := range idx.marks {
+			n += int64(idx.marks[c].OnDisk())
+		}
 		return n
 	}
 	if err := x.Restore(&projections.State{Seq: uint64(cut)}, bytes.NewReader(saved)); err != nil {
 		t.Fatal(err)
 	}
 	onDisk(t, x.idx)
+	if x.idx.marks[0].OnDisk() == 0 {
+		t.Fatal("the restored index holds no boot marks on disk; the test wants some")
+	}
 	if got, want := history.Size(), heldBy(x.idx); got != want {
 		t.Fatalf("after a restore the file holds %d bytes, the index %d", got, want)
 	}

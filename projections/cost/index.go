@@ -56,8 +56,11 @@ type Index struct {
 	spans      []spanChunk
 	blocks     []spanBlock // one per chunk
 	nspans     int
-	chunkSpans int
-	marks      []bootMark
+	chunkSpans int // spans, or marks, in a chunk
+	// marks in the order the fold counted them, in chunks of chunkSpans
+	// (index_spans.go).
+	marks  []markChunk
+	nmarks int
 
 	// history, when set, takes every full chunk of spans (history.go):
 	// the open chunk, and chunks it refused, stay in memory.
@@ -275,7 +278,7 @@ func (x *Index) span(a attribution, on bool, from, to time.Time) {
 func (x *Index) addSpan(sp span) {
 	if x.nspans%x.chunkSpans == 0 {
 		if len(x.spans) > 0 {
-			x.store(&x.spans[len(x.spans)-1])
+			x.store(&x.spans[len(x.spans)-1].Chunk)
 		}
 		x.spans = append(x.spans, spanChunk{})
 		x.blocks = append(x.blocks, spanBlock{minFrom: sp.from, maxTo: sp.to})
@@ -294,7 +297,19 @@ func (x *Index) mark(a attribution, t time.Time, failed bool) {
 	if failed {
 		m.price |= spanUp
 	}
-	x.marks = append(x.marks, m)
+	x.addMark(m)
+}
+
+// addMark appends m to the marks, in a new chunk when the last is full.
+func (x *Index) addMark(m bootMark) {
+	if x.nmarks%x.chunkSpans == 0 {
+		if len(x.marks) > 0 {
+			x.store(&x.marks[len(x.marks)-1].Chunk)
+		}
+		x.marks = append(x.marks, markChunk{})
+	}
+	x.marks[len(x.marks)-1].add(m)
+	x.nmarks++
 }
 
 // attribution is the attribution of owner o and price p (flags
@@ -340,7 +355,7 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 		if blk.maxTo <= lo || blk.minFrom >= hi {
 			continue
 		}
-		b, err := x.chunk(c, &scratch)
+		b, err := x.spanBytes(c, &scratch)
 		if err != nil {
 			return Report{}, fmt.Errorf("cost index: %w", err)
 		}
@@ -357,9 +372,15 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 		}
 	}
 	f.hint = nil
-	for _, m := range x.marks {
-		a := x.attribution(m.owner, m.price&priceMask, claims)
-		f.countAt(a, fromNanos(m.at), m.price&spanUp != 0, f.rows)
+	for c := range x.marks {
+		b, err := x.markBytes(c, &scratch)
+		if err != nil {
+			return Report{}, fmt.Errorf("cost index: %w", err)
+		}
+		for m := range marksOf(b) {
+			a := x.attribution(m.owner, m.price&priceMask, claims)
+			f.countAt(a, fromNanos(m.at), m.price&spanUp != 0, f.rows)
+		}
 	}
 	// The open intervals: machines up (or booting) now, until the end.
 	for _, s := range x.fold.order {

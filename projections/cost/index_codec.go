@@ -33,7 +33,7 @@ var ErrIndexDamaged = errors.New("damaged cost index copy")
 func (x *Index) MarshalIndex(seq uint64) ([]byte, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	e := &encoder{copycodec.NewEncoder(indexMagic, indexCodecVersion, 64+x.nspans*10+len(x.marks)*8)}
+	e := &encoder{copycodec.NewEncoder(indexMagic, indexCodecVersion, 64+x.nspans*10+x.nmarks*8)}
 	if err := x.encode(e, seq); err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (x *Index) encode(e *encoder, seq uint64) error {
 	var prev int64
 	var scratch []byte
 	for c := range x.spans {
-		b, err := x.chunk(c, &scratch)
+		b, err := x.spanBytes(c, &scratch)
 		if err != nil {
 			return fmt.Errorf("cost index: %w", err)
 		}
@@ -97,13 +97,19 @@ func (x *Index) encode(e *encoder, seq uint64) error {
 			prev = sp.from
 		}
 	}
-	e.Uint(uint64(len(x.marks)))
+	e.Uint(uint64(x.nmarks))
 	prev = 0
-	for _, m := range x.marks {
-		e.Int(m.at - prev)
-		e.Uint(uint64(m.owner))
-		e.Uint(uint64(m.price))
-		prev = m.at
+	for c := range x.marks {
+		b, err := x.markBytes(c, &scratch)
+		if err != nil {
+			return fmt.Errorf("cost index: %w", err)
+		}
+		for m := range marksOf(b) {
+			e.Int(m.at - prev)
+			e.Uint(uint64(m.owner))
+			e.Uint(uint64(m.price))
+			prev = m.at
+		}
 	}
 
 	// The running totals.
@@ -309,16 +315,22 @@ func decodeIndex(d *decoder, history *chunkfile.File) (*Index, uint64) {
 	if len(x.spans) > 0 {
 		x.spans[len(x.spans)-1].Seal() // the last chunk, full or not: the live path may add to it
 	}
-	x.marks = make([]bootMark, d.Count())
+	nmarks := d.Count()
 	prev = 0
-	for i := range x.marks {
+	for range nmarks {
+		if d.Err != nil {
+			break
+		}
 		at := prev + d.Int()
 		m := bootMark{at: at, owner: uint32(d.Ref(uint64(len(x.owners)), "owner")), price: uint32(d.Uint())}
 		if m.price&^uint32(spanUp) >= uint32(len(x.prices)) {
 			d.Fail("mark price %#x", m.price)
 		}
-		x.marks[i] = m
+		x.addMark(m)
 		prev = at
+	}
+	if len(x.marks) > 0 {
+		x.marks[len(x.marks)-1].Seal() // as the spans' last chunk
 	}
 
 	for range d.Count() {

@@ -33,9 +33,18 @@ func (c *spanChunk) add(sp span) {
 	c.B = binary.AppendVarint(c.B, sp.from-c.lastFrom)
 	c.B = binary.AppendUvarint(c.B, uint64(sp.to-sp.from)) // wraps back exactly in next
 	c.B = binary.AppendUvarint(c.B, uint64(sp.owner))
-	c.B = binary.AppendUvarint(c.B, uint64(sp.price&priceMask)<<priceFlagBits|uint64(sp.price>>priceBits))
+	c.B = binary.AppendUvarint(c.B, packPrice(sp.price))
 	c.lastFrom = sp.from
 	c.n++
+}
+
+// packPrice is a span's or mark's price with its flags moved below the
+// price's index, so a small index stays a short varint; unpackPrice
+// undoes it.
+func packPrice(p uint32) uint64 { return uint64(p&priceMask)<<priceFlagBits | uint64(p>>priceBits) }
+
+func unpackPrice(v uint64) uint32 {
+	return uint32(v>>priceFlagBits) | uint32(v&(1<<priceFlagBits-1))<<priceBits
 }
 
 // spansOf yields the spans of a chunk's bytes in order. The bytes are the
@@ -54,9 +63,44 @@ func spansOf(b []byte) iter.Seq[span] {
 			b = b[n:]
 			price, n := binary.Uvarint(b)
 			b = b[n:]
-			sp := span{from: from, to: from + int64(length), owner: uint32(owner),
-				price: uint32(price>>priceFlagBits) | uint32(price&(1<<priceFlagBits-1))<<priceBits}
+			sp := span{from: from, to: from + int64(length), owner: uint32(owner), price: unpackPrice(price)}
 			if !yield(sp) {
+				return
+			}
+		}
+	}
+}
+
+// markChunk holds up to chunkSpans boot marks, in the order the fold
+// counted them, as varints: the mark's instant as a signed delta from the
+// previous mark's (the first from 0), its owner and its price as a span
+// chunk holds them. Every report walks all of them; an index with a
+// history file keeps a full chunk there, as it does spans.
+type markChunk struct {
+	chunkfile.Chunk
+	lastAt int64 // at of the last mark appended
+}
+
+func (c *markChunk) add(m bootMark) {
+	c.B = binary.AppendVarint(c.B, m.at-c.lastAt)
+	c.B = binary.AppendUvarint(c.B, uint64(m.owner))
+	c.B = binary.AppendUvarint(c.B, packPrice(m.price))
+	c.lastAt = m.at
+}
+
+// marksOf yields the marks of a chunk's bytes in order (as spansOf).
+func marksOf(b []byte) iter.Seq[bootMark] {
+	return func(yield func(bootMark) bool) {
+		at := int64(0)
+		for len(b) > 0 {
+			d, n := binary.Varint(b)
+			b = b[n:]
+			at += d
+			owner, n := binary.Uvarint(b)
+			b = b[n:]
+			price, n := binary.Uvarint(b)
+			b = b[n:]
+			if !yield(bootMark{at: at, owner: uint32(owner), price: unpackPrice(price)}) {
 				return
 			}
 		}

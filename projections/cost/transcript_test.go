@@ -144,8 +144,8 @@ func transcriptFiles(t testing.TB) []string {
 
 // indexOf is an index fed evs.
 func indexOf(evs []events.Event) *Index {
-	// Chunks of 3 spans in the tests' history file: the tests' short logs
-	// are read back from disk too.
+	// Chunks of 3 spans (and marks) in the tests' history file: the
+	// tests' short logs are read back from disk too.
 	x := newIndex(testHistory())
 	x.chunkSpans = 3
 	for _, e := range evs {

@@ -216,6 +216,7 @@ func slotDeclared(s *State, e events.Event) error {
 		s.Slots[d.Slot] = sl
 	}
 	sl.Group, sl.Spec, sl.Retired = d.Group, d.Spec, false
+	s.share(&sl.Group)
 	s.shareSpecMaps(&sl.Spec)
 	joinGroup(s, sl)
 	s.index.providerID[sl.ProviderID()] = sl.Name
@@ -231,6 +232,7 @@ func slotChanged(s *State, e events.Event) error {
 	if sl.Group != d.Group {
 		leaveGroup(s, sl)
 		sl.Group = d.Group
+		s.share(&sl.Group)
 		joinGroup(s, sl)
 	}
 	unindex(s, sl)
@@ -443,6 +445,7 @@ func shutdownFired(s *State, e events.Event) error {
 	}
 	at := e.Time
 	sl.LastShutdown = &Shutdown{At: at, Job: d.Job, Claim: d.Claim, Attempt: d.ShutdownAttempt, Force: d.Force, Cause: d.Cause}
+	s.shareShutdown(sl, sl.LastShutdown)
 	sl.ShutdownPausedUntil = nil
 	if d.Claim == "" {
 		return nil
@@ -572,6 +575,7 @@ func stampDigest(s *State, sl *Slot, c *Claim) {
 		DeadlineAt: c.DeadlineAt, FinishedAt: c.FinishedAt,
 		Booted: c.BootCommittedAt != nil, ReachedReady: c.ReadyAt != nil,
 	}
+	s.shareDigest(d)
 	sl.LastClaim = d
 }
 

@@ -110,6 +110,7 @@ type index struct {
 	providerID map[string]string // providerID -> slot (declared, and the host a Job reported)
 	node       map[string]string // reported node name -> slot (hosts.go)
 	specMaps   events.SpecMaps   // the slots' shared labels and capacity (spec_maps.go)
+	shared     sharedStrings     // the strings slots repeat (shared_strings.go)
 }
 
 // Reindex rebuilds the derived lookups (after decoding a snapshot).
@@ -117,11 +118,13 @@ func (s *State) Reindex() {
 	s.index.providerID = make(map[string]string, len(s.Slots))
 	s.index.node = map[string]string{}
 	s.index.specMaps = events.SpecMaps{}
+	s.index.shared = sharedStrings{}
 	for name, sl := range s.Slots {
 		if !sl.Retired {
 			s.index.providerID[sl.ProviderID()] = name
 		}
 		s.shareSpecMaps(&sl.Spec)
+		s.shareSlot(name, sl)
 	}
 	for _, sl := range s.Slots {
 		indexHost(s, sl)

@@ -341,8 +341,10 @@ func (r *Reactors) runQueue(ctx context.Context) error {
 			r.work(ctx, w)
 		}()
 	}
+	var rs resyncCursor
+	resyncAt := r.clock.Now().Add(projections.ReconcilePeriod)
+	t := r.clock.NewTimer(projections.ReconcilePeriod)
 	for {
-		t := r.clock.NewTimer(projections.ReconcilePeriod)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -350,16 +352,39 @@ func (r *Reactors) runQueue(ctx context.Context) error {
 			wg.Wait()
 			return nil
 		case <-t.C():
-			r.resync(w)
+		}
+		now := r.clock.Now()
+		slots := rs.takeDue(now)
+		var groups []string
+		if !now.Before(resyncAt) {
+			rs, groups = r.resync(now)
+			slots = append(slots, rs.takeDue(now)...)
+			resyncAt = now.Add(projections.ReconcilePeriod)
+		}
+		// The next wake is set before any work it enqueues can run: a
+		// clock stepped once that work is seen still reaches it.
+		wake := resyncAt
+		if due, ok := rs.due(); ok {
+			wake = earliest(wake, latest(due, now.Add(resyncGrain)))
+		}
+		t = r.clock.NewTimer(wake.Sub(now))
+		for _, s := range slots {
+			w.q.Add(slotKey(s))
+		}
+		for _, g := range groups {
+			w.add(scalerKey(g), time.Time{})
+			w.add(straysKey(g), time.Time{})
 		}
 	}
 }
 
-// resync enqueues every item again, the slots spread over the period so
-// the safety net never puts a whole pool ahead of an event's slot.
-func (r *Reactors) resync(w *workQueue) {
+// resync begins the periodic safety net: every group's work again (the
+// groups returned) and every slot, spread over the period so it never
+// puts a whole pool ahead of an event's slot (the cursor).
+func (r *Reactors) resync(now time.Time) (resyncCursor, []string) {
 	var slots, groups []string
 	r.views.Read(func(s *projections.State) {
+		slots = make([]string, 0, len(s.Slots))
 		for name, sl := range s.Slots {
 			if sl.Group != "" {
 				slots = append(slots, name)
@@ -369,14 +394,56 @@ func (r *Reactors) resync(w *workQueue) {
 			groups = append(groups, name)
 		}
 	})
-	step := projections.ReconcilePeriod / time.Duration(max(len(slots), 1))
-	for i, s := range slots {
-		w.q.AddAfter(slotKey(s), time.Duration(i)*step)
+	return resyncCursor{slots: slots, began: now, step: projections.ReconcilePeriod / time.Duration(max(len(slots), 1))}, groups
+}
+
+// resyncGrain is the least time between two batches of a resync's slots.
+const resyncGrain = 100 * time.Millisecond
+
+// resyncCursor is a resync of the slots under way: the i-th comes due at
+// began + i×step, and the run loop enqueues the slots due in batches, at
+// most one every resyncGrain. It holds their names and where it is, not a
+// timer in the work queue for each slot.
+type resyncCursor struct {
+	slots []string
+	began time.Time
+	step  time.Duration
+	next  int
+}
+
+// due is when the next slot comes due; false once every slot is taken.
+func (c *resyncCursor) due() (time.Time, bool) {
+	if c.next >= len(c.slots) {
+		return time.Time{}, false
 	}
-	for _, g := range groups {
-		w.add(scalerKey(g), time.Time{})
-		w.add(straysKey(g), time.Time{})
+	return c.began.Add(time.Duration(c.next) * c.step), true
+}
+
+// takeDue is the slots due at now, not taken before.
+func (c *resyncCursor) takeDue(now time.Time) []string {
+	from := c.next
+	for {
+		at, ok := c.due()
+		if !ok || at.After(now) {
+			break
+		}
+		c.next++
 	}
+	return c.slots[from:c.next]
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // watchAnyChange enqueues everything at each change of a cluster that does

@@ -7,9 +7,11 @@
 // The files: fold.go (the state folded from events), accrue.go (the
 // segments of a slot's attribution and what one second of them costs),
 // report.go (the rows a report shows), window.go (the period a report
-// covers, parsed from operator input), index.go (the fold kept in memory
-// as compact spans, so a report of any period is a walk over them: what
-// serve's GET /api/v1/cost answers from).
+// covers, parsed from operator input), index.go (the fold kept as compact
+// spans, so a report of any period is a walk over them: what serve's GET
+// /api/v1/cost answers from), index_spans.go and index_owners.go (its
+// spans, boot marks and owners in chunks), history.go (the full chunks in
+// a history file).
 //
 // Runner (runner.go) keeps that index current for serve: it is a
 // projection of the views' runner, folded with the views event by event

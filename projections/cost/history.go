@@ -6,16 +6,16 @@ import (
 	"github.com/claimstream/claimstream/internal/chunkfile"
 )
 
-// An index's spans and boot marks are its history: some 450,000 spans
-// and 150,000 marks a month at 10,000 slots, read only by a report or a
-// snapshot. With a history file
+// An index's spans, boot marks and owners are its history: some 450,000
+// spans and 150,000 marks and owners a month at 10,000 slots, read only
+// by a report or a snapshot. With a history file
 // (NewRunner's dir) a full chunk of them is written there and read back
 // when a report or a snapshot walks it; only the chunk still filling
 // stays in memory. A chunk the file refuses (a full disk) is kept in
 // memory instead, and counted (History), so the index stays whole and
 // says so.
 
-// History is where an index holds its full chunks of spans and marks.
+// History is where an index holds its full chunks of history.
 type History = chunkfile.Usage
 
 // heldChunks counts the full chunks held in memory, and the history
@@ -25,7 +25,7 @@ type heldChunks struct {
 	err   error
 }
 
-// store moves full chunk c (of spans or marks) to the history file, or,
+// store moves full chunk c (of spans, marks or owners) to the history file, or,
 // with none or when it refuses it, keeps it in memory.
 func (x *Index) store(c *chunkfile.Chunk) {
 	if err := x.history.Keep(c); err != nil {
@@ -52,7 +52,7 @@ func (x *Index) markBytes(c int, scratch *[]byte) ([]byte, error) {
 	return b, nil
 }
 
-// History says where the index holds its full chunks of spans and marks.
+// History says where the index holds its full chunks of history.
 func (x *Index) History() History {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -72,5 +72,8 @@ func (x *Index) release() {
 	}
 	for c := range x.marks {
 		x.history.Drop(&x.marks[c].Chunk)
+	}
+	for c := range x.owners {
+		x.history.Drop(&x.owners[c])
 	}
 }

@@ -88,6 +88,11 @@ func onDisk(t *testing.T, x *Index) {
 			t.Fatalf("full chunk %d of %d of boot marks is held in memory", c, len(x.marks))
 		}
 	}
+	for c := range x.owners[:max(len(x.owners)-1, 0)] {
+		if x.owners[c].B != nil {
+			t.Fatalf("full chunk %d of %d of owners is held in memory", c, len(x.owners))
+		}
+	}
 }
 
 // An index with a history file keeps its full chunks of spans there and
@@ -100,8 +105,8 @@ func TestAnIndexKeepsItsFullChunksOnDisk(t *testing.T) {
 		x.Apply(e)
 	}
 	onDisk(t, x)
-	if len(x.marks) < 3 {
-		t.Fatalf("%d chunks of boot marks; the test wants full ones", len(x.marks))
+	if len(x.marks) < 3 || len(x.owners) < 3 {
+		t.Fatalf("%d chunks of boot marks, %d of owners; the test wants full ones", len(x.marks), len(x.owners))
 	}
 	since, until := evs[0].Time.Add(time.Hour), evs[len(evs)-1].Time.Add(-time.Hour)
 	for _, dim := range Dimensions {
@@ -205,6 +210,9 @@ func TestARestoreReleasesTheReplacedIndexsHistory(t *testing.T) {
 		}
 		for c := range idx.marks {
 			n += int64(idx.marks[c].OnDisk())
+		}
+		for c := range idx.owners {
+			n += int64(idx.owners[c].OnDisk())
 		}
 		return n
 	}

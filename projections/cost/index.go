@@ -37,16 +37,18 @@ type Index struct {
 	// names are the slots, groups and requesters spans name.
 	names   []string
 	nameIDs map[string]uint32
-	// owners are who spans and marks belong to: a slot and its claim.
-	owners []owner
+	// owners are who spans and marks belong to: a slot and its claim,
+	// as records in chunks of chunkSpans (index_owners.go).
+	owners  []chunkfile.Chunk
+	nowners int
 	// pausedUntil is, by owner, the end of an input-law pause
 	// (ReasonInputLawPause), in Unix nanoseconds: few owners have one, so
 	// it is not a field of every owner.
 	pausedUntil map[uint32]int64
 	// lastOwner is, by slot name, the newest owner of a claim and the
-	// newest unclaimed one (+1; 0: none): a slot's spans alternate
-	// between them, so a claim is stored once, with no map of claims.
-	lastOwner [][2]uint32
+	// newest unclaimed one: a slot's spans alternate between them, so a
+	// claim is stored once, with no map of claims.
+	lastOwner [][2]lastOwned
 	// prices are the (group, prices) pairs spans name.
 	prices   []groupPrice
 	priceIDs map[groupPrice]uint32
@@ -90,18 +92,16 @@ func (x *Index) claimRef(slot, claim string) uint32 {
 	return x.name(claim)
 }
 
-// claimOf is the name of owner o's claim.
-func (x *Index) claimOf(o uint32) string {
-	ow := x.owners[o]
+// claimOf is the name of owner ow's claim.
+func (x *Index) claimOf(ow owner) string {
 	if ow.claim&claimPacked != 0 {
 		return claimname.Of(x.names[ow.slot], ow.claim&^claimPacked)
 	}
 	return x.names[ow.claim]
 }
 
-// appendClaimOf appends the name of owner o's claim to dst.
-func (x *Index) appendClaimOf(dst []byte, o uint32) []byte {
-	ow := x.owners[o]
+// appendClaimOf appends the name of owner ow's claim to dst.
+func (x *Index) appendClaimOf(dst []byte, ow owner) []byte {
 	if ow.claim&claimPacked != 0 {
 		return claimname.AppendOf(dst, x.names[ow.slot], ow.claim&^claimPacked)
 	}
@@ -115,15 +115,15 @@ type reportClaims struct {
 	names []string
 }
 
-func (c *reportClaims) of(o uint32) string {
+func (c *reportClaims) of(o uint32, ow owner) string {
 	if c == nil {
 		return ""
 	}
 	if c.names == nil {
-		c.names = make([]string, len(c.x.owners))
+		c.names = make([]string, c.x.nowners)
 	}
 	if c.names[o] == "" {
-		c.names[o] = c.x.claimOf(o)
+		c.names[o] = c.x.claimOf(ow)
 	}
 	return c.names[o]
 }
@@ -220,22 +220,22 @@ func (x *Index) ownerOf(a attribution) uint32 {
 		paused = nanos(a.pausedUntil)
 	}
 	for int(o.slot) >= len(x.lastOwner) {
-		x.lastOwner = append(x.lastOwner, [2]uint32{})
+		x.lastOwner = append(x.lastOwner, [2]lastOwned{})
 	}
 	k := 0
 	if a.claim == Unclaimed {
 		k = 1
 	}
 	last := &x.lastOwner[o.slot][k]
-	if *last != 0 && x.owners[*last-1] == o && x.pausedUntil[*last-1] == paused {
-		return *last - 1
+	if last.id != 0 && last.claim == o.claim && last.requester == o.requester && x.pausedUntil[last.id-1] == paused {
+		return last.id - 1
 	}
-	x.owners = append(x.owners, o)
-	*last = uint32(len(x.owners))
+	id := x.addOwner(o)
+	*last = lastOwned{id: id + 1, claim: o.claim, requester: o.requester}
 	if paused != 0 {
-		x.pausedUntil[*last-1] = paused
+		x.pausedUntil[id] = paused
 	}
-	return *last - 1
+	return id
 }
 
 func (x *Index) priceOf(a attribution) uint32 {
@@ -313,11 +313,15 @@ func (x *Index) addMark(m bootMark) {
 }
 
 // attribution is the attribution of owner o and price p (flags
-// included) again, as the fold accrued it; its claim is claims' (none
-// when nil).
-func (x *Index) attribution(o, p uint32, claims *reportClaims) attribution {
-	gp, ow := x.prices[p&priceMask], x.owners[o]
-	a := attribution{group: x.names[gp.group], slot: x.names[ow.slot], claim: claims.of(o), requester: x.names[ow.requester],
+// included) again, as the fold accrued it, its owner read by owners; its
+// claim is claims' (none when nil).
+func (x *Index) attribution(o, p uint32, owners *ownerReader, claims *reportClaims) (attribution, error) {
+	ow, err := owners.owner(o)
+	if err != nil {
+		return attribution{}, err
+	}
+	gp := x.prices[p&priceMask]
+	a := attribution{group: x.names[gp.group], slot: x.names[ow.slot], claim: claims.of(o, ow), requester: x.names[ow.requester],
 		rates: gp.rates, booting: p&spanBooting != 0}
 	if r := p >> reasonShift; r != 0 {
 		a.unwanted = Reasons[r-1]
@@ -325,7 +329,7 @@ func (x *Index) attribution(o, p uint32, claims *reportClaims) attribution {
 	if a.unwanted == ReasonInputLawPause {
 		a.pausedUntil = fromNanos(x.pausedUntil[o])
 	}
-	return a
+	return a, nil
 }
 
 // Report is the report of [since, until) by dim over the events applied:
@@ -345,7 +349,8 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 	// the same order, so they are the same to the last bit. A row is one
 	// key and currency, both of the span's owner and price: each owner's
 	// row is looked up once (for its newest price).
-	rowOf := make([]ownerRow, len(x.owners))
+	rowOf := make([]ownerRow, x.nowners)
+	owners := &ownerReader{x: x}
 	var claims *reportClaims
 	if dim == ByClaim {
 		claims = &reportClaims{x: x}
@@ -367,8 +372,12 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 			if p := sp.price&priceMask + 1; o.price != p {
 				o.price, o.row = p, nil
 			}
+			a, err := x.attribution(sp.owner, sp.price, owners, claims)
+			if err != nil {
+				return Report{}, fmt.Errorf("cost index: %w", err)
+			}
 			f.hint = &o.row
-			f.add(x.attribution(sp.owner, sp.price, claims), sp.price&spanUp != 0, fromNanos(sp.from), fromNanos(sp.to), f.rows)
+			f.add(a, sp.price&spanUp != 0, fromNanos(sp.from), fromNanos(sp.to), f.rows)
 		}
 	}
 	f.hint = nil
@@ -378,7 +387,10 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 			return Report{}, fmt.Errorf("cost index: %w", err)
 		}
 		for m := range marksOf(b) {
-			a := x.attribution(m.owner, m.price&priceMask, claims)
+			a, err := x.attribution(m.owner, m.price&priceMask, owners, claims)
+			if err != nil {
+				return Report{}, fmt.Errorf("cost index: %w", err)
+			}
 			f.countAt(a, fromNanos(m.at), m.price&spanUp != 0, f.rows)
 		}
 	}

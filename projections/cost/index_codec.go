@@ -60,19 +60,26 @@ func (x *Index) encode(e *encoder, seq uint64) error {
 	for _, n := range x.names {
 		e.Str(n)
 	}
-	e.Uint(uint64(len(x.owners)))
-	var claim []byte
-	for i, o := range x.owners {
-		claim = x.appendClaimOf(claim[:0], uint32(i))
-		e.StrBytes(claim)
-		e.Int(x.pausedUntil[uint32(i)])
-		e.Uint(uint64(o.slot))
-		e.Uint(uint64(o.requester))
+	e.Uint(uint64(x.nowners))
+	var claim, scratch []byte
+	for c := range x.owners {
+		b, err := x.ownerBytes(c, &scratch)
+		if err != nil {
+			return fmt.Errorf("cost index: %w", err)
+		}
+		for i := range len(b) / ownerSize {
+			o := ownerAt(b, i)
+			claim = x.appendClaimOf(claim[:0], o)
+			e.StrBytes(claim)
+			e.Int(x.pausedUntil[uint32(c*x.chunkSpans+i)])
+			e.Uint(uint64(o.slot))
+			e.Uint(uint64(o.requester))
+		}
 	}
 	e.Uint(uint64(len(x.lastOwner)))
 	for _, l := range x.lastOwner {
-		e.Uint(uint64(l[0]))
-		e.Uint(uint64(l[1]))
+		e.Uint(uint64(l[0].id))
+		e.Uint(uint64(l[1].id))
 	}
 	e.Uint(uint64(len(x.prices)))
 	for _, p := range x.prices {
@@ -83,7 +90,6 @@ func (x *Index) encode(e *encoder, seq uint64) error {
 	// Spans and marks, instants as deltas.
 	e.Uint(uint64(x.nspans))
 	var prev int64
-	var scratch []byte
 	for c := range x.spans {
 		b, err := x.spanBytes(c, &scratch)
 		if err != nil {
@@ -272,21 +278,27 @@ func decodeIndex(d *decoder, history *chunkfile.File) (*Index, uint64) {
 	}
 	d.x = x
 	nameRef := func() uint32 { return uint32(d.Ref(uint64(len(x.names)), "name")) }
-	x.owners = make([]owner, d.Count())
-	for i := range x.owners {
+	// The owners as decoded, for lastOwner's: the index holds them in
+	// chunks (addOwner).
+	owners := make([]owner, d.Count())
+	for i := range owners {
 		claim, pausedUntil, slot := d.Str(), d.Int(), nameRef()
-		x.owners[i] = owner{slot: slot, requester: nameRef()}
+		owners[i] = owner{slot: slot, requester: nameRef()}
 		if pausedUntil != 0 {
 			x.pausedUntil[uint32(i)] = pausedUntil
 		}
 		if d.Err == nil {
-			x.owners[i].claim = x.claimRef(x.names[slot], claim)
+			owners[i].claim = x.claimRef(x.names[slot], claim)
 		}
+		x.addOwner(owners[i])
 	}
-	x.lastOwner = make([][2]uint32, d.Count())
+	x.lastOwner = make([][2]lastOwned, d.Count())
 	for i := range x.lastOwner {
 		for k := range 2 {
-			x.lastOwner[i][k] = uint32(d.Ref(uint64(len(x.owners))+1, "owner"))
+			if ref := uint32(d.Ref(uint64(len(owners))+1, "owner")); ref != 0 && d.Err == nil {
+				o := owners[ref-1]
+				x.lastOwner[i][k] = lastOwned{id: ref, claim: o.claim, requester: o.requester}
+			}
 		}
 	}
 	x.prices = make([]groupPrice, d.Count())
@@ -305,7 +317,7 @@ func decodeIndex(d *decoder, history *chunkfile.File) (*Index, uint64) {
 			break
 		}
 		from := prev + d.Int()
-		sp := span{from: from, to: from + d.Int(), owner: uint32(d.Ref(uint64(len(x.owners)), "owner")), price: uint32(d.Uint())}
+		sp := span{from: from, to: from + d.Int(), owner: uint32(d.Ref(uint64(x.nowners), "owner")), price: uint32(d.Uint())}
 		if sp.price&priceMask >= uint32(len(x.prices)) || sp.price>>reasonShift > uint32(len(Reasons)) {
 			d.Fail("span price %#x", sp.price)
 		}
@@ -322,7 +334,7 @@ func decodeIndex(d *decoder, history *chunkfile.File) (*Index, uint64) {
 			break
 		}
 		at := prev + d.Int()
-		m := bootMark{at: at, owner: uint32(d.Ref(uint64(len(x.owners)), "owner")), price: uint32(d.Uint())}
+		m := bootMark{at: at, owner: uint32(d.Ref(uint64(x.nowners), "owner")), price: uint32(d.Uint())}
 		if m.price&^uint32(spanUp) >= uint32(len(x.prices)) {
 			d.Fail("mark price %#x", m.price)
 		}

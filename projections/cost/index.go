@@ -320,16 +320,23 @@ func (x *Index) attribution(o, p uint32, owners *ownerReader, claims *reportClai
 	if err != nil {
 		return attribution{}, err
 	}
+	a := x.priced(o, p)
+	a.slot, a.claim, a.requester = x.names[ow.slot], claims.of(o, ow), x.names[ow.requester]
+	return a, nil
+}
+
+// priced is the attribution of owner o and price p without the owner's
+// names: all a span adds to the row its owner already has in a report.
+func (x *Index) priced(o, p uint32) attribution {
 	gp := x.prices[p&priceMask]
-	a := attribution{group: x.names[gp.group], slot: x.names[ow.slot], claim: claims.of(o, ow), requester: x.names[ow.requester],
-		rates: gp.rates, booting: p&spanBooting != 0}
+	a := attribution{group: x.names[gp.group], rates: gp.rates, booting: p&spanBooting != 0}
 	if r := p >> reasonShift; r != 0 {
 		a.unwanted = Reasons[r-1]
 	}
 	if a.unwanted == ReasonInputLawPause {
 		a.pausedUntil = fromNanos(x.pausedUntil[o])
 	}
-	return a, nil
+	return a
 }
 
 // Report is the report of [since, until) by dim over the events applied:
@@ -372,8 +379,10 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 			if p := sp.price&priceMask + 1; o.price != p {
 				o.price, o.row = p, nil
 			}
-			a, err := x.attribution(sp.owner, sp.price, owners, claims)
-			if err != nil {
+			var a attribution
+			if o.row != nil {
+				a = x.priced(sp.owner, sp.price) // its row is found: no names needed
+			} else if a, err = x.attribution(sp.owner, sp.price, owners, claims); err != nil {
 				return Report{}, fmt.Errorf("cost index: %w", err)
 			}
 			f.hint = &o.row

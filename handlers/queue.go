@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -358,7 +359,8 @@ func (r *Reactors) runQueue(ctx context.Context) error {
 		var groups []string
 		if !now.Before(resyncAt) {
 			rs, groups = r.resync(now)
-			slots = append(slots, rs.takeDue(now)...)
+			// slots is the old cursor's: clipped, the append copies.
+			slots = append(slices.Clip(slots), rs.takeDue(now)...)
 			resyncAt = now.Add(projections.ReconcilePeriod)
 		}
 		// The next wake is set before any work it enqueues can run: a

@@ -25,8 +25,8 @@ type heldChunks struct {
 	err   error
 }
 
-// store moves full chunk c (of spans, marks or owners) to the history file, or,
-// with none or when it refuses it, keeps it in memory.
+// store moves full chunk c (of spans, marks or owners) to the history
+// file, or, with none or when it refuses it, keeps it in memory.
 func (x *Index) store(c *chunkfile.Chunk) {
 	if err := x.history.Keep(c); err != nil {
 		x.held.err = err
@@ -34,20 +34,13 @@ func (x *Index) store(c *chunkfile.Chunk) {
 	x.held.bytes += int64(c.InMemory())
 }
 
-// spanBytes is chunk c of spans' bytes: its own, or read from the history
-// file into *scratch; markBytes is chunk c of marks'.
-func (x *Index) spanBytes(c int, scratch *[]byte) ([]byte, error) {
-	b, err := x.history.Bytes(&x.spans[c].Chunk, scratch)
+// chunkBytes is the bytes of chunk ch, the i-th of the index's what
+// (spans, boot marks, owners): its own, or read from the history file
+// into *scratch.
+func (x *Index) chunkBytes(ch *chunkfile.Chunk, what string, i int, scratch *[]byte) ([]byte, error) {
+	b, err := x.history.Bytes(ch, scratch)
 	if err != nil {
-		return nil, fmt.Errorf("chunk %d of its spans: %w", c, err)
-	}
-	return b, nil
-}
-
-func (x *Index) markBytes(c int, scratch *[]byte) ([]byte, error) {
-	b, err := x.history.Bytes(&x.marks[c].Chunk, scratch)
-	if err != nil {
-		return nil, fmt.Errorf("chunk %d of its boot marks: %w", c, err)
+		return nil, fmt.Errorf("chunk %d of its %s: %w", i, what, err)
 	}
 	return b, nil
 }
@@ -63,8 +56,8 @@ func (x *Index) History() History {
 	return h
 }
 
-// release gives back the history file's space of every chunk of spans:
-// the index is dropped whole (a restore replaced it, or its copy was
+// release gives back the history file's space of every chunk: the
+// index is dropped whole (a restore replaced it, or its copy was
 // refused).
 func (x *Index) release() {
 	for c := range x.spans {

@@ -367,7 +367,7 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 		if blk.maxTo <= lo || blk.minFrom >= hi {
 			continue
 		}
-		b, err := x.spanBytes(c, &scratch)
+		b, err := x.chunkBytes(&x.spans[c].Chunk, "spans", c, &scratch)
 		if err != nil {
 			return Report{}, fmt.Errorf("cost index: %w", err)
 		}
@@ -391,7 +391,7 @@ func (x *Index) Report(dim Dimension, since, until, end time.Time) (Report, erro
 	}
 	f.hint = nil
 	for c := range x.marks {
-		b, err := x.markBytes(c, &scratch)
+		b, err := x.chunkBytes(&x.marks[c].Chunk, "boot marks", c, &scratch)
 		if err != nil {
 			return Report{}, fmt.Errorf("cost index: %w", err)
 		}

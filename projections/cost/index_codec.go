@@ -63,7 +63,7 @@ func (x *Index) encode(e *encoder, seq uint64) error {
 	e.Uint(uint64(x.nowners))
 	var claim, scratch []byte
 	for c := range x.owners {
-		b, err := x.ownerBytes(c, &scratch)
+		b, err := x.chunkBytes(&x.owners[c], "owners", c, &scratch)
 		if err != nil {
 			return fmt.Errorf("cost index: %w", err)
 		}
@@ -91,7 +91,7 @@ func (x *Index) encode(e *encoder, seq uint64) error {
 	e.Uint(uint64(x.nspans))
 	var prev int64
 	for c := range x.spans {
-		b, err := x.spanBytes(c, &scratch)
+		b, err := x.chunkBytes(&x.spans[c].Chunk, "spans", c, &scratch)
 		if err != nil {
 			return fmt.Errorf("cost index: %w", err)
 		}
@@ -106,7 +106,7 @@ func (x *Index) encode(e *encoder, seq uint64) error {
 	e.Uint(uint64(x.nmarks))
 	prev = 0
 	for c := range x.marks {
-		b, err := x.markBytes(c, &scratch)
+		b, err := x.chunkBytes(&x.marks[c].Chunk, "boot marks", c, &scratch)
 		if err != nil {
 			return fmt.Errorf("cost index: %w", err)
 		}

@@ -2,7 +2,6 @@ package cost
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/claimstream/claimstream/internal/chunkfile"
 )
@@ -52,16 +51,6 @@ func (x *Index) addOwner(o owner) uint32 {
 	return uint32(x.nowners - 1)
 }
 
-// ownerBytes is chunk c of owners' bytes: its own, or read from the
-// history file into *scratch.
-func (x *Index) ownerBytes(c int, scratch *[]byte) ([]byte, error) {
-	b, err := x.history.Bytes(&x.owners[c], scratch)
-	if err != nil {
-		return nil, fmt.Errorf("chunk %d of its owners: %w", c, err)
-	}
-	return b, nil
-}
-
 // ownerReader looks owners up for one report: the chunks it reads back
 // from the history file stay with it until the report is done, so each
 // is read once.
@@ -81,7 +70,7 @@ func (r *ownerReader) owner(o uint32) (owner, error) {
 	}
 	if r.chunks[c] == nil {
 		var b []byte
-		if _, err := x.ownerBytes(c, &b); err != nil {
+		if _, err := x.chunkBytes(&x.owners[c], "owners", c, &b); err != nil {
 			return owner{}, err
 		}
 		r.chunks[c] = b

@@ -30,7 +30,7 @@ type Runner struct {
 	views *projections.Runner
 	store *eventlog.Store
 	// history is the file every index of the runner keeps its full chunks
-	// of spans in (history.go): a restore releases the replaced index's.
+	// in (history.go): a restore releases the replaced index's.
 	// Nil without a directory, or when it could not be made (noFile).
 	history *chunkfile.File
 	noFile  error
